@@ -1,0 +1,48 @@
+"""The `trainscale` command line: one module per subcommand.
+
+Each subcommand module exposes `add_parser(subparsers)` and `run(args) -> int`. They are
+imported explicitly (not discovered) so that `trainscale --help` is cheap and predictable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trainscale import __version__
+from trainscale.cli import bench_cmd, env_cmd, run_cmd, runs_cmd, workloads_cmd
+from trainscale.errors import TrainscaleError
+
+SUBCOMMANDS = (env_cmd, workloads_cmd, run_cmd, bench_cmd, runs_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with one sub-parser per subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="trainscale",
+        description=(
+            "Train reference workloads serially and in parallel, measure them under one "
+            "honest rule, store every run, and report speedup and accuracy."
+        ),
+        epilog="Run `trainscale COMMAND --help` for the options of one command.",
+    )
+    parser.add_argument("--version", action="version", version=f"trainscale {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in SUBCOMMANDS:
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except TrainscaleError as error:
+        # A user mistake: one line, no traceback, non-zero exit.
+        print(f"trainscale: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trainscale: interrupted", file=sys.stderr)
+        return 130

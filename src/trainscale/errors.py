@@ -1,0 +1,21 @@
+"""Errors that mean "the user asked for something we cannot do".
+
+The CLI prints these as one line and exits with status 2; anything else is a bug and keeps
+its traceback.
+"""
+
+
+class TrainscaleError(Exception):
+    """A user-facing error with a message that explains what to change."""
+
+
+class ConfigError(TrainscaleError):
+    """An invalid option, number, or combination of options."""
+
+
+class DataError(TrainscaleError):
+    """Missing, corrupt or unreadable dataset files."""
+
+
+class StoreError(TrainscaleError):
+    """The results store cannot be opened, written, or has no such run."""

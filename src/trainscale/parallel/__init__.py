@@ -1,0 +1,1 @@
+"""trainscale.parallel."""
