@@ -1,14 +1,160 @@
-"""Placeholder for the `run` subcommand (being written)."""
+"""`trainscale run WORKLOAD`: train one workload in one setting, measure it, store it."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from typing import Any
+
+from trainscale.config import THREADS_TORCH_DEFAULT, RunOptions
+
+EPILOG = """\
+examples:
+  trainscale run mnist-cnn                                  # 1 worker, all cores as threads
+  trainscale run mnist-cnn --workers 2 --affinity compact --epochs 1
+  trainscale run mnist-cnn --workers 2 --affinity "0;1" --global-batch-size 256 --lr-scaling linear
+  trainscale run mnist-cnn --data synthetic --steps 50 --json
+  torchrun --nproc-per-node 2 -m trainscale run mnist-cnn   # joins an external launcher
+
+The data search path is --data-dir, then $TRAINSCALE_DATA_DIR, then the cache
+($TRAINSCALE_CACHE_DIR or ~/.cache/trainscale), then other tools' caches; when online the
+files are downloaded into the cache with checksum verification.
+"""
+
+
+def _threads(text: str) -> int | str:
+    if text == THREADS_TORCH_DEFAULT:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or {THREADS_TORCH_DEFAULT!r}, got {text!r}"
+        ) from None
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of one run; shared with commands that run workloads (bench, sweeps)."""
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", choices=("real", "synthetic"), default="real",
+                      help="real dataset files, or random tensors of the same shapes "
+                      "(throughput only: no accuracy is reported) (default: real)")
+    data.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
+    data.add_argument("--no-download", dest="download", action="store_false",
+                      help="never download; fail if the files are not found locally")
+
+    par = parser.add_argument_group("parallelism (CPU)")
+    par.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="worker processes; >1 trains data-parallel (DDP over gloo) (default: 1)")
+    par.add_argument("--threads-per-worker", type=_threads, default=None, metavar="T",
+                     help="intra-op threads per worker (default: cores // workers); "
+                     f"'{THREADS_TORCH_DEFAULT}' leaves torch's default (the oversubscription "
+                     "pitfall)")
+    par.add_argument("--affinity", default="compact", metavar="MODE",
+                     help="pin workers to cores: none, compact, spread, or per-worker core lists "
+                     "such as '0,1;2,3' (default: compact)")
+    par.add_argument("--allow-oversubscribe", action="store_true",
+                     help="run even if workers x threads exceeds the available cores")
+    par.add_argument("--timeout", dest="timeout_s", type=float, default=300.0, metavar="S",
+                     help="seconds a worker waits for a silent peer before the run fails "
+                     "(default: 300)")
+
+    hp = parser.add_argument_group("training")
+    batch = hp.add_mutually_exclusive_group()
+    batch.add_argument("--batch-size", type=int, metavar="B", help="per-worker batch size")
+    batch.add_argument("--global-batch-size", type=int, metavar="B",
+                       help="global batch size (split evenly over workers)")
+    hp.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
+    hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size")
+    hp.add_argument("--lr-scaling", choices=("none", "linear", "sqrt"), default="none",
+                    help="scale the lr with global batch / reference batch (default: none)")
+    hp.add_argument("--warmup-fraction", type=float, metavar="F",
+                    help="share of steps with linear lr warm-up")
+    hp.add_argument("--schedule", choices=("constant", "onecycle", "cosine"))
+    hp.add_argument("--weight-decay", type=float)
+    hp.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16 = autocast to bfloat16 (fast only where the CPU has native bf16)")
+    length = hp.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=float, help="epochs (fractions allowed)")
+    length.add_argument("--steps", type=int, help="optimizer steps (overrides epochs)")
+    hp.add_argument("--seed", type=int, default=0)
+
+    meas = parser.add_argument_group("measurement")
+    meas.add_argument("--eval-every", type=int, metavar="STEPS",
+                      help="evaluate every STEPS steps, off the training clock "
+                      "(default: 4 times an epoch)")
+    meas.add_argument("--no-eval", dest="evaluate", action="store_false",
+                      help="skip evaluation: throughput only, no accuracy reported")
+    meas.add_argument("--target-accuracy", type=float, metavar="ACC",
+                      help="test accuracy (fraction) for time-to-target (default: workload's)")
+    meas.add_argument("--warmup-steps", dest="warmup_steps_untimed", type=int, default=5,
+                      help="first steps left out of step-time statistics (default: 5)")
+
+
+def options_from_args(args: argparse.Namespace, workload: str | None = None) -> RunOptions:
+    """RunOptions from parsed arguments (the names match the dataclass fields)."""
+    fields = {name: getattr(args, name) for name in RunOptions.__dataclass_fields__
+              if hasattr(args, name)}
+    if workload is not None:
+        fields["workload"] = workload
+    return RunOptions(**fields)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("run", help="(being written)")
+    parser = subparsers.add_parser(
+        "run",
+        help="train one workload in one setting and store the measured run",
+        description="Train one workload, serially or data-parallel on CPU, measure it under "
+        "trainscale's rules (warm-up untimed, evaluation off the clock, slowest rank), and "
+        "store the run.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
+    add_run_options(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--store", metavar="PATH",
+                     help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)")
+    out.add_argument("--tag", help="free-form label stored with the run")
+    out.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    out.add_argument("--quiet", action="store_true", help="no progress output")
     parser.set_defaults(handler=run)
 
 
+def format_result(result: dict[str, Any]) -> str:
+    """A few human lines about a finished run."""
+    acc = result.get("test_accuracy")
+    ttt = result.get("time_to_target_s")
+    lines = [
+        f"run {result['run_id'][:8]}  {result['workload']}  {result['status']}  "
+        f"data={result['data']}",
+        f"  {result['world_size']} worker(s) x {result['threads_per_worker'] or 'default'} "
+        f"thread(s), affinity {result['affinity']}, {result['precision']}, global batch "
+        f"{result['global_batch_size']}",
+        f"  throughput {result['samples_per_s']:.1f} samples/s, median step "
+        f"{result['step_time_s_median'] * 1000:.1f} ms",
+    ]
+    if result["data"] == "synthetic":
+        lines.append("  synthetic data: throughput only, no accuracy is claimed")
+    elif acc is None:
+        lines.append("  evaluation skipped: throughput only")
+    else:
+        reached = f"{ttt:.1f} s" if ttt is not None else "not reached"
+        lines.append(f"  test accuracy {acc:.4f}; time to target: {reached} (training clock)")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
+    from trainscale.runner import RunFailed, execute_run
+
+    opts = options_from_args(args)
+    try:
+        result = execute_run(opts, args.store, quiet=args.quiet or args.json)
+    except RunFailed as failure:
+        print(f"trainscale: {failure}", file=sys.stderr)
+        return 1
+    if result is None:  # a non-zero rank under an external launcher
+        return 0
+    print(json.dumps(result) if args.json else format_result(result))
     return 0

@@ -1,14 +1,42 @@
-"""Placeholder for the `workloads` subcommand (being written)."""
+"""`trainscale workloads`: the registered workloads and their default recipes."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("workloads", help="(being written)")
+    parser = subparsers.add_parser(
+        "workloads", help="list the registered workloads",
+        description="List the reference workloads, their targets and default recipes.",
+    )
+    parser.add_argument("--json", action="store_true", help="print as JSON")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from trainscale.workloads import get_workload, workload_names
+
+    specs = [get_workload(name) for name in workload_names()]
+    if args.json:
+        rows = [{"name": w.name, "description": w.description,
+                 "target_accuracy": w.target_accuracy, "recipe": asdict(w.recipe)}
+                for w in specs]
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="trainscale workloads")
+    for column in ("name", "description", "target", "default recipe"):
+        table.add_column(column)
+    for w in specs:
+        r = w.recipe
+        recipe = (f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}, "
+                  f"{r.epochs:g} epoch(s)")
+        table.add_row(w.name, w.description, f"{w.target_accuracy:.1%} test acc", recipe)
+    Console().print(table)
     return 0

@@ -1,0 +1,133 @@
+"""Execution strategies: how one worker pins itself, joins its peers and wraps the model.
+
+The trainer loop only talks to a `Strategy`; it never checks which one it has. That is
+what lets one loop serve one CPU core and many processes alike.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainscale.config import RunConfig
+from trainscale.parallel.distenv import DistEnv
+
+
+class Strategy:
+    """Serial execution: one process, T intra-op threads, optionally pinned to cores."""
+
+    def __init__(self, config: RunConfig, env: DistEnv):
+        self.config = config
+        self.env = env
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Pin to cores and fix the thread count before torch starts its thread pool."""
+        from trainscale.parallel.affinity import pin_current_process
+
+        if self.config.core_sets is not None:
+            cores = self.config.core_sets[self.env.local_rank % len(self.config.core_sets)]
+            pin_current_process(cores)
+        if self.config.threads_per_worker is not None:
+            torch.set_num_threads(self.config.threads_per_worker)
+
+    def teardown(self) -> None:
+        """Release what setup acquired."""
+
+    # -- model and data --------------------------------------------------------------------
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def shard_indices(self, num_samples: int, epoch: int, seed: int) -> torch.Tensor:
+        """This worker's sample order for `epoch` (DistributedSampler semantics).
+
+        Every rank draws the same permutation from (seed, epoch), pads it to a multiple of
+        the world size by repeating its head, and takes every world_size-th index from its
+        rank on: disjoint shards of equal length, a fresh shuffle each epoch.
+        """
+        generator = torch.Generator().manual_seed(seed + epoch)
+        order = torch.randperm(num_samples, generator=generator)
+        world = self.env.world_size
+        padded = -(-num_samples // world) * world
+        if padded > num_samples:
+            order = torch.cat([order, order[: padded - num_samples]])
+        return order[self.env.rank : padded : world]
+
+    def eval_shard(self, num_samples: int) -> slice:
+        """The slice of the test set this rank evaluates (ranks split evaluation work)."""
+        world = self.env.world_size
+        return slice(self.env.rank, num_samples, world)
+
+    # -- collectives (identity when serial) --------------------------------------------------
+    def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def max_float(self, value: float) -> float:
+        return value
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        """Every rank's `obj`, in rank order (on all ranks)."""
+        return [obj]
+
+    def describe(self) -> str:
+        return "serial"
+
+
+class CpuDataParallel(Strategy):
+    """N processes, DistributedDataParallel over gloo, each pinned to its own cores."""
+
+    def setup(self) -> None:
+        super().setup()
+        timeout = datetime.timedelta(seconds=self.config.timeout_s)
+        # gloo's collectives raise after `timeout`: a silent or dead peer ends the run instead
+        # of hanging it forever.
+        dist.init_process_group("gloo", timeout=timeout)
+
+    def teardown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        # DDP broadcasts rank 0's parameters at construction, so all replicas start equal.
+        return nn.parallel.DistributedDataParallel(model)
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+
+    def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def max_float(self, value: float) -> float:
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.env.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def describe(self) -> str:
+        return f"cpu-ddp(gloo, {self.env.world_size} workers)"
+
+
+def make_strategy(config: RunConfig, env: DistEnv) -> Strategy:
+    """The strategy for this run: serial for one worker, CPU DDP for several."""
+    if env.world_size > 1:
+        return CpuDataParallel(config, env)
+    return Strategy(config, env)
+
+
+def worker_facts() -> dict[str, Any]:
+    """What this worker actually runs with (not what was asked): cores, threads, pid."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"pid": os.getpid(), "cores": cores, "torch_threads": torch.get_num_threads()}

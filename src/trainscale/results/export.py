@@ -1,0 +1,177 @@
+"""Stored runs as flat JSON objects or CSV rows, for spreadsheets, notebooks and other tools."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from trainscale.results.store import RunRecord
+
+SUMMARY_KEYS = (
+    "samples_per_s",
+    "step_time_s_median",
+    "step_time_s_p90",
+    "epoch_time_s",
+    "time_to_target_s",
+    "target_accuracy",
+    "test_accuracy",
+    "test_loss",
+    "train_time_s",
+    "eval_time_s",
+    "num_steps",
+    "num_samples",
+    "peak_memory_bytes_per_worker",
+)
+"""Summary metrics always present in an export (null when a run did not record them)."""
+
+CSV_COLUMNS = (
+    "run_id",
+    "created_at",
+    "finished_at",
+    "workload",
+    "status",
+    "data",
+    "world_size",
+    "threads_per_worker",
+    "affinity",
+    "precision",
+    "global_batch_size",
+    "tag",
+    *(key for key in SUMMARY_KEYS if key != "peak_memory_bytes_per_worker"),
+    "peak_memory_bytes_max",
+    "cpu_model",
+    "torch_version",
+    "error",
+)
+"""CSV header: scalar columns only; per-worker memory becomes its maximum, env two columns."""
+
+EXPORT_FORMATS = ("csv", "json")
+
+# The environment record belongs to another module and may nest its fields; look in the
+# likely places instead of failing an export over a layout change.
+_CPU_MODEL_PATHS = (
+    "cpu_model",
+    "cpu.model",
+    "cpu.model_name",
+    "cpu.brand",
+    "host.cpu_model",
+    "cpu",
+)
+_TORCH_VERSION_PATHS = (
+    "torch_version",
+    "versions.torch",
+    "libraries.torch",
+    "packages.torch",
+    "torch.version",
+    "torch",
+)
+
+
+def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
+    """One run as a flat, strict-JSON-ready dict (NaN and infinities become null).
+
+    Keys: the run's columns (`data` is the data kind), every key of `SUMMARY_KEYS`, any other
+    summary keys the run recorded, then `env`, `config` and `schema_version`.
+    """
+    flat: dict[str, Any] = {
+        "run_id": record.run_id,
+        "created_at": record.created_at,
+        "finished_at": record.finished_at,
+        "workload": record.workload,
+        "status": record.status,
+        "error": record.error,
+        "data": record.data_kind,
+        "world_size": record.world_size,
+        "threads_per_worker": record.threads_per_worker,
+        "affinity": record.affinity,
+        "precision": record.precision,
+        "global_batch_size": record.global_batch_size,
+        "tag": record.tag,
+    }
+    for key in SUMMARY_KEYS:
+        flat[key] = record.summary.get(key)
+    for key, value in record.summary.items():
+        flat.setdefault(key, value)
+    flat["env"] = record.env
+    flat["config"] = record.config
+    flat["schema_version"] = record.schema_version
+    return _finite_or_none(flat)
+
+
+def run_to_csv_row(record: RunRecord) -> dict[str, Any]:
+    """One run as a dict over `CSV_COLUMNS` with scalar values (None for unknown)."""
+    flat = run_to_json_dict(record)
+    row = {key: flat.get(key) for key in CSV_COLUMNS}
+    memory = flat.get("peak_memory_bytes_per_worker")
+    if isinstance(memory, list):
+        numbers = [m for m in memory if isinstance(m, (int, float))]
+        row["peak_memory_bytes_max"] = max(numbers) if numbers else None
+    elif isinstance(memory, (int, float)):
+        row["peak_memory_bytes_max"] = memory
+    row["cpu_model"] = env_lookup(record.env, _CPU_MODEL_PATHS)
+    row["torch_version"] = env_lookup(record.env, _TORCH_VERSION_PATHS)
+    for key, value in row.items():
+        if isinstance(value, (list, dict)):
+            # A summary key that is not scalar in this run: keep the cell, as JSON text.
+            row[key] = json.dumps(value)
+    return row
+
+
+def export_runs(
+    records: Iterable[RunRecord],
+    fmt: str,
+    out: TextIO,
+    *,
+    epochs_of: Callable[[str], list[dict[str, Any]]] | None = None,
+) -> None:
+    """Write runs to `out` as CSV (header + one row per run) or JSON (a list of objects).
+
+    With `epochs_of` (e.g. `RunStore.epochs`), each JSON object also carries its `epochs`;
+    CSV stays one row per run.
+    """
+    if fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for record in records:
+            writer.writerow(
+                {
+                    key: "" if value is None else value
+                    for key, value in run_to_csv_row(record).items()
+                }
+            )
+    elif fmt == "json":
+        items = []
+        for record in records:
+            item = run_to_json_dict(record)
+            if epochs_of is not None:
+                item["epochs"] = _finite_or_none(epochs_of(record.run_id))
+            items.append(item)
+        json.dump(items, out, indent=2, allow_nan=False)
+        out.write("\n")
+    else:
+        raise ValueError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+
+
+def env_lookup(env: dict[str, Any], paths: Iterable[str]) -> str | None:
+    """The first text value found at one of the dotted `paths` in `env`, else None."""
+    for path in paths:
+        value: Any = env
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _finite_or_none(value: Any) -> Any:
+    # Strict JSON has no NaN; a diverged loss is exported as null rather than breaking readers.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_none(item) for item in value]
+    return value

@@ -1,0 +1,169 @@
+"""The versioned SQLite schema of the results store.
+
+One row per run in `runs` (config, environment and summary kept as JSON so that new summary
+keys need no migration), one row per epoch in `epochs` and one row per timed step in
+`step_times`. `meta` records the schema version the file was written with, so that an older
+trainscale refuses a newer file instead of misreading it, and a newer one can migrate an older
+file in place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from trainscale.errors import StoreError
+
+SCHEMA_VERSION = 1
+"""The schema version this code reads and writes; bump it and extend `migrate` together."""
+
+RUN_STATUSES = ("running", "completed", "failed")
+DATA_KINDS = ("real", "synthetic")
+
+# Statements are kept apart (not one script) so that they can run inside an explicit
+# BEGIN IMMEDIATE transaction: `executescript` would commit first and drop the lock.
+DDL: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        run_id             TEXT PRIMARY KEY,
+        created_at         TEXT NOT NULL,
+        finished_at        TEXT,
+        status             TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+        error              TEXT,
+        workload           TEXT,
+        data_kind          TEXT CHECK (data_kind IN ('real', 'synthetic')),
+        world_size         INTEGER,
+        threads_per_worker INTEGER,
+        affinity           TEXT,
+        precision          TEXT,
+        global_batch_size  INTEGER,
+        tag                TEXT,
+        config_json        TEXT NOT NULL DEFAULT '{}',
+        env_json           TEXT NOT NULL DEFAULT '{}',
+        summary_json       TEXT NOT NULL DEFAULT '{}',
+        schema_version     INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS epochs (
+        run_id        TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        epoch         INTEGER NOT NULL,
+        train_loss    REAL,
+        test_loss     REAL,
+        test_accuracy REAL,
+        train_clock_s REAL,
+        epoch_time_s  REAL,
+        eval_time_s   REAL,
+        PRIMARY KEY (run_id, epoch)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS step_times (
+        run_id      TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        step        INTEGER NOT NULL,
+        step_time_s REAL NOT NULL,
+        PRIMARY KEY (run_id, step)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS runs_workload ON runs (workload)",
+    "CREATE INDEX IF NOT EXISTS runs_created_at ON runs (created_at)",
+    "CREATE INDEX IF NOT EXISTS runs_tag ON runs (tag)",
+)
+
+EPOCH_FIELDS = (
+    "train_loss",
+    "test_loss",
+    "test_accuracy",
+    "train_clock_s",
+    "epoch_time_s",
+    "eval_time_s",
+)
+"""Per-epoch measurements stored besides the epoch number (all optional, seconds and ratios)."""
+
+
+def read_schema_version(conn: sqlite3.Connection) -> int | None:
+    """The schema version recorded in the file, or None for a file without trainscale tables."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone()
+    if has_meta is None:
+        return None
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        raise StoreError(f"unreadable schema_version {row[0]!r} in its meta table") from None
+
+
+def migrate(conn: sqlite3.Connection, from_version: int) -> None:
+    """Bring a store written with `from_version` up to `SCHEMA_VERSION`, in place.
+
+    Called inside the caller's write transaction, so a failed migration leaves the file as it
+    was. Add one step per version bump (`if from_version < 2: ...`); version 1 is the first
+    schema, so there is nothing to do yet.
+    """
+    if from_version < 1:
+        raise StoreError(f"unknown results store schema version {from_version}")
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables in an empty file, migrate an older one, refuse a newer one.
+
+    `conn` must be in autocommit mode (isolation_level=None). The common case (the file is
+    already current) only reads; the write lock is taken only when something must change, and
+    the check is repeated under the lock because another process may have just done the work.
+    """
+    version = read_schema_version(conn)
+    if version == SCHEMA_VERSION:
+        return
+    _refuse_newer(version)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = read_schema_version(conn)
+        _refuse_newer(version)
+        if version is None:
+            _refuse_foreign_database(conn)
+            for statement in DDL:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        elif version < SCHEMA_VERSION:
+            migrate(conn, version)
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _refuse_newer(version: int | None) -> None:
+    if version is not None and version > SCHEMA_VERSION:
+        raise StoreError(
+            f"it has schema version {version}, written by a newer trainscale (this one reads "
+            f"up to {SCHEMA_VERSION}); upgrade trainscale or pass another --store"
+        )
+
+
+def _refuse_foreign_database(conn: sqlite3.Connection) -> None:
+    # Adding our tables to some other program's database would be a surprising side effect.
+    foreign = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN "
+        "('meta', 'runs', 'epochs', 'step_times') AND name NOT LIKE 'sqlite_%' LIMIT 1"
+    ).fetchone()
+    if foreign is not None:
+        raise StoreError(
+            f"it is an SQLite database of another program (table {foreign[0]!r}), "
+            "not a trainscale results store"
+        )

@@ -1,0 +1,513 @@
+"""The SQLite results store: every run, its epochs and its step times, in one file.
+
+Several processes may write to the same store at once (parallel sweeps, a report reading
+while a run finishes). Two habits make that safe: WAL journaling with a generous busy
+timeout, and short write transactions opened with `BEGIN IMMEDIATE`, which takes the write
+lock up front so that two writers queue instead of failing with "database is locked" when a
+read transaction tries to upgrade.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from trainscale.errors import StoreError
+from trainscale.results.schema import (
+    DATA_KINDS,
+    EPOCH_FIELDS,
+    RUN_STATUSES,
+    SCHEMA_VERSION,
+    ensure_schema,
+)
+
+STORE_ENV_VAR = "TRAINSCALE_STORE"
+DEFAULT_STORE_NAME = "trainscale.db"
+BUSY_TIMEOUT_S = 30.0
+"""How long a writer waits for another writer's lock before giving up."""
+
+
+def default_store_path() -> Path:
+    """The store used when none is given: `$TRAINSCALE_STORE`, else `./trainscale.db`."""
+    from_env = os.environ.get(STORE_ENV_VAR, "").strip()
+    return Path(from_env).expanduser() if from_env else Path(DEFAULT_STORE_NAME)
+
+
+def missing_store_message(path: Path) -> str:
+    """The one-line message for reading a store that does not exist yet."""
+    return f"no results store at {path}; run `trainscale run` first or pass --store"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One stored run: the `runs` row with its JSON columns parsed."""
+
+    run_id: str
+    """Unique id; commands accept any unique prefix of it."""
+    created_at: str
+    """ISO 8601 UTC time the run was registered."""
+    finished_at: str | None
+    """ISO 8601 UTC time the run completed or failed; None while running."""
+    status: str
+    """'running', 'completed' or 'failed'."""
+    error: str | None
+    """Why a failed run failed."""
+    workload: str | None
+    """Registered workload name (None only for a failure recorded before the run was known)."""
+    data_kind: str | None
+    """'real' or 'synthetic'; accuracy from synthetic data means nothing."""
+    world_size: int | None
+    """Number of worker processes."""
+    threads_per_worker: int | None
+    """Intra-op threads in each worker."""
+    affinity: str | None
+    """CPU affinity plan, as the launcher describes it."""
+    precision: str | None
+    """Numeric precision, e.g. 'fp32' or 'bf16'."""
+    global_batch_size: int | None
+    """Samples per optimizer step, summed over workers."""
+    tag: str | None
+    """Free label used to group runs (a sweep name, an experiment)."""
+    config: dict[str, Any]
+    """The resolved run configuration."""
+    env: dict[str, Any]
+    """The environment the run saw (hardware, versions, affinity map)."""
+    summary: dict[str, Any]
+    """Headline metrics of a completed run (empty otherwise)."""
+    schema_version: int
+    """Schema version the run was written with."""
+
+    @property
+    def short_id(self) -> str:
+        """The first 8 characters of the run id, as shown in tables."""
+        return self.run_id[:8]
+
+
+class RunStore:
+    """A results store file; open with `RunStore(path)`, use as a context manager."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        """Open (and with `create`, create) the store at `path`.
+
+        Raises StoreError naming the path when it cannot be used: a missing parent directory,
+        a directory, a file that is not SQLite, a store from a newer trainscale, or (with
+        create=False) no file at all.
+        """
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = _connect(self.path, create=create)
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection; calling it twice is harmless."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    # -- writes -------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        run_id: str,
+        workload: str,
+        config: Mapping[str, Any],
+        env: Mapping[str, Any],
+        *,
+        data_kind: str,
+        world_size: int,
+        threads_per_worker: int,
+        affinity: str | None,
+        precision: str,
+        global_batch_size: int,
+        tag: str | None = None,
+    ) -> None:
+        """Register a new run with status 'running'; a duplicate run id is a StoreError."""
+        if not run_id:
+            raise ValueError("run_id must be a non-empty string")
+        _check_data_kind(data_kind)
+        row = {
+            "run_id": run_id,
+            "created_at": _utc_now(),
+            "status": "running",
+            "workload": workload,
+            "data_kind": data_kind,
+            "world_size": int(world_size),
+            "threads_per_worker": int(threads_per_worker),
+            "affinity": _affinity_text(affinity),
+            "precision": precision,
+            "global_batch_size": int(global_batch_size),
+            "tag": tag,
+            "config_json": _dumps(config),
+            "env_json": _dumps(env),
+            "schema_version": SCHEMA_VERSION,
+        }
+        with self._write() as conn:
+            if _status(conn, run_id) is not None:
+                raise StoreError(f"run {run_id} already exists in {self.path}")
+            _insert_run(conn, row)
+
+    def complete_run(
+        self,
+        run_id: str,
+        summary: Mapping[str, Any],
+        epochs: Sequence[Mapping[str, Any]],
+        step_times_s: Sequence[float],
+    ) -> None:
+        """Store the results of a running run and mark it 'completed', all in one transaction.
+
+        `epochs` are dicts with an optional `epoch` number (default: position, from 1) and any
+        of the per-epoch fields (`train_loss`, `test_loss`, `test_accuracy`, `train_clock_s`,
+        `epoch_time_s`, `eval_time_s`); other keys are ignored. `step_times_s` is the per-step
+        time of the run (the slowest rank's), in step order. If anything fails, nothing is
+        written and the run stays 'running'.
+        """
+        # Encode and convert before taking the write lock: a bad value should fail fast and
+        # never hold other writers up.
+        summary_json = _dumps(summary)
+        epoch_rows = [_epoch_row(run_id, index, epoch) for index, epoch in enumerate(epochs, 1)]
+        step_rows = [(run_id, step, float(t)) for step, t in enumerate(step_times_s)]
+        with self._write() as conn:
+            status = _status(conn, run_id)
+            if status is None:
+                raise StoreError(f"no run {run_id} in {self.path} to complete")
+            if status != "running":
+                raise StoreError(f"run {run_id} is already {status}; it cannot be completed")
+            conn.executemany(
+                f"INSERT INTO epochs (run_id, epoch, {', '.join(EPOCH_FIELDS)}) "
+                f"VALUES ({', '.join('?' * (len(EPOCH_FIELDS) + 2))})",
+                epoch_rows,
+            )
+            conn.executemany(
+                "INSERT INTO step_times (run_id, step, step_time_s) VALUES (?, ?, ?)", step_rows
+            )
+            conn.execute(
+                "UPDATE runs SET status = 'completed', finished_at = ?, summary_json = ?, "
+                "error = NULL WHERE run_id = ?",
+                (_utc_now(), summary_json, run_id),
+            )
+
+    def fail_run(
+        self,
+        run_id: str,
+        reason: str,
+        *,
+        workload: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        env: Mapping[str, Any] | None = None,
+        data_kind: str | None = None,
+        world_size: int | None = None,
+        threads_per_worker: int | None = None,
+        affinity: str | None = None,
+        precision: str | None = None,
+        global_batch_size: int | None = None,
+        tag: str | None = None,
+    ) -> bool:
+        """Mark a run 'failed' with `reason`; returns whether this call recorded the failure.
+
+        A run that does not exist yet (it failed before `create_run`) is inserted with
+        whatever of the optional fields are known. A completed run is left alone, and so is a
+        run already failed: the first reason is usually the root cause (a worker crashed)
+        and later ones its echo (the launcher saw the worker exit).
+        """
+        if data_kind is not None:
+            _check_data_kind(data_kind)
+        now = _utc_now()
+        with self._write() as conn:
+            status = _status(conn, run_id)
+            if status is None:
+                _insert_run(
+                    conn,
+                    {
+                        "run_id": run_id,
+                        "created_at": now,
+                        "finished_at": now,
+                        "status": "failed",
+                        "error": reason,
+                        "workload": workload,
+                        "data_kind": data_kind,
+                        "world_size": _opt_int(world_size),
+                        "threads_per_worker": _opt_int(threads_per_worker),
+                        "affinity": _affinity_text(affinity),
+                        "precision": precision,
+                        "global_batch_size": _opt_int(global_batch_size),
+                        "tag": tag,
+                        "config_json": _dumps(config or {}),
+                        "env_json": _dumps(env or {}),
+                        "schema_version": SCHEMA_VERSION,
+                    },
+                )
+                return True
+            if status != "running":
+                return False
+            conn.execute(
+                "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE run_id = ?",
+                (reason, now, run_id),
+            )
+            return True
+
+    # -- reads --------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run with this id, or the only run whose id starts with it.
+
+        An empty, unknown or ambiguous id is a StoreError that says what to do instead.
+        """
+        prefix = run_id.strip()
+        if not prefix:
+            raise StoreError("empty run id; `trainscale runs list` shows the stored runs")
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (prefix,)).fetchone()
+            if row is not None:
+                return _record(row)
+            # substr() rather than LIKE: run ids may contain '_' or '%'.
+            where = "substr(run_id, 1, ?) = ?"
+            params = (len(prefix), prefix)
+            (count,) = conn.execute(f"SELECT count(*) FROM runs WHERE {where}", params).fetchone()
+            if count == 0:
+                raise StoreError(
+                    f"no run {prefix!r} in {self.path}; `trainscale runs list` shows the "
+                    "stored runs"
+                )
+            rows = conn.execute(
+                f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT 5",
+                params,
+            ).fetchall()
+        if count == 1:
+            return _record(rows[0])
+        shown = ", ".join(r["run_id"] for r in rows) + (", ..." if count > len(rows) else "")
+        raise StoreError(
+            f"run id prefix {prefix!r} matches {count} runs ({shown}); give more characters"
+        )
+
+    def list_runs(
+        self,
+        workload: str | None = None,
+        status: str | None = None,
+        tag: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunRecord]:
+        """Stored runs matching all the given filters, newest first, at most `limit` of them."""
+        if status is not None and status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("workload", workload), ("status", status), ("tag", tag)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        sql = "SELECT * FROM runs"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        # rowid breaks ties between runs created within the same microsecond.
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        with self._read() as conn:
+            return [_record(row) for row in conn.execute(sql, params).fetchall()]
+
+    def epochs(self, run_id: str) -> list[dict[str, Any]]:
+        """Per-epoch rows of a run (full id), in epoch order; empty unless it completed."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT epoch, {', '.join(EPOCH_FIELDS)} FROM epochs WHERE run_id = ? "
+                "ORDER BY epoch",
+                (run_id,),
+            ).fetchall()
+        return [dict(row) for row in rows]
+
+    def step_times(self, run_id: str) -> list[float]:
+        """Per-step times of a run (full id) in seconds, in step order."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT step_time_s FROM step_times WHERE run_id = ? ORDER BY step", (run_id,)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"results store {self.path} is closed")
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it commits, or none of it (rollback on any error)."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as error:
+            # Locked past the timeout, read-only file, full disk: the user's environment,
+            # not a bug. Other sqlite errors (bad values, constraint violations) are bugs.
+            raise StoreError(f"cannot write results store {self.path}: {error}") from None
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        try:
+            yield conn
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"cannot read results store {self.path}: {error}") from None
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
+    """Open the file with the pragmas the store relies on and a current schema."""
+    if path.is_dir():
+        raise StoreError(f"cannot open results store {path}: it is a directory, not a file")
+    if not path.exists():
+        if not create:
+            raise StoreError(missing_store_message(path))
+        # Only the file is created: a mistyped directory should fail, not appear.
+        parent = path.parent
+        if not parent.is_dir():
+            raise StoreError(
+                f"cannot create results store {path}: directory {parent} does not exist"
+            )
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(f"cannot create results store {path}: {parent} is not writable")
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as error:
+        raise StoreError(f"cannot open results store {path}: {error}") from None
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        # WAL lets readers work while a writer commits; on filesystems without shared
+        # memory SQLite keeps its rollback journal, which is still correct, only slower.
+        conn.execute("PRAGMA journal_mode = WAL")
+        ensure_schema(conn)
+    except StoreError as error:
+        conn.close()
+        raise StoreError(f"cannot use results store {path}: {error}") from None
+    except sqlite3.Error as error:
+        conn.close()
+        raise StoreError(f"cannot open results store {path}: {error}") from None
+    return conn
+
+
+def _utc_now() -> str:
+    # A fixed format (microseconds, +00:00) so that text order is time order.
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _status(conn: sqlite3.Connection, run_id: str) -> str | None:
+    row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _insert_run(conn: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+    columns = ", ".join(row)
+    marks = ", ".join(f":{name}" for name in row)
+    conn.execute(f"INSERT INTO runs ({columns}) VALUES ({marks})", dict(row))
+
+
+def _check_data_kind(data_kind: str) -> None:
+    if data_kind not in DATA_KINDS:
+        raise ValueError(f"data_kind must be one of {', '.join(DATA_KINDS)}, not {data_kind!r}")
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _affinity_text(affinity: Any) -> str | None:
+    # The column is text; a structured plan (a list of core sets) is kept as JSON.
+    if affinity is None or isinstance(affinity, str):
+        return affinity
+    return _dumps(affinity)
+
+
+def _epoch_row(run_id: str, index: int, epoch: Mapping[str, Any]) -> tuple[Any, ...]:
+    number = int(epoch.get("epoch", index))
+    values = tuple(_opt_float(epoch.get(name)) for name in EPOCH_FIELDS)
+    return (run_id, number, *values)
+
+
+def _opt_float(value: Any) -> float | None:
+    # float() also turns numpy and 0-d torch scalars into something sqlite can bind.
+    return None if value is None else float(value)
+
+
+def _json_default(value: Any) -> Any:
+    """Encode the non-JSON values a config or summary tends to hold, rather than lose a run."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot store a {type(value).__name__} in a run record: {value!r}")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default, sort_keys=True)
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        status=row["status"],
+        error=row["error"],
+        workload=row["workload"],
+        data_kind=row["data_kind"],
+        world_size=row["world_size"],
+        threads_per_worker=row["threads_per_worker"],
+        affinity=row["affinity"],
+        precision=row["precision"],
+        global_batch_size=row["global_batch_size"],
+        tag=row["tag"],
+        config=_loads(row["config_json"]),
+        env=_loads(row["env_json"]),
+        summary=_loads(row["summary_json"]),
+        schema_version=row["schema_version"],
+    )

@@ -1,0 +1,51 @@
+"""Learning-rate schedules as pure functions of the step, wrapped for torch optimizers."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def lr_factor(step: int, total_steps: int, schedule: str, warmup_fraction: float) -> float:
+    """Multiplier of the peak lr at optimizer step `step` (0-based) of `total_steps`.
+
+    Warm-up is linear from 1/warmup_steps to 1. After it, 'constant' stays at 1, 'onecycle'
+    decays linearly to 0 at the last step, 'cosine' follows half a cosine to 0.
+    """
+    warmup_steps = int(round(warmup_fraction * total_steps))
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    decay_steps = max(1, total_steps - warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / decay_steps)
+    if schedule == "onecycle":
+        return max(0.0, 1.0 - progress)
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def make_scheduler(
+    optimizer: torch.optim.Optimizer, total_steps: int, schedule: str, warmup_fraction: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A LambdaLR that applies `lr_factor` to the optimizer's (peak) lr."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, total_steps, schedule, warmup_fraction)
+    )
+
+
+def make_optimizer(
+    name: str, params, lr: float, momentum: float, weight_decay: float
+) -> torch.optim.Optimizer:
+    """The optimizer by name. Weight decay is decoupled for adamw, L2 for sgd and adam."""
+    if name == "sgd":
+        return torch.optim.SGD(
+            params, lr=lr, momentum=momentum, nesterov=momentum > 0, weight_decay=weight_decay
+        )
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}")

@@ -1,0 +1,80 @@
+"""The workload contract: a small declarative spec, not a class hierarchy.
+
+A workload says what to train (model builder), on what (data builders, real and synthetic
+of the same shapes), how to score it (loss, metric, target) and a default recipe that
+reaches the target. The trainer does everything else, identically for every workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class TensorData:
+    """A dataset held as in-memory tensors; batches are sliced from it, never per sample."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    kind: str
+    """'real' or 'synthetic'. No accuracy claim is ever made from synthetic data."""
+    source: str
+    """Where the data came from: a directory, or a description of the synthetic generator."""
+
+    @property
+    def num_train(self) -> int:
+        return int(self.train_x.shape[0])
+
+    @property
+    def num_test(self) -> int:
+        return int(self.test_x.shape[0])
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Default hyper-parameters, for one worker at `batch_size` (the lr reference batch)."""
+
+    optimizer: str
+    """'sgd' (momentum, nesterov), 'adam' or 'adamw'."""
+    lr: float
+    """Peak learning rate at the reference batch size `batch_size`."""
+    batch_size: int
+    epochs: float
+    schedule: str = "onecycle"
+    """'constant', 'onecycle' (warm-up then linear/cosine decay to ~0) or 'cosine'."""
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    warmup_fraction: float = 0.0
+    """Share of the steps spent warming the lr up linearly from ~0 (on top of lr scaling)."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything the trainer needs to know about one reference workload."""
+
+    name: str
+    description: str
+    build_model: Callable[[], nn.Module]
+    locate_real: Callable[[Path | None, bool], Path]
+    """Finds (or, when allowed, downloads) the real dataset; returns its directory."""
+    load_real: Callable[[Path | None], TensorData]
+    """Loads the real dataset from a user directory (or the search path); raises DataError."""
+    make_synthetic: Callable[[int], TensorData]
+    """Random tensors of the real shapes, from a seed; labelled 'synthetic'."""
+    target_accuracy: float
+    recipe: Recipe
+    metric: str = "accuracy"
+    channels_last: bool = False
+    """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""
+
+    def loss(self, logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0):
+        """Mean cross-entropy: every reference workload is a classifier."""
+        return nn.functional.cross_entropy(logits, target, label_smoothing=label_smoothing)

@@ -1,0 +1,69 @@
+"""`mnist-cnn`: the classic MNIST CNN on the 60k/10k MNIST digits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainscale.data.synthetic import synthetic_images
+from trainscale.workloads.base import Recipe, TensorData, Workload
+from trainscale.workloads.registry import register
+
+# The customary MNIST normalisation constants (mean and std of the training pixels).
+MNIST_MEAN = 0.1307
+MNIST_STD = 0.3081
+
+
+def images_to_tensor(images: np.ndarray) -> torch.Tensor:
+    """uint8 (N, 28, 28) -> normalised float32 (N, 1, 28, 28), done once, not per batch."""
+    x = torch.from_numpy(images).to(torch.float32).div_(255.0)
+    return x.sub_(MNIST_MEAN).div_(MNIST_STD).unsqueeze(1).contiguous()
+
+
+def locate_mnist(data_dir: Path | None, download: bool) -> Path:
+    """Find (or download) MNIST and check every file fully; returns the directory."""
+    from trainscale.data.mnist import MNIST, load_idx_dataset
+
+    # A full read (about a second) rather than a look at file names: a corrupt file then
+    # fails here, in one line, before any worker starts.
+    return Path(load_idx_dataset(MNIST, data_dir, download=download).source)
+
+
+def load_mnist_tensors(data_dir: Path | None) -> TensorData:
+    """Real MNIST as in-memory tensors, from the IDX files found on the search path."""
+    from trainscale.data.mnist import MNIST, load_idx_dataset
+
+    raw = load_idx_dataset(MNIST, data_dir, download=False)
+    return TensorData(
+        train_x=images_to_tensor(raw.train_images),
+        train_y=torch.from_numpy(raw.train_labels.astype(np.int64)),
+        test_x=images_to_tensor(raw.test_images),
+        test_y=torch.from_numpy(raw.test_labels.astype(np.int64)),
+        kind="real",
+        source=str(raw.source),
+    )
+
+
+def synthetic_mnist(seed: int) -> TensorData:
+    """Random tensors of MNIST's shapes (60k train, 10k test, 1x28x28, 10 classes)."""
+    return synthetic_images(seed, (1, 28, 28), 10, 60_000, 10_000)
+
+
+@register("mnist-cnn")
+def mnist_cnn() -> Workload:
+    from trainscale.models.mnist_cnn import MnistCnn
+
+    return Workload(
+        name="mnist-cnn",
+        description="Classic MNIST CNN (conv32-conv64-pool-dropout-fc128-fc10) on MNIST",
+        build_model=MnistCnn,
+        locate_real=locate_mnist,
+        load_real=load_mnist_tensors,
+        make_synthetic=synthetic_mnist,
+        target_accuracy=0.99,
+        recipe=Recipe(optimizer="adam", lr=3e-3, batch_size=128, epochs=1.0, schedule="onecycle",
+                      warmup_fraction=0.2),
+        channels_last=True,
+    )

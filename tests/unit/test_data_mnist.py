@@ -1,0 +1,453 @@
+"""MNIST-family data layer: search order, validation, cache and verified downloads.
+
+Every test runs with HOME, the cache, the data-dir variable and the working directory pointed
+into tmp_path, and downloads come from a local http.server: nothing touches the real home
+or the internet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import http.server
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainscale.data import cache
+from trainscale.data.idx import write_idx
+from trainscale.data.mnist import (
+    FASHION_MNIST,
+    MNIST,
+    STANDARD_FILES,
+    IdxDatasetSpec,
+    candidate_dirs,
+    get_spec,
+    load_idx_dataset,
+    locate,
+)
+from trainscale.errors import ConfigError, DataError
+
+NUM_TRAIN, NUM_TEST = 6, 4
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Isolate every location the search consults; returns the tmp root."""
+    for name in ("home", "cache", "cwd"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.chdir(tmp_path / "cwd")
+    return tmp_path
+
+
+def make_dataset(
+    directory: Path,
+    *,
+    marker: int = 0,
+    gzip: bool | None = None,
+    num_train: int = NUM_TRAIN,
+    num_train_labels: int | None = None,
+    max_label: int = 9,
+    image_shape: tuple[int, int] = (28, 28),
+) -> Path:
+    """Write the four files into ``directory``; ``marker`` fills pixel [0,0,0] to tell sets
+    apart. ``gzip=None`` mixes formats (images gzipped, labels plain)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(marker)
+    arrays = {}
+    for prefix, n, n_labels in (
+        ("train", num_train, num_train_labels if num_train_labels is not None else num_train),
+        ("t10k", NUM_TEST, NUM_TEST),
+    ):
+        images = rng.integers(0, 256, size=(n, *image_shape), dtype=np.uint8)
+        if n:
+            images[0, 0, 0] = marker
+        labels = rng.integers(0, max_label + 1, size=n_labels, dtype=np.uint8)
+        if n_labels:
+            labels[0] = max_label
+        arrays[f"{prefix}-images-idx3-ubyte"] = images
+        arrays[f"{prefix}-labels-idx1-ubyte"] = labels
+    for name, array in arrays.items():
+        compress = ("images" in name) if gzip is None else gzip
+        write_idx(directory / (f"{name}.gz" if compress else name), array, gzip=compress)
+    return directory
+
+
+def marker_of(directory: Path | str, spec: IdxDatasetSpec = MNIST) -> int:
+    data = load_idx_dataset(spec, directory, download=False)
+    assert data.source == str(directory)
+    return int(data.train_images[0, 0, 0])
+
+
+# --- loading and validation -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gzip", [True, False, None], ids=["gz", "plain", "mixed"])
+def test_load_shapes_and_dtypes(env: Path, gzip: bool | None) -> None:
+    root = make_dataset(env / "d", gzip=gzip)
+    data = load_idx_dataset(MNIST, root, download=False)
+    assert data.train_images.shape == (NUM_TRAIN, 28, 28)
+    assert data.train_labels.shape == (NUM_TRAIN,)
+    assert data.test_images.shape == (NUM_TEST, 28, 28)
+    assert data.test_labels.shape == (NUM_TEST,)
+    for array in (data.train_images, data.train_labels, data.test_images, data.test_labels):
+        assert array.dtype == np.uint8
+    assert data.source == str(root)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        data.source = "elsewhere"  # type: ignore[misc]
+
+
+def test_plain_preferred_over_gz(env: Path) -> None:
+    root = make_dataset(env / "d", marker=1, gzip=False)
+    # A stale or different .gz next to the extracted file, as torchvision leaves them.
+    other = make_dataset(env / "other", marker=2, gzip=True)
+    for name in STANDARD_FILES:
+        (root / f"{name}.gz").write_bytes((other / f"{name}.gz").read_bytes())
+    assert marker_of(root) == 1
+
+
+def test_count_mismatch_between_images_and_labels(env: Path) -> None:
+    root = make_dataset(env / "d", num_train_labels=NUM_TRAIN - 1)
+    with pytest.raises(DataError) as info:
+        load_idx_dataset(MNIST, root, download=False)
+    message = str(info.value)
+    assert "train-images-idx3-ubyte" in message and "train-labels-idx1-ubyte" in message
+    assert f"{NUM_TRAIN} images" in message and f"{NUM_TRAIN - 1} labels" in message
+
+
+def test_label_out_of_range(env: Path) -> None:
+    root = make_dataset(env / "d", max_label=10)
+    with pytest.raises(DataError, match=r"label 10 is out of range"):
+        load_idx_dataset(MNIST, root, download=False)
+
+
+def test_wrong_image_size(env: Path) -> None:
+    root = make_dataset(env / "d", image_shape=(32, 32))
+    with pytest.raises(DataError, match=r"32x32, expected 28x28"):
+        load_idx_dataset(MNIST, root, download=False)
+
+
+def test_swapped_files_are_reported(env: Path) -> None:
+    root = make_dataset(env / "d", gzip=False)
+    images, labels = root / "train-images-idx3-ubyte", root / "train-labels-idx1-ubyte"
+    tmp = root / "swap"
+    images.rename(tmp)
+    labels.rename(images)
+    tmp.rename(labels)
+    with pytest.raises(DataError, match="swapped"):
+        load_idx_dataset(MNIST, root, download=False)
+
+
+def test_corrupt_file_names_the_file(env: Path) -> None:
+    root = make_dataset(env / "d", gzip=True)
+    bad = root / "t10k-images-idx3-ubyte.gz"
+    bad.write_bytes(bad.read_bytes()[:-20])
+    with pytest.raises(DataError, match=str(bad)):
+        load_idx_dataset(MNIST, root, download=False)
+
+
+# --- search order ------------------------------------------------------------------------
+
+
+def test_data_dir_beats_env_beats_cache(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arg = make_dataset(env / "arg", marker=1)
+    from_env = make_dataset(env / "envdir", marker=2)
+    cached = make_dataset(env / "cache" / "mnist", marker=3)
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(from_env))
+    assert locate(MNIST, arg) == arg
+    assert marker_of(arg) == 1
+    assert locate(MNIST) == from_env
+    assert int(load_idx_dataset(MNIST, download=False).train_images[0, 0, 0]) == 2
+    monkeypatch.delenv("TRAINSCALE_DATA_DIR")
+    assert locate(MNIST) == cached
+    # A data_dir without the files falls through to the next place.
+    assert locate(MNIST, env / "empty") == cached
+
+
+def test_cache_beats_other_tools(env: Path) -> None:
+    make_dataset(env / "home" / "data" / "MNIST" / "raw", marker=1)
+    cached = make_dataset(env / "cache" / "mnist", marker=2)
+    assert locate(MNIST) == cached
+
+
+@pytest.mark.parametrize(
+    ("spec", "sub"),
+    [
+        (MNIST, "."),
+        (MNIST, "mnist"),
+        (MNIST, "MNIST/raw"),
+        (FASHION_MNIST, "fashion-mnist"),
+        (FASHION_MNIST, "FashionMNIST/raw"),
+    ],
+)
+def test_sub_layouts(env: Path, spec: IdxDatasetSpec, sub: str) -> None:
+    root = env / "root"
+    target = make_dataset(root / sub)
+    assert locate(spec, root) == root / Path(sub)
+    assert load_idx_dataset(spec, root, download=False).source == str(target)
+
+
+def test_fashion_does_not_pick_up_mnist(env: Path) -> None:
+    root = env / "root"
+    make_dataset(root / "mnist")
+    with pytest.raises(DataError, match="fashion-mnist not found"):
+        locate(FASHION_MNIST, root)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["cwd/data", "cwd/data/MNIST/raw", "home/data/mnist", "home/.cache/torchvision/MNIST/raw"],
+)
+def test_other_tools_caches(env: Path, where: str) -> None:
+    target = make_dataset(env / where)
+    assert locate(MNIST).resolve() == target.resolve()
+
+
+def test_partial_directory_does_not_count(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    partial = make_dataset(env / "partial", marker=1)
+    (partial / "t10k-labels-idx1-ubyte").unlink()
+    cached = make_dataset(env / "cache" / "mnist", marker=2)
+    assert locate(MNIST, partial) == cached
+    cached_file = cached / "train-labels-idx1-ubyte"
+    cached_file.unlink()
+    with pytest.raises(DataError) as info:
+        locate(MNIST, partial)
+    message = str(info.value)
+    assert "has 3 of 4 files, missing t10k-labels-idx1-ubyte" in message
+    assert "missing train-labels-idx1-ubyte" in message
+
+
+def test_not_found_lists_every_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(env / "envdir"))
+    places = candidate_dirs(MNIST, env / "arg")
+    expected = [
+        env / "arg",
+        env / "arg" / "mnist",
+        env / "arg" / "MNIST" / "raw",
+        env / "envdir",
+        env / "envdir" / "mnist",
+        env / "envdir" / "MNIST" / "raw",
+        env / "cache" / "mnist",
+    ]
+    assert places[: len(expected)] == expected
+    home = env / "home"
+    assert home / "data" / "MNIST" / "raw" in places
+    assert home / ".cache" / "torchvision" / "MNIST" / "raw" in places
+    assert Path.cwd() / "data" in places
+    for call in (
+        lambda: locate(MNIST, env / "arg"),
+        lambda: load_idx_dataset(MNIST, env / "arg", download=False),
+    ):
+        with pytest.raises(DataError) as info:
+            call()
+        message = str(info.value)
+        assert "\n" not in message
+        for place in places:
+            assert str(place) in message
+        assert str(env / "cache" / "mnist") in message  # where to put the files
+        assert "--data-dir" in message and "TRAINSCALE_DATA_DIR" in message
+
+
+def test_get_spec() -> None:
+    assert get_spec("mnist") is MNIST
+    assert get_spec("fashion-mnist") is FASHION_MNIST
+    with pytest.raises(ConfigError, match="fashion-mnist, mnist"):
+        get_spec("emnist")
+
+
+def test_specs_hold_the_canonical_digests() -> None:
+    # torchvision/datasets/mnist.py, MNIST.resources and FashionMNIST.resources.
+    assert dict(MNIST.gz_md5)["train-images-idx3-ubyte"] == "f68b3c2dcbeaaa9fbdd348bbdeb94873"
+    assert dict(FASHION_MNIST.gz_md5)["t10k-labels-idx1-ubyte"] == (
+        "bb300cfdad3c16e7a12a480ee83cd310"
+    )
+    for spec in (MNIST, FASHION_MNIST):
+        assert spec.files == STANDARD_FILES
+        assert all(len(md5) == 32 for _, md5 in spec.gz_md5)
+        assert all(m.endswith("/") for m in spec.mirrors)
+    assert MNIST.mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist/"
+
+
+# --- cache directory ------------------------------------------------------------------------
+
+
+def test_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("TRAINSCALE_CACHE_DIR")
+    assert cache.cache_dir() == tmp_path / "xdg" / "trainscale"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    assert cache.cache_dir() == tmp_path / "home" / ".cache" / "trainscale"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache.cache_dir() == tmp_path / "home" / ".cache" / "trainscale"
+    assert not (tmp_path / "home").exists()  # asking does not create anything
+
+
+# --- downloads from a local server ---------------------------------------------------------
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(base URL, served directory) of an HTTP server on 127.0.0.1 in a thread."""
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(served))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/", served
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _served_spec(served: Path, *mirrors: str) -> IdxDatasetSpec:
+    """MNIST with generated .gz files in ``served/mnist`` and their true digests."""
+    make_dataset(served / "mnist", marker=7, gzip=True)
+    digests = tuple((name, _md5(served / "mnist" / f"{name}.gz")) for name in STANDARD_FILES)
+    return dataclasses.replace(MNIST, mirrors=mirrors, gz_md5=digests)
+
+
+def _files_under(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.rglob("*") if p.is_file())
+
+
+def test_download_verified_lands_in_cache(env: Path, server: tuple[str, Path]) -> None:
+    base, served = server
+    # The first mirror answers 404 for everything: the second must be used.
+    spec = _served_spec(served, f"{base}nothing-here/", f"{base}mnist/")
+    data = load_idx_dataset(spec)
+    target = env / "cache" / "mnist"
+    assert data.source == str(target)
+    assert int(data.train_images[0, 0, 0]) == 7
+    assert data.train_images.shape == (NUM_TRAIN, 28, 28)
+    assert _files_under(target) == sorted(f"{name}.gz" for name in STANDARD_FILES)
+    for name in STANDARD_FILES:
+        assert _md5(target / f"{name}.gz") == _md5(served / "mnist" / f"{name}.gz")
+    # The second call finds the cache and never asks the (now useless) mirrors.
+    offline = dataclasses.replace(spec, mirrors=(f"{base}nothing-here/",))
+    assert load_idx_dataset(offline).source == str(target)
+
+
+def test_download_wrong_checksum_leaves_nothing(env: Path, server: tuple[str, Path]) -> None:
+    base, served = server
+    spec = _served_spec(served, f"{base}mnist/")
+    wrong = tuple((name, "0" * 32) for name, _ in spec.gz_md5)
+    spec = dataclasses.replace(spec, gz_md5=wrong)
+    with pytest.raises(DataError) as info:
+        load_idx_dataset(spec)
+    message = str(info.value)
+    url = f"{base}mnist/train-images-idx3-ubyte.gz"
+    actual = _md5(served / "mnist" / "train-images-idx3-ubyte.gz")
+    assert "checksum mismatch" in message and url in message
+    assert "0" * 32 in message and actual in message
+    assert "\n" not in message
+    assert _files_under(env / "cache") == []
+
+
+def test_offline_gives_one_error_with_everything(env: Path, server: tuple[str, Path]) -> None:
+    base, served = server
+    spec = _served_spec(served, f"{base}a/", f"{base}b/")
+    with pytest.raises(DataError) as info:
+        load_idx_dataset(spec, env / "arg")
+    message = str(info.value)
+    for place in candidate_dirs(spec, env / "arg"):
+        assert str(place) in message
+    assert f"{base}a/train-images-idx3-ubyte.gz" in message
+    assert f"{base}b/train-images-idx3-ubyte.gz" in message
+    assert "404" in message
+    assert "--data-dir" in message
+    assert _files_under(env / "cache") == []
+
+
+def test_download_resumes_after_partial_run(env: Path, server: tuple[str, Path]) -> None:
+    base, served = server
+    spec = _served_spec(served, f"{base}mnist/")
+    target = env / "cache" / "mnist"
+    target.mkdir(parents=True)
+    kept = target / "train-images-idx3-ubyte.gz"
+    kept.write_bytes((served / "mnist" / kept.name).read_bytes())
+    os.utime(kept, (0, 0))
+    load_idx_dataset(spec)
+    assert kept.stat().st_mtime == 0  # not fetched again
+    assert len(_files_under(target)) == 4
+
+
+def test_download_function_checksums(tmp_path: Path, server: tuple[str, Path]) -> None:
+    base, served = server
+    payload = b"hello trainscale\n" * 1000
+    (served / "blob").write_bytes(payload)
+    sha = hashlib.sha256(payload).hexdigest()
+    dest = tmp_path / "out" / "sub" / "blob"
+    assert cache.download(f"{base}blob", dest, sha256=sha) == dest
+    assert dest.read_bytes() == payload
+
+    dest2 = tmp_path / "out" / "blob2"
+    with pytest.raises(DataError) as info:
+        cache.download(f"{base}blob", dest2, sha256="a" * 64)
+    assert f"{base}blob" in str(info.value)
+    assert "a" * 64 in str(info.value) and sha in str(info.value)
+    assert sorted(p.name for p in dest2.parent.iterdir()) == ["sub"]  # no blob2, no .part
+
+
+def test_download_refused_connection(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dest = tmp_path / "blob"
+    with pytest.raises(DataError, match="could not download"):
+        cache.download(f"http://127.0.0.1:{port}/blob", dest, timeout_s=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- real data ------------------------------------------------------------------------------
+
+
+def _real_mnist_dir() -> Path | None:
+    root = os.environ.get("TRAINSCALE_DATA_DIR")
+    if not root:
+        return None
+    try:
+        return locate(MNIST, root)
+    except DataError:
+        return None
+
+
+@pytest.mark.skipif(_real_mnist_dir() is None, reason="TRAINSCALE_DATA_DIR unset or lacks MNIST")
+def test_real_mnist_from_env() -> None:
+    data = load_idx_dataset(MNIST, download=False)
+    assert data.train_images.shape == (MNIST.num_train, 28, 28)
+    assert data.test_images.shape == (MNIST.num_test, 28, 28)
+    assert data.train_labels.shape == (MNIST.num_train,)
+    assert data.test_labels.shape == (MNIST.num_test,)
+    for labels in (data.train_labels, data.test_labels):
+        assert labels.min() == 0 and labels.max() == 9
+        assert len(np.unique(labels)) == 10
+    # Digits on a black background: mostly zero pixels, some saturated ones.
+    assert data.train_images.max() == 255
+    assert 0.7 < float((data.train_images == 0).mean()) < 0.9
