@@ -16,9 +16,16 @@ from trainscale.errors import TrainscaleError
 SUBCOMMANDS = (env_cmd, workloads_cmd, run_cmd, bench_cmd, runs_cmd)
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; a mistake should cost the user one line."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with one sub-parser per subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="trainscale",
         description=(
             "Train reference workloads serially and in parallel, measure them under one "
@@ -27,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `trainscale COMMAND --help` for the options of one command.",
     )
     parser.add_argument("--version", action="version", version=f"trainscale {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=OneLineErrorParser
+    )
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)
     return parser

@@ -40,6 +40,8 @@ class TrainOutcome:
     step_times_s: list[float]
     """Every step's time (slowest rank), warm-up steps included; the summary excludes them."""
     workers: list[dict[str, Any]] = field(default_factory=list)
+    model: torch.nn.Module | None = None
+    """The trained model, unwrapped (not stored; for callers and tests)."""
 
 
 def _autocast(precision: str):
@@ -199,7 +201,7 @@ def train(
     summary = summarize(config, run_step_times, curve, epochs, run_clock_s, eval_time_s,
                         can_claim_accuracy, last_accuracy, last_loss, workers)
     return TrainOutcome(summary=summary, epochs=epochs, step_times_s=run_step_times,
-                        workers=workers)
+                        workers=workers, model=strategy.unwrap(model))
 
 
 def summarize(

@@ -1,0 +1,187 @@
+"""`trainscale run` end to end: results, bad input, and workers that crash or hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import has_real_mnist
+
+from trainscale.cli import main
+from trainscale.data.idx import write_idx
+from trainscale.results.store import RunStore
+
+SYNTH = ["--data", "synthetic", "--steps", "4", "--batch-size", "16", "--quiet"]
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """No real cache, data or home directory leaks into these tests."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRAINSCALE_FAULT_INJECT", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def run_cli(args: list[str]) -> int:
+    """main()'s exit status, whether it returns it or argparse exits with it."""
+    try:
+        return main(args)
+    except SystemExit as exit_:
+        return int(exit_.code)
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_synthetic_run_prints_json_and_is_stored(store_path, capsys):
+    code = main(["run", "mnist-cnn", *SYNTH, "--store", str(store_path), "--json", "--tag", "t1"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("run_id", "workload", "status", "data", "world_size", "threads_per_worker",
+                "affinity", "precision", "global_batch_size", "samples_per_s",
+                "step_time_s_median", "epoch_time_s", "time_to_target_s", "test_accuracy",
+                "env"):
+        assert key in result
+    assert result["status"] == "completed" and result["data"] == "synthetic"
+    assert result["test_accuracy"] is None and result["time_to_target_s"] is None
+    assert result["samples_per_s"] > 0
+    with RunStore(store_path) as store:
+        record = store.get_run(result["run_id"])
+        assert record.tag == "t1"
+        assert len(store.step_times(result["run_id"])) == 4
+        assert record.summary["workers"][0]["torch_threads"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["run", "no-such-workload"], "valid workloads"),
+        (["run", "mnist-cnn", "--workers", "2", "--affinity", "0;4096"], "4096"),
+        (["run", "mnist-cnn", "--workers", str((os.cpu_count() or 1) + 1),
+          "--threads-per-worker", "1"], "oversubscribes"),
+        (["run", "mnist-cnn", "--batch-size", "0"], "--batch-size"),
+        (["run", "mnist-cnn", "--lr", "fast"], "--lr"),
+        (["run", "mnist-cnn", "--epochs", "-1"], "--epochs"),
+        (["run", "mnist-cnn", "--precision", "fp8"], "--precision"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, fragment, store_path, capsys):
+    assert run_cli([*args, "--store", str(store_path)]) == 2
+    assert fragment in one_error_line(capsys)
+    assert not store_path.exists() or not RunStore(store_path).list_runs()
+
+
+def test_missing_data_lists_where_it_looked(tmp_path, store_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = main(["run", "mnist-cnn", "--data-dir", str(empty), "--no-download",
+                 "--store", str(store_path)])
+    assert code == 2
+    line = one_error_line(capsys)
+    assert str(empty) in line and "TRAINSCALE_DATA_DIR" in line
+
+
+def test_corrupt_data_names_the_file(tmp_path, store_path, capsys, monkeypatch):
+    import numpy as np
+
+    monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
+    data = tmp_path / "mnist"
+    data.mkdir()
+    for name, n in (("train", 60), ("t10k", 10)):
+        write_idx(data / f"{name}-images-idx3-ubyte", np.zeros((n, 28, 28), np.uint8), gzip=False)
+        write_idx(data / f"{name}-labels-idx1-ubyte", np.zeros(n, np.uint8), gzip=False)
+    bad = data / "train-images-idx3-ubyte"
+    bad.write_bytes(bad.read_bytes()[:-100])  # truncated
+    code = main(["run", "mnist-cnn", "--data-dir", str(data), "--no-download",
+                 "--store", str(store_path)])
+    assert code == 2
+    assert "train-images-idx3-ubyte" in one_error_line(capsys)
+
+
+def test_unwritable_store_is_refused(tmp_path, capsys):
+    code = main(["run", "mnist-cnn", *SYNTH, "--store", str(tmp_path / "no" / "such" / "x.db")])
+    assert code == 2
+    assert "x.db" in one_error_line(capsys)
+
+
+def _children_of_this_test() -> set[int]:
+    """Live child processes, except multiprocessing's resource tracker (it lives as long as
+    the parent by design, shared by every spawn)."""
+    pids = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(child.cmdline()):
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
+@pytest.mark.parametrize("fault", ["crash", "hang"])
+def test_failing_worker_ends_the_run_and_is_stored_failed(fault, store_path, capsys, monkeypatch):
+    monkeypatch.setenv("TRAINSCALE_FAULT_INJECT", f"{fault}:rank=1:step=2")
+    before = _children_of_this_test()
+    start = time.monotonic()
+    code = main(["run", "mnist-cnn", *SYNTH, "--workers", "2", "--threads-per-worker", "1",
+                 "--allow-oversubscribe", "--timeout", "3", "--store", str(store_path)])
+    elapsed = time.monotonic() - start
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "failed" in err.splitlines()[-1]
+    assert elapsed < 60, "a hung worker must not hang the run"
+    with RunStore(store_path) as store:
+        (record,) = store.list_runs()
+    assert record.status == "failed"
+    # A crash is reported as itself; a hang as the peer's collective timing out.
+    assert ("injected crash" if fault == "crash" else "Timed out") in record.error
+    left = _children_of_this_test() - before
+    deadline = time.monotonic() + 10
+    while left and time.monotonic() < deadline:  # give killed workers a moment to be reaped
+        time.sleep(0.2)
+        left = {pid for pid in left if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE}
+    described = [" ".join(psutil.Process(pid).cmdline())[:200] for pid in left]
+    assert not left, f"worker processes were left behind: {described}"
+
+
+def test_joins_an_external_torchrun(tmp_path, store_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "trainscale", "run", "mnist-cnn", *SYNTH, "--threads-per-worker", "1",
+           "--allow-oversubscribe", "--store", str(store_path), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with RunStore(store_path) as store:
+        runs = store.list_runs()
+    assert len(runs) == 1, "only global rank 0 writes the run"
+    assert runs[0].world_size == 2 and runs[0].status == "completed"
+    printed = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [p["run_id"] for p in printed] == [runs[0].run_id]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not has_real_mnist(), reason="TRAINSCALE_DATA_DIR does not hold MNIST")
+def test_real_mnist_one_epoch_reaches_98_percent(store_path, capsys, monkeypatch):
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", os.environ["TRAINSCALE_DATA_DIR"])
+    workers = min(2, len(os.sched_getaffinity(0)))
+    code = main(["run", "mnist-cnn", "--epochs", "1", "--workers", str(workers),
+                 "--global-batch-size", "128", "--store", str(store_path), "--json", "--quiet"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["data"] == "real"
+    assert result["test_accuracy"] >= 0.98, result["test_accuracy"]
+    with RunStore(store_path) as store:
+        epochs = store.epochs(result["run_id"])
+    assert len(epochs) == 1 and epochs[0]["test_accuracy"] == pytest.approx(result["test_accuracy"])

@@ -1,0 +1,27 @@
+"""Worker entry for the DDP-equals-serial test (a module, so spawned workers can import it)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for conftest helpers
+
+
+def train_and_return_state(config_dict: dict) -> dict:
+    from conftest import tiny_data, tiny_workload
+
+    from trainscale.config import RunConfig
+    from trainscale.parallel.distenv import DistEnv
+    from trainscale.parallel.strategy import make_strategy
+    from trainscale.train.trainer import train
+
+    config = RunConfig.from_dict(config_dict)
+    strategy = make_strategy(config, DistEnv.from_environ())
+    strategy.setup()
+    try:
+        outcome = train(config, tiny_workload(), tiny_data(), strategy)
+        state = {k: v.clone() for k, v in outcome.model.state_dict().items()}
+        return {"state": state, "step_times": outcome.step_times_s, "summary": outcome.summary}
+    finally:
+        strategy.teardown()

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from trainscale.metrics import stats
+from trainscale.train.lr import lr_factor
+
+
+def test_warmup_then_onecycle_decay():
+    factors = [lr_factor(s, 10, "onecycle", 0.2) for s in range(10)]
+    assert factors[:2] == [0.5, 1.0]  # 2 warm-up steps
+    assert factors[2] == 1.0 and factors[-1] == pytest.approx(1 / 8)
+    assert all(a >= b for a, b in zip(factors[1:], factors[2:]))
+
+
+def test_constant_and_cosine():
+    assert lr_factor(7, 10, "constant", 0.0) == 1.0
+    assert lr_factor(0, 10, "cosine", 0.0) == 1.0
+    assert lr_factor(5, 10, "cosine", 0.0) == pytest.approx(0.5)
+
+
+def test_percentile_matches_numpy_linear():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert stats.median(values) == 3.0
+    assert stats.percentile(values, 90) == pytest.approx(4.6)
+    assert stats.iqr(values) == pytest.approx(2.0)
+
+
+def test_slowest_rank_per_step():
+    assert stats.elementwise_max([[1.0, 5.0, 2.0], [3.0, 1.0, 2.5]]) == [3.0, 5.0, 2.5]
+    with pytest.raises(ValueError):
+        stats.elementwise_max([[1.0], [1.0, 2.0]])
+
+
+def test_speedup_efficiency_and_time_to_target():
+    assert stats.speedup(100.0, 190.0) == pytest.approx(1.9)
+    assert stats.efficiency(1.9, 2) == pytest.approx(0.95)
+    assert stats.samples_per_s(256, 0.5) == 512
+    curve = [(1.0, 0.9), (2.0, 0.991), (3.0, 0.995)]
+    assert stats.first_reaching(curve, 0.99) == 2.0
+    assert stats.first_reaching(curve, 0.999) is None

@@ -1,0 +1,69 @@
+"""The trainer's measurement rules, on a tiny net in one process."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import tiny_config, tiny_data, tiny_workload
+
+from trainscale.errors import ConfigError
+from trainscale.parallel.distenv import DistEnv
+from trainscale.parallel.strategy import make_strategy
+from trainscale.train.trainer import train
+
+
+def _train(**changes):
+    config = tiny_config(**changes)
+    data = changes.pop("data_override", None) or tiny_data()
+    return config, train(config, tiny_workload(), data, make_strategy(config, DistEnv()))
+
+
+def test_warmup_steps_are_left_out_of_statistics_but_on_the_clock():
+    config, outcome = _train(steps=8, warmup_steps_untimed=3)
+    s = outcome.summary
+    assert len(outcome.step_times_s) == 8
+    assert s["num_timed_steps"] == 5 and s["warmup_steps_excluded"] == 3
+    timed = outcome.step_times_s[3:]
+    assert s["samples_per_s"] == pytest.approx(16 * len(timed) / sum(timed))
+    assert s["train_time_s"] == pytest.approx(sum(outcome.step_times_s), rel=0.05, abs=0.01)
+
+
+def test_eval_is_off_the_training_clock_and_curve_is_monotonic_in_time():
+    config, outcome = _train(epochs=2, eval_every=2)
+    s = outcome.summary
+    assert s["eval_time_s"] > 0
+    times = [t for t, _ in s["accuracy_curve"]]
+    assert times == sorted(times)
+    assert times[-1] == pytest.approx(s["train_time_s"])
+    assert [e["epoch"] for e in outcome.epochs] == [1, 2]
+    assert all(e["full"] for e in outcome.epochs)
+    assert outcome.epochs[-1]["test_accuracy"] == s["test_accuracy"]
+
+
+def test_time_to_target_is_first_eval_reaching_it():
+    config, outcome = _train(epochs=2, eval_every=1, target_accuracy=0.01)
+    curve = outcome.summary["accuracy_curve"]
+    assert outcome.summary["time_to_target_s"] == curve[0][0]
+    config, outcome = _train(epochs=1, target_accuracy=1.0)
+    assert outcome.summary["time_to_target_s"] is None or outcome.summary["test_accuracy"] == 1.0
+
+
+def test_synthetic_data_never_claims_accuracy():
+    data = tiny_data()
+    synthetic = type(data)(data.train_x, data.train_y, data.test_x, data.test_y,
+                           kind="synthetic", source="test")
+    config = tiny_config(steps=4)
+    outcome = train(config, tiny_workload(), synthetic, make_strategy(config, DistEnv()))
+    assert outcome.summary["test_accuracy"] is None
+    assert outcome.summary["time_to_target_s"] is None
+    assert outcome.summary["accuracy_curve"] == []
+
+
+def test_batch_larger_than_shard_is_a_config_error():
+    with pytest.raises(ConfigError, match="batch size"):
+        _train(global_batch_size=128)
+
+
+def test_fractional_epochs_end_with_a_partial_epoch():
+    config, outcome = _train(epochs=1.5)
+    assert [e["full"] for e in outcome.epochs] == [True, False]
+    assert outcome.summary["num_steps"] == 9  # 6 steps an epoch x 1.5
