@@ -18,8 +18,10 @@ def has_real_mnist() -> bool:
     if not REAL_DATA_DIR:
         return False
     root = Path(REAL_DATA_DIR)
-    return any((d / "train-images-idx3-ubyte.gz").exists() or (d / "train-images-idx3-ubyte").exists()
-               for d in (root, root / "mnist", root / "MNIST" / "raw"))
+    return any(
+        (d / "train-images-idx3-ubyte.gz").exists() or (d / "train-images-idx3-ubyte").exists()
+        for d in (root, root / "mnist", root / "MNIST" / "raw")
+    )
 
 
 class TinyNet(torch.nn.Module):
@@ -61,8 +63,14 @@ def tiny_workload() -> Workload:
 
 def tiny_config(**changes):
     """A resolved config for the tiny workload; changes are RunOptions fields."""
-    options = dict(workload="mnist-cnn", threads_per_worker=1, affinity="none",
-                   global_batch_size=16, warmup_steps_untimed=1, allow_oversubscribe=True)
+    options = dict(
+        workload="mnist-cnn",
+        threads_per_worker=1,
+        affinity="none",
+        global_batch_size=16,
+        warmup_steps_untimed=1,
+        allow_oversubscribe=True,
+    )
     options.update(changes)
     return resolve(RunOptions(**options)).with_(channels_last=False)
 

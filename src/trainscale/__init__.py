@@ -1,3 +1,3 @@
-"""trainscale: how much faster does training get with parallel hardware, and at what accuracy cost."""
+"""trainscale: how much faster training gets with parallel hardware, and at what accuracy cost."""
 
 __version__ = "0.1.0"

@@ -39,33 +39,64 @@ def plan_ladder(
     base: RunOptions, num_cores: int, bf16_native: bool, num_gpus: int
 ) -> list[Rung | Skipped]:
     """The settings to compare on a machine with `num_cores` usable cores."""
+
     def opts(**changes: Any) -> RunOptions:
         return replace(base, **changes)
 
     ladder: list[Rung | Skipped] = [
-        Rung("serial 1 core (baseline)", opts(workers=1, threads_per_worker=1, affinity="compact"),
-             cores=1),
+        Rung(
+            "serial 1 core (baseline)",
+            opts(workers=1, threads_per_worker=1, affinity="compact"),
+            cores=1,
+        ),
     ]
     if num_cores > 1:
-        ladder.append(Rung(f"1 process, {num_cores} threads",
-                           opts(workers=1, threads_per_worker=num_cores, affinity="compact"),
-                           cores=num_cores))
-        ladder.append(Rung(f"{num_cores} pinned workers x 1 thread",
-                           opts(workers=num_cores, threads_per_worker=1, affinity="compact"),
-                           cores=num_cores))
+        ladder.append(
+            Rung(
+                f"1 process, {num_cores} threads",
+                opts(workers=1, threads_per_worker=num_cores, affinity="compact"),
+                cores=num_cores,
+            )
+        )
+        ladder.append(
+            Rung(
+                f"{num_cores} pinned workers x 1 thread",
+                opts(workers=num_cores, threads_per_worker=1, affinity="compact"),
+                cores=num_cores,
+            )
+        )
     best_cpu = ladder[-1]
     if bf16_native:
-        ladder.append(Rung(f"{best_cpu.name}, bf16", replace(best_cpu.options, precision="bf16"),
-                           cores=best_cpu.cores))
+        ladder.append(
+            Rung(
+                f"{best_cpu.name}, bf16",
+                replace(best_cpu.options, precision="bf16"),
+                cores=best_cpu.cores,
+            )
+        )
     else:
-        ladder.append(Skipped("bf16 autocast", "this CPU has no native bf16 (AMX or "
-                              "AVX512-BF16): bf16 is emulated and slower than fp32 here"))
+        ladder.append(
+            Skipped(
+                "bf16 autocast",
+                "this CPU has no native bf16 (AMX or "
+                "AVX512-BF16): bf16 is emulated and slower than fp32 here",
+            )
+        )
     if num_cores > 1:
-        ladder.append(Rung(
-            f"naive DDP: {num_cores} unpinned workers, torch-default threads",
-            opts(workers=num_cores, threads_per_worker=THREADS_TORCH_DEFAULT, affinity="none",
-                 allow_oversubscribe=True),
-            cores=num_cores, note="the oversubscription pitfall", pitfall=True))
+        ladder.append(
+            Rung(
+                f"naive DDP: {num_cores} unpinned workers, torch-default threads",
+                opts(
+                    workers=num_cores,
+                    threads_per_worker=THREADS_TORCH_DEFAULT,
+                    affinity="none",
+                    allow_oversubscribe=True,
+                ),
+                cores=num_cores,
+                note="the oversubscription pitfall",
+                pitfall=True,
+            )
+        )
     if num_gpus:
         ladder.append(Skipped("1 GPU", "GPU training is not supported by this version"))
     else:
@@ -86,9 +117,17 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
     base_sps = baseline["samples_per_s"] if baseline else None
     rows = []
     for item in results:
-        row = {"setting": item.rung.name, "workers x threads": "-", "samples/s": "-",
-               "step ms (median, IQR)": "-", "speedup": "-", "efficiency": "-",
-               "test acc": "-", "time to target": "-", "note": ""}
+        row = {
+            "setting": item.rung.name,
+            "workers x threads": "-",
+            "samples/s": "-",
+            "step ms (median, IQR)": "-",
+            "speedup": "-",
+            "efficiency": "-",
+            "test acc": "-",
+            "time to target": "-",
+            "note": "",
+        }
         if isinstance(item.rung, Skipped):
             row["note"] = f"skipped: {item.rung.reason}"
         elif item.error is not None:
@@ -104,7 +143,9 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
             if base_sps:
                 s = stats.speedup(base_sps, res["samples_per_s"])
                 row["speedup"] = f"{s:.2f}x"
-                row["efficiency"] = f"{stats.efficiency(s, item.rung.cores):.0%} of {item.rung.cores} core(s)"
+                row["efficiency"] = (
+                    f"{stats.efficiency(s, item.rung.cores):.0%} of {item.rung.cores} core(s)"
+                )
             if res.get("test_accuracy") is not None:
                 row["test acc"] = f"{res['test_accuracy']:.4f}"
                 ttt = res.get("time_to_target_s")

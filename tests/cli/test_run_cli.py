@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -48,10 +47,23 @@ def test_synthetic_run_prints_json_and_is_stored(store_path, capsys):
     code = main(["run", "mnist-cnn", *SYNTH, "--store", str(store_path), "--json", "--tag", "t1"])
     assert code == 0
     result = json.loads(capsys.readouterr().out)
-    for key in ("run_id", "workload", "status", "data", "world_size", "threads_per_worker",
-                "affinity", "precision", "global_batch_size", "samples_per_s",
-                "step_time_s_median", "epoch_time_s", "time_to_target_s", "test_accuracy",
-                "env"):
+    for key in (
+        "run_id",
+        "workload",
+        "status",
+        "data",
+        "world_size",
+        "threads_per_worker",
+        "affinity",
+        "precision",
+        "global_batch_size",
+        "samples_per_s",
+        "step_time_s_median",
+        "epoch_time_s",
+        "time_to_target_s",
+        "test_accuracy",
+        "env",
+    ):
         assert key in result
     assert result["status"] == "completed" and result["data"] == "synthetic"
     assert result["test_accuracy"] is None and result["time_to_target_s"] is None
@@ -68,8 +80,17 @@ def test_synthetic_run_prints_json_and_is_stored(store_path, capsys):
     [
         (["run", "no-such-workload"], "valid workloads"),
         (["run", "mnist-cnn", "--workers", "2", "--affinity", "0;4096"], "4096"),
-        (["run", "mnist-cnn", "--workers", str((os.cpu_count() or 1) + 1),
-          "--threads-per-worker", "1"], "oversubscribes"),
+        (
+            [
+                "run",
+                "mnist-cnn",
+                "--workers",
+                str((os.cpu_count() or 1) + 1),
+                "--threads-per-worker",
+                "1",
+            ],
+            "oversubscribes",
+        ),
         (["run", "mnist-cnn", "--batch-size", "0"], "--batch-size"),
         (["run", "mnist-cnn", "--lr", "fast"], "--lr"),
         (["run", "mnist-cnn", "--epochs", "-1"], "--epochs"),
@@ -86,8 +107,9 @@ def test_missing_data_lists_where_it_looked(tmp_path, store_path, capsys, monkey
     monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
     empty = tmp_path / "empty"
     empty.mkdir()
-    code = main(["run", "mnist-cnn", "--data-dir", str(empty), "--no-download",
-                 "--store", str(store_path)])
+    code = main(
+        ["run", "mnist-cnn", "--data-dir", str(empty), "--no-download", "--store", str(store_path)]
+    )
     assert code == 2
     line = one_error_line(capsys)
     assert str(empty) in line and "TRAINSCALE_DATA_DIR" in line
@@ -104,8 +126,9 @@ def test_corrupt_data_names_the_file(tmp_path, store_path, capsys, monkeypatch):
         write_idx(data / f"{name}-labels-idx1-ubyte", np.zeros(n, np.uint8), gzip=False)
     bad = data / "train-images-idx3-ubyte"
     bad.write_bytes(bad.read_bytes()[:-100])  # truncated
-    code = main(["run", "mnist-cnn", "--data-dir", str(data), "--no-download",
-                 "--store", str(store_path)])
+    code = main(
+        ["run", "mnist-cnn", "--data-dir", str(data), "--no-download", "--store", str(store_path)]
+    )
     assert code == 2
     assert "train-images-idx3-ubyte" in one_error_line(capsys)
 
@@ -134,8 +157,22 @@ def test_failing_worker_ends_the_run_and_is_stored_failed(fault, store_path, cap
     monkeypatch.setenv("TRAINSCALE_FAULT_INJECT", f"{fault}:rank=1:step=2")
     before = _children_of_this_test()
     start = time.monotonic()
-    code = main(["run", "mnist-cnn", *SYNTH, "--workers", "2", "--threads-per-worker", "1",
-                 "--allow-oversubscribe", "--timeout", "3", "--store", str(store_path)])
+    code = main(
+        [
+            "run",
+            "mnist-cnn",
+            *SYNTH,
+            "--workers",
+            "2",
+            "--threads-per-worker",
+            "1",
+            "--allow-oversubscribe",
+            "--timeout",
+            "3",
+            "--store",
+            str(store_path),
+        ]
+    )
     elapsed = time.monotonic() - start
     assert code == 1
     err = capsys.readouterr().err
@@ -150,17 +187,36 @@ def test_failing_worker_ends_the_run_and_is_stored_failed(fault, store_path, cap
     deadline = time.monotonic() + 10
     while left and time.monotonic() < deadline:  # give killed workers a moment to be reaped
         time.sleep(0.2)
-        left = {pid for pid in left if psutil.pid_exists(pid)
-                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE}
+        left = {
+            pid
+            for pid in left
+            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        }
     described = [" ".join(psutil.Process(pid).cmdline())[:200] for pid in left]
     assert not left, f"worker processes were left behind: {described}"
 
 
 def test_joins_an_external_torchrun(tmp_path, store_path):
     env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "trainscale", "run", "mnist-cnn", *SYNTH, "--threads-per-worker", "1",
-           "--allow-oversubscribe", "--store", str(store_path), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "trainscale",
+        "run",
+        "mnist-cnn",
+        *SYNTH,
+        "--threads-per-worker",
+        "1",
+        "--allow-oversubscribe",
+        "--store",
+        str(store_path),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     with RunStore(store_path) as store:
@@ -176,8 +232,22 @@ def test_joins_an_external_torchrun(tmp_path, store_path):
 def test_real_mnist_one_epoch_reaches_98_percent(store_path, capsys, monkeypatch):
     monkeypatch.setenv("TRAINSCALE_DATA_DIR", os.environ["TRAINSCALE_DATA_DIR"])
     workers = min(2, len(os.sched_getaffinity(0)))
-    code = main(["run", "mnist-cnn", "--epochs", "1", "--workers", str(workers),
-                 "--global-batch-size", "128", "--store", str(store_path), "--json", "--quiet"])
+    code = main(
+        [
+            "run",
+            "mnist-cnn",
+            "--epochs",
+            "1",
+            "--workers",
+            str(workers),
+            "--global-batch-size",
+            "128",
+            "--store",
+            str(store_path),
+            "--json",
+            "--quiet",
+        ]
+    )
     assert code == 0
     result = json.loads(capsys.readouterr().out)
     assert result["data"] == "real"

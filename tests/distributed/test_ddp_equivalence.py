@@ -30,8 +30,13 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch():
     for rank in (0, 1):
         state = results[rank]["state"]
         for name, value in serial.model.state_dict().items():
-            torch.testing.assert_close(state[name], value, rtol=1e-4, atol=1e-5,
-                                       msg=f"rank {rank} parameter {name} differs from serial")
+            torch.testing.assert_close(
+                state[name],
+                value,
+                rtol=1e-4,
+                atol=1e-5,
+                msg=f"rank {rank} parameter {name} differs from serial",
+            )
     # Slowest-rank rule: the run's step times are the same on both ranks (they are gathered).
     assert results[0]["step_times"] == results[1]["step_times"]
     assert len(results[0]["step_times"]) == steps
@@ -41,11 +46,19 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch():
 
 def test_sharding_covers_the_global_batch_disjointly():
     cfg = tiny_config(workers=2)
-    shards = [make_strategy(cfg, DistEnv(rank=r, local_rank=r, world_size=2, local_world_size=2))
-              .shard_indices(10, epoch=3, seed=1) for r in (0, 1)]
+    shards = [
+        make_strategy(
+            cfg, DistEnv(rank=r, local_rank=r, world_size=2, local_world_size=2)
+        ).shard_indices(10, epoch=3, seed=1)
+        for r in (0, 1)
+    ]
     assert len(shards[0]) == len(shards[1]) == 5
     assert sorted(torch.cat(shards).tolist()) == list(range(10))
-    odd = [make_strategy(cfg, DistEnv(rank=r, local_rank=r, world_size=2, local_world_size=2))
-           .shard_indices(9, epoch=0, seed=1) for r in (0, 1)]
+    odd = [
+        make_strategy(
+            cfg, DistEnv(rank=r, local_rank=r, world_size=2, local_world_size=2)
+        ).shard_indices(9, epoch=0, seed=1)
+        for r in (0, 1)
+    ]
     assert len(odd[0]) == len(odd[1]) == 5  # padded to equal length, as DistributedSampler
     assert set(torch.cat(odd).tolist()) == set(range(9))

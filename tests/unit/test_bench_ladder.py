@@ -34,15 +34,25 @@ def test_single_core_machine_has_only_the_baseline():
 
 
 def _result(sps, world=1, threads=1, acc=None, ttt=None):
-    return {"samples_per_s": sps, "world_size": world, "threads_per_worker": threads,
-            "step_time_s_median": 128 / sps, "step_time_s_iqr": 0.01 * 128 / sps,
-            "test_accuracy": acc, "time_to_target_s": ttt}
+    return {
+        "samples_per_s": sps,
+        "world_size": world,
+        "threads_per_worker": threads,
+        "step_time_s_median": 128 / sps,
+        "step_time_s_iqr": 0.01 * 128 / sps,
+        "test_accuracy": acc,
+        "time_to_target_s": ttt,
+    }
 
 
 def test_table_speedup_and_efficiency_against_the_first_rung():
     ladder = plan_ladder(RunOptions(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
-    results = [RungResult(ladder[0], _result(500.0)), RungResult(ladder[1], _result(900.0, 1, 2)),
-               RungResult(ladder[2], error="boom"), RungResult(ladder[3])]
+    results = [
+        RungResult(ladder[0], _result(500.0)),
+        RungResult(ladder[1], _result(900.0, 1, 2)),
+        RungResult(ladder[2], error="boom"),
+        RungResult(ladder[3]),
+    ]
     rows = table_rows(results)
     assert rows[0]["speedup"] == "1.00x" and rows[1]["speedup"] == "1.80x"
     assert rows[1]["efficiency"].startswith("90%")

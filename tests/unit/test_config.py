@@ -35,10 +35,14 @@ def test_unknown_workload_lists_valid_ones():
 
 def test_more_workers_than_cores_is_refused_without_flag():
     with pytest.raises(ConfigError, match="oversubscribes"):
-        resolve(RunOptions(workload="mnist-cnn", workers=4, threads_per_worker=1),
-                available_cores=[0, 1])
-    config = resolve(RunOptions(workload="mnist-cnn", workers=4, threads_per_worker=1,
-                                allow_oversubscribe=True), available_cores=[0, 1])
+        resolve(
+            RunOptions(workload="mnist-cnn", workers=4, threads_per_worker=1),
+            available_cores=[0, 1],
+        )
+    config = resolve(
+        RunOptions(workload="mnist-cnn", workers=4, threads_per_worker=1, allow_oversubscribe=True),
+        available_cores=[0, 1],
+    )
     assert config.oversubscribed
 
 
@@ -51,16 +55,24 @@ def test_defaults_plan_threads_and_batch():
 
 
 def test_global_batch_is_split_and_lr_scaled():
-    config = resolve(RunOptions(workload="mnist-cnn", workers=2, global_batch_size=512,
-                                lr_scaling="linear", lr=0.01), available_cores=[0, 1])
+    config = resolve(
+        RunOptions(
+            workload="mnist-cnn", workers=2, global_batch_size=512, lr_scaling="linear", lr=0.01
+        ),
+        available_cores=[0, 1],
+    )
     assert config.batch_size == 256
     assert config.lr == pytest.approx(0.04)  # 512 / reference 128 = 4x
     assert config.warmup_fraction >= 0.1  # scaled lr gets a warm-up
 
 
 def test_torch_default_threads_is_marked_oversubscribed_and_unset():
-    config = resolve(RunOptions(workload="mnist-cnn", workers=2, threads_per_worker="torch-default",
-                                affinity="none"), available_cores=[0, 1])
+    config = resolve(
+        RunOptions(
+            workload="mnist-cnn", workers=2, threads_per_worker="torch-default", affinity="none"
+        ),
+        available_cores=[0, 1],
+    )
     assert config.threads_per_worker is None and config.core_sets is None
     assert config.oversubscribed
 

@@ -10,7 +10,7 @@ def test_warmup_then_onecycle_decay():
     factors = [lr_factor(s, 10, "onecycle", 0.2) for s in range(10)]
     assert factors[:2] == [0.5, 1.0]  # 2 warm-up steps
     assert factors[2] == 1.0 and factors[-1] == pytest.approx(1 / 8)
-    assert all(a >= b for a, b in zip(factors[1:], factors[2:]))
+    assert all(a >= b for a, b in zip(factors[1:], factors[2:], strict=False))
 
 
 def test_constant_and_cosine():

@@ -49,8 +49,9 @@ def test_time_to_target_is_first_eval_reaching_it():
 
 def test_synthetic_data_never_claims_accuracy():
     data = tiny_data()
-    synthetic = type(data)(data.train_x, data.train_y, data.test_x, data.test_y,
-                           kind="synthetic", source="test")
+    synthetic = type(data)(
+        data.train_x, data.train_y, data.test_x, data.test_y, kind="synthetic", source="test"
+    )
     config = tiny_config(steps=4)
     outcome = train(config, tiny_workload(), synthetic, make_strategy(config, DistEnv()))
     assert outcome.summary["test_accuracy"] is None

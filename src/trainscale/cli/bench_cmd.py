@@ -30,19 +30,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog="About 5 minutes on a 2-core machine; --quick takes about 1 minute.",
     )
     parser.add_argument("--workload", default="mnist-cnn", help="workload (default: mnist-cnn)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK_STEPS} steps a rung and no full-recipe accuracy run")
-    parser.add_argument("--steps", type=int, metavar="N",
-                        help=f"training steps per throughput rung (default: {DEFAULT_STEPS})")
-    parser.add_argument("--data", choices=("auto", "real", "synthetic"), default="auto",
-                        help="auto = real data when found, else synthetic with a warning")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK_STEPS} steps a rung and no full-recipe accuracy run",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        metavar="N",
+        help=f"training steps per throughput rung (default: {DEFAULT_STEPS})",
+    )
+    parser.add_argument(
+        "--data",
+        choices=("auto", "real", "synthetic"),
+        default="auto",
+        help="auto = real data when found, else synthetic with a warning",
+    )
     parser.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
-    parser.add_argument("--no-download", dest="download", action="store_false",
-                        help="never download the dataset")
-    parser.add_argument("--store", metavar="PATH",
-                        help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)")
-    parser.add_argument("--out", metavar="FILE", default="trainscale-bench.md",
-                        help="where to write the Markdown table (default: trainscale-bench.md)")
+    parser.add_argument(
+        "--no-download", dest="download", action="store_false", help="never download the dataset"
+    )
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        default="trainscale-bench.md",
+        help="where to write the Markdown table (default: trainscale-bench.md)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -58,8 +77,10 @@ def _choose_data(args: argparse.Namespace, base) -> tuple[object, str | None]:
     except DataError as error:
         if args.data == "real":
             raise
-        note = (f"REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only, no "
-                f"accuracy): {error}")
+        note = (
+            f"REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only, no "
+            f"accuracy): {error}"
+        )
         return replace(base, data="synthetic"), note
 
 
@@ -84,19 +105,25 @@ def run(args: argparse.Namespace) -> int:
     env = collect_environment()
     bench_id = uuid.uuid4().hex[:8]
     base = RunOptions(
-        workload=workload.name, data_dir=args.data_dir, download=args.download, steps=steps,
+        workload=workload.name,
+        data_dir=args.data_dir,
+        download=args.download,
+        steps=steps,
         # Same global batch on every rung: the same optimisation, so speedups are fair.
-        global_batch_size=workload.recipe.batch_size, evaluate=False, tag=f"bench:{bench_id}",
+        global_batch_size=workload.recipe.batch_size,
+        evaluate=False,
+        tag=f"bench:{bench_id}",
     )
     base, data_note = _choose_data(args, base)
     if data_note:
         console.print(f"[bold red]{data_note}[/]")
-    ladder = plan_ladder(base, len(env["usable_cores"]), bool(env["bf16_native"]),
-                         len(env["gpus"]))
+    ladder = plan_ladder(base, len(env["usable_cores"]), bool(env["bf16_native"]), len(env["gpus"]))
     runnable = [r for r in ladder if not isinstance(r, Skipped)]
-    console.print(f"[bold]trainscale bench {bench_id}[/]: {workload.name}, {env['cpu_model']}, "
-                  f"{len(env['usable_cores'])} usable cores, {len(runnable)} settings x {steps} "
-                  f"steps, global batch {workload.recipe.batch_size}, data {base.data}")
+    console.print(
+        f"[bold]trainscale bench {bench_id}[/]: {workload.name}, {env['cpu_model']}, "
+        f"{len(env['usable_cores'])} usable cores, {len(runnable)} settings x {steps} "
+        f"steps, global batch {workload.recipe.batch_size}, data {base.data}"
+    )
     results: list[RungResult] = []
     for index, rung in enumerate(ladder, start=1):
         if isinstance(rung, Skipped):
@@ -116,9 +143,12 @@ def run(args: argparse.Namespace) -> int:
             best = max(finished, key=lambda r: r.result["samples_per_s"])
             from trainscale.bench import Rung
 
-            full = Rung(f"{best.rung.name}, full recipe ({workload.recipe.epochs:g} epoch)",
-                        replace(best.rung.options, steps=None, evaluate=True),
-                        cores=best.rung.cores, note="accuracy run: fastest setting above")
+            full = Rung(
+                f"{best.rung.name}, full recipe ({workload.recipe.epochs:g} epoch)",
+                replace(best.rung.options, steps=None, evaluate=True),
+                cores=best.rung.cores,
+                note="accuracy run: fastest setting above",
+            )
             console.rule(f"full recipe on the fastest setting: {best.rung.name}")
             try:
                 results.append(RungResult(full, execute_run(full.options, args.store)))
@@ -150,9 +180,13 @@ def run(args: argparse.Namespace) -> int:
     ]
     if data_note:
         lines += [f"**{data_note}**", ""]
-    lines += [markdown_table(rows), "",
-              f"Runs are stored with tag `bench:{bench_id}` "
-              f"(`trainscale runs list --tag bench:{bench_id}`).", ""]
+    lines += [
+        markdown_table(rows),
+        "",
+        f"Runs are stored with tag `bench:{bench_id}` "
+        f"(`trainscale runs list --tag bench:{bench_id}`).",
+        "",
+    ]
     # Write beside the target and rename: a reader never sees half a table.
     fd, tmp = tempfile.mkstemp(dir=out_path.parent or ".", prefix=".bench-", suffix=".md")
     with os.fdopen(fd, "w") as handle:
@@ -162,4 +196,3 @@ def run(args: argparse.Namespace) -> int:
     ran = [r for r in results if not isinstance(r.rung, Skipped)]
     # Partial failures are in the table and the store; only "nothing ran" fails the command.
     return 1 if ran and all(r.error is not None for r in ran) else 0
-

@@ -37,65 +37,125 @@ def _threads(text: str) -> int | str:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of one run; shared with commands that run workloads (bench, sweeps)."""
     data = parser.add_argument_group("data")
-    data.add_argument("--data", choices=("real", "synthetic"), default="real",
-                      help="real dataset files, or random tensors of the same shapes "
-                      "(throughput only: no accuracy is reported) (default: real)")
+    data.add_argument(
+        "--data",
+        choices=("real", "synthetic"),
+        default="real",
+        help="real dataset files, or random tensors of the same shapes "
+        "(throughput only: no accuracy is reported) (default: real)",
+    )
     data.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
-    data.add_argument("--no-download", dest="download", action="store_false",
-                      help="never download; fail if the files are not found locally")
+    data.add_argument(
+        "--no-download",
+        dest="download",
+        action="store_false",
+        help="never download; fail if the files are not found locally",
+    )
 
     par = parser.add_argument_group("parallelism (CPU)")
-    par.add_argument("--workers", type=int, default=1, metavar="N",
-                     help="worker processes; >1 trains data-parallel (DDP over gloo) (default: 1)")
-    par.add_argument("--threads-per-worker", type=_threads, default=None, metavar="T",
-                     help="intra-op threads per worker (default: cores // workers); "
-                     f"'{THREADS_TORCH_DEFAULT}' leaves torch's default (the oversubscription "
-                     "pitfall)")
-    par.add_argument("--affinity", default="compact", metavar="MODE",
-                     help="pin workers to cores: none, compact, spread, or per-worker core lists "
-                     "such as '0,1;2,3' (default: compact)")
-    par.add_argument("--allow-oversubscribe", action="store_true",
-                     help="run even if workers x threads exceeds the available cores")
-    par.add_argument("--timeout", dest="timeout_s", type=float, default=300.0, metavar="S",
-                     help="seconds a worker waits for a silent peer before the run fails "
-                     "(default: 300)")
+    par.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes; >1 trains data-parallel (DDP over gloo) (default: 1)",
+    )
+    par.add_argument(
+        "--threads-per-worker",
+        type=_threads,
+        default=None,
+        metavar="T",
+        help="intra-op threads per worker (default: cores // workers); "
+        f"'{THREADS_TORCH_DEFAULT}' leaves torch's default (the oversubscription "
+        "pitfall)",
+    )
+    par.add_argument(
+        "--affinity",
+        default="compact",
+        metavar="MODE",
+        help="pin workers to cores: none, compact, spread, or per-worker core lists "
+        "such as '0,1;2,3' (default: compact)",
+    )
+    par.add_argument(
+        "--allow-oversubscribe",
+        action="store_true",
+        help="run even if workers x threads exceeds the available cores",
+    )
+    par.add_argument(
+        "--timeout",
+        dest="timeout_s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds a worker waits for a silent peer before the run fails (default: 300)",
+    )
 
     hp = parser.add_argument_group("training")
     batch = hp.add_mutually_exclusive_group()
     batch.add_argument("--batch-size", type=int, metavar="B", help="per-worker batch size")
-    batch.add_argument("--global-batch-size", type=int, metavar="B",
-                       help="global batch size (split evenly over workers)")
+    batch.add_argument(
+        "--global-batch-size",
+        type=int,
+        metavar="B",
+        help="global batch size (split evenly over workers)",
+    )
     hp.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
     hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size")
-    hp.add_argument("--lr-scaling", choices=("none", "linear", "sqrt"), default="none",
-                    help="scale the lr with global batch / reference batch (default: none)")
-    hp.add_argument("--warmup-fraction", type=float, metavar="F",
-                    help="share of steps with linear lr warm-up")
+    hp.add_argument(
+        "--lr-scaling",
+        choices=("none", "linear", "sqrt"),
+        default="none",
+        help="scale the lr with global batch / reference batch (default: none)",
+    )
+    hp.add_argument(
+        "--warmup-fraction", type=float, metavar="F", help="share of steps with linear lr warm-up"
+    )
     hp.add_argument("--schedule", choices=("constant", "onecycle", "cosine"))
     hp.add_argument("--weight-decay", type=float)
-    hp.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16 = autocast to bfloat16 (fast only where the CPU has native bf16)")
+    hp.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16 = autocast to bfloat16 (fast only where the CPU has native bf16)",
+    )
     length = hp.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=float, help="epochs (fractions allowed)")
     length.add_argument("--steps", type=int, help="optimizer steps (overrides epochs)")
     hp.add_argument("--seed", type=int, default=0)
 
     meas = parser.add_argument_group("measurement")
-    meas.add_argument("--eval-every", type=int, metavar="STEPS",
-                      help="evaluate every STEPS steps, off the training clock "
-                      "(default: 4 times an epoch)")
-    meas.add_argument("--no-eval", dest="evaluate", action="store_false",
-                      help="skip evaluation: throughput only, no accuracy reported")
-    meas.add_argument("--target-accuracy", type=float, metavar="ACC",
-                      help="test accuracy (fraction) for time-to-target (default: workload's)")
-    meas.add_argument("--warmup-steps", dest="warmup_steps_untimed", type=int, default=5,
-                      help="first steps left out of step-time statistics (default: 5)")
+    meas.add_argument(
+        "--eval-every",
+        type=int,
+        metavar="STEPS",
+        help="evaluate every STEPS steps, off the training clock (default: 4 times an epoch)",
+    )
+    meas.add_argument(
+        "--no-eval",
+        dest="evaluate",
+        action="store_false",
+        help="skip evaluation: throughput only, no accuracy reported",
+    )
+    meas.add_argument(
+        "--target-accuracy",
+        type=float,
+        metavar="ACC",
+        help="test accuracy (fraction) for time-to-target (default: workload's)",
+    )
+    meas.add_argument(
+        "--warmup-steps",
+        dest="warmup_steps_untimed",
+        type=int,
+        default=5,
+        help="first steps left out of step-time statistics (default: 5)",
+    )
 
 
 def options_from_args(args: argparse.Namespace, workload: str | None = None) -> RunOptions:
     """RunOptions from parsed arguments (the names match the dataclass fields)."""
-    fields = {name: getattr(args, name) for name in RunOptions.__dataclass_fields__
-              if hasattr(args, name)}
+    fields = {
+        name: getattr(args, name) for name in RunOptions.__dataclass_fields__ if hasattr(args, name)
+    }
     if workload is not None:
         fields["workload"] = workload
     return RunOptions(**fields)
@@ -114,8 +174,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
     add_run_options(parser)
     out = parser.add_argument_group("output")
-    out.add_argument("--store", metavar="PATH",
-                     help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)")
+    out.add_argument(
+        "--store",
+        metavar="PATH",
+        help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)",
+    )
     out.add_argument("--tag", help="free-form label stored with the run")
     out.add_argument("--json", action="store_true", help="print the result as one JSON object")
     out.add_argument("--quiet", action="store_true", help="no progress output")

@@ -8,7 +8,8 @@ import json
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "workloads", help="list the registered workloads",
+        "workloads",
+        help="list the registered workloads",
         description="List the reference workloads, their targets and default recipes.",
     )
     parser.add_argument("--json", action="store_true", help="print as JSON")
@@ -22,9 +23,15 @@ def run(args: argparse.Namespace) -> int:
 
     specs = [get_workload(name) for name in workload_names()]
     if args.json:
-        rows = [{"name": w.name, "description": w.description,
-                 "target_accuracy": w.target_accuracy, "recipe": asdict(w.recipe)}
-                for w in specs]
+        rows = [
+            {
+                "name": w.name,
+                "description": w.description,
+                "target_accuracy": w.target_accuracy,
+                "recipe": asdict(w.recipe),
+            }
+            for w in specs
+        ]
         print(json.dumps(rows, indent=2))
         return 0
     from rich.console import Console
@@ -35,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(column)
     for w in specs:
         r = w.recipe
-        recipe = (f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}, "
-                  f"{r.epochs:g} epoch(s)")
+        recipe = (
+            f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}, {r.epochs:g} epoch(s)"
+        )
         table.add_row(w.name, w.description, f"{w.target_accuracy:.1%} test acc", recipe)
     Console().print(table)
     return 0

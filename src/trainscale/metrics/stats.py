@@ -31,7 +31,7 @@ def elementwise_max(per_rank: Sequence[Sequence[float]]) -> list[float]:
     lengths = {len(times) for times in per_rank}
     if len(lengths) > 1:
         raise ValueError(f"ranks recorded different step counts: {sorted(lengths)}")
-    return [max(step) for step in zip(*per_rank)]
+    return [max(step) for step in zip(*per_rank, strict=True)]
 
 
 def samples_per_s(global_batch_size: int, step_time_s: float) -> float:

@@ -34,7 +34,9 @@ def _first_failure(error: ChildFailedError) -> str:
 
 
 def launch_workers(
-    entrypoint: Callable[..., Any], args: tuple[Any, ...], num_workers: int,
+    entrypoint: Callable[..., Any],
+    args: tuple[Any, ...],
+    num_workers: int,
     shutdown_timeout_s: int = 5,
 ) -> dict[int, Any]:
     """Run `entrypoint(*args)` in `num_workers` fresh processes on this machine.

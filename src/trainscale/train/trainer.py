@@ -64,7 +64,10 @@ def plan_steps(config: RunConfig, num_train: int, world_size: int) -> tuple[int,
 
 
 def evaluate(
-    model: torch.nn.Module, data: TensorData, strategy: Strategy, precision: str,
+    model: torch.nn.Module,
+    data: TensorData,
+    strategy: Strategy,
+    precision: str,
     channels_last: bool,
 ) -> tuple[float, float]:
     """(accuracy, mean loss) on the test set; ranks split the set and sum their counts."""
@@ -198,10 +201,25 @@ def train(
     facts["rank"] = env.rank
     facts["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     workers = strategy.gather_objects(facts)
-    summary = summarize(config, run_step_times, curve, epochs, run_clock_s, eval_time_s,
-                        can_claim_accuracy, last_accuracy, last_loss, workers)
-    return TrainOutcome(summary=summary, epochs=epochs, step_times_s=run_step_times,
-                        workers=workers, model=strategy.unwrap(model))
+    summary = summarize(
+        config,
+        run_step_times,
+        curve,
+        epochs,
+        run_clock_s,
+        eval_time_s,
+        can_claim_accuracy,
+        last_accuracy,
+        last_loss,
+        workers,
+    )
+    return TrainOutcome(
+        summary=summary,
+        epochs=epochs,
+        step_times_s=run_step_times,
+        workers=workers,
+        model=strategy.unwrap(model),
+    )
 
 
 def summarize(

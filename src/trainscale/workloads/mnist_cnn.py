@@ -63,7 +63,13 @@ def mnist_cnn() -> Workload:
         load_real=load_mnist_tensors,
         make_synthetic=synthetic_mnist,
         target_accuracy=0.99,
-        recipe=Recipe(optimizer="adam", lr=3e-3, batch_size=128, epochs=1.0, schedule="onecycle",
-                      warmup_fraction=0.2),
+        recipe=Recipe(
+            optimizer="adam",
+            lr=3e-3,
+            batch_size=128,
+            epochs=1.0,
+            schedule="onecycle",
+            warmup_fraction=0.2,
+        ),
         channels_last=True,
     )

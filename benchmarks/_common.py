@@ -1,0 +1,31 @@
+"""Helpers shared by the benchmark scripts: run `trainscale run` and summarise ratios."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def trainscale_run(args: list[str], store: Path) -> dict:
+    """One `trainscale run ... --json` in a fresh process; returns its JSON result."""
+    cmd = [sys.executable, "-m", "trainscale", "run", *args, "--json", "--store", str(store)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def spread(values: list[float]) -> str:
+    """'median [min, max] (n=K)': the form every benchmark figure is quoted in."""
+    return (
+        f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}] (n={len(values)})"
+    )
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2))
