@@ -111,7 +111,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--warmup-fraction", type=float, metavar="F", help="share of steps with linear lr warm-up"
     )
     hp.add_argument("--schedule", choices=("constant", "onecycle", "cosine"))
-    hp.add_argument("--weight-decay", type=float)
+    hp.add_argument("--weight-decay", type=float, metavar="WD")
     hp.add_argument(
         "--precision",
         choices=("fp32", "bf16"),
@@ -147,6 +147,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         dest="warmup_steps_untimed",
         type=int,
         default=5,
+        metavar="N",
         help="first steps left out of step-time statistics (default: 5)",
     )
 

@@ -1,0 +1,253 @@
+"""`trainscale runs list|show|export` through the real entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from trainscale.cli import main
+from trainscale.results.store import RunStore
+
+SUMMARY = {
+    "samples_per_s": 1234.5,
+    "step_time_s_median": 0.05,
+    "step_time_s_p90": 0.06,
+    "epoch_time_s": 10.0,
+    "time_to_target_s": 17.25,
+    "target_accuracy": 0.99,
+    "test_accuracy": 0.9912,
+    "test_loss": 0.03,
+    "peak_memory_bytes_per_worker": [2**20, 2**21],
+}
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store with a completed, a failed and a running (synthetic) run."""
+    # Keep a developer's $TRAINSCALE_STORE from leaking into the tests.
+    monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
+    path = tmp_path / "runs.db"
+    common = {"world_size": 2, "threads_per_worker": 1, "affinity": "compact"}
+    with RunStore(path) as store:
+        store.create_run(
+            "aaaa1111completed",
+            "mnist_cnn",
+            {"lr": 0.1, "optimizer": {"name": "sgd", "momentum": 0.9}},
+            {"cpu_model": "Test CPU [v2]", "versions": {"torch": "2.13.0"}},
+            data_kind="real",
+            precision="fp32",
+            global_batch_size=128,
+            tag="sweep",
+            **common,
+        )
+        store.complete_run(
+            "aaaa1111completed",
+            SUMMARY,
+            [
+                {"epoch": 1, "train_loss": 0.4, "test_accuracy": 0.98, "epoch_time_s": 10.0},
+                {"epoch": 2, "train_loss": 0.2, "test_accuracy": 0.9912, "epoch_time_s": 9.5},
+            ],
+            [0.05, 0.06],
+        )
+        store.create_run(
+            "bbbb2222failed",
+            "resnet44",
+            {},
+            {},
+            data_kind="real",
+            precision="bf16",
+            global_batch_size=256,
+            **common,
+        )
+        store.fail_run("bbbb2222failed", "RuntimeError: shapes [3, 4] and [5] differ")
+        store.create_run(
+            "aaab3333running",
+            "mnist_cnn",
+            {},
+            {},
+            data_kind="synthetic",
+            precision="fp32",
+            global_batch_size=64,
+            **common,
+        )
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_list(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "runs", "list", "--store", str(store_path))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert "run" in lines[0] and "samples/s" in lines[0]
+    body = "\n".join(lines[1:])
+    # Short ids, newest first.
+    assert [line.split()[0] for line in lines[1:]] == ["aaab3333", "bbbb2222", "aaaa1111"]
+    assert "1234.5" in body and "0.9912" in body and "17.2" in body
+    assert "2 x 1" in body
+    # Piped output stays plain: no colour codes, no trailing padding.
+    assert "\x1b[" not in out
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_list_filters_and_limit(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = ["--store", str(store_path)]
+    _, out, _ = _run(capsys, "runs", "list", "--workload", "resnet44", *store)
+    assert "bbbb2222" in out and "aaaa1111" not in out
+    _, out, _ = _run(capsys, "runs", "list", "--status", "completed", *store)
+    assert "aaaa1111" in out and "bbbb2222" not in out
+    _, out, _ = _run(capsys, "runs", "list", "--tag", "sweep", *store)
+    assert len(out.splitlines()) == 2
+    _, out, _ = _run(capsys, "runs", "list", "--limit", "1", *store)
+    assert len(out.splitlines()) == 2 and "aaab3333" in out
+    code, out, _ = _run(capsys, "runs", "list", "--tag", "nothing", *store)
+    assert code == 0 and "no runs" in out
+
+
+def test_list_uses_env_store(
+    store_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINSCALE_STORE", str(store_path))
+    code, out, _ = _run(capsys, "runs", "list")
+    assert code == 0 and "aaaa1111" in out
+
+
+def test_show_completed(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "runs", "show", "aaaa", "--store", str(store_path))
+    assert code == 0 and err == ""
+    assert "aaaa1111completed" in out and "completed" in out
+    # summary, epochs, config (nested keys flattened), environment with literal brackets
+    assert "samples_per_s" in out and "1234.5" in out
+    assert "1.0 MiB, 2.0 MiB" in out
+    assert "train_loss" in out and "0.9912" in out
+    assert "optimizer.momentum" in out and "0.9" in out
+    assert "Test CPU [v2]" in out
+    assert "versions.torch" in out
+
+
+def test_show_failed_prints_error(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "runs", "show", "bbbb", "--store", str(store_path))
+    assert code == 0
+    assert "failed" in out
+    assert "RuntimeError: shapes [3, 4] and [5] differ" in out
+
+
+def test_show_synthetic_is_labelled(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "runs", "show", "aaab", "--store", str(store_path))
+    assert code == 0 and "synthetic" in out
+
+
+@pytest.mark.parametrize("run_id", ["zzzz", "aaa"], ids=["unknown", "ambiguous"])
+def test_show_bad_run_id(store_path: Path, capsys: pytest.CaptureFixture[str], run_id: str) -> None:
+    code, out, err = _run(capsys, "runs", "show", run_id, "--store", str(store_path))
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("trainscale: error:")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("action", [["list"], ["show", "abc"], ["export", "--format", "json"]])
+def test_missing_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: list[str]
+) -> None:
+    missing = tmp_path / "nowhere.db"
+    code, out, err = _run(capsys, "runs", *action, "--store", str(missing))
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert f"no results store at {missing}" in err
+    assert "--store" in err
+    # Reading must not create the file as a side effect.
+    assert not missing.exists()
+
+
+def test_export_json_stdout(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "runs", "export", "--format", "json", "--store", str(store_path))
+    assert code == 0
+    data = json.loads(out)
+    by_id = {item["run_id"]: item for item in data}
+    assert set(by_id) == {"aaaa1111completed", "bbbb2222failed", "aaab3333running"}
+    done = by_id["aaaa1111completed"]
+    assert done["samples_per_s"] == 1234.5
+    assert done["time_to_target_s"] == 17.25
+    assert done["data"] == "real"
+    assert [e["epoch"] for e in done["epochs"]] == [1, 2]
+    assert done["env"]["versions"]["torch"] == "2.13.0"
+    assert by_id["bbbb2222failed"]["error"].startswith("RuntimeError")
+    assert by_id["aaab3333running"]["data"] == "synthetic"
+
+
+def test_export_csv_stdout_with_filter(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(
+        capsys,
+        "runs",
+        "export",
+        "--format",
+        "csv",
+        "--workload",
+        "mnist_cnn",
+        "--store",
+        str(store_path),
+    )
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [row["run_id"] for row in rows] == ["aaab3333running", "aaaa1111completed"]
+    assert rows[1]["samples_per_s"] == "1234.5"
+    assert rows[1]["torch_version"] == "2.13.0"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_export_to_file(
+    store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    target = tmp_path / f"runs.{fmt}"
+    target.write_text("old content")
+    code, out, _ = _run(
+        capsys, "runs", "export", "--format", fmt, "--out", str(target), "--store", str(store_path)
+    )
+    assert code == 0
+    assert "wrote 3 runs" in out
+    text = target.read_text()
+    if fmt == "json":
+        assert len(json.loads(text)) == 3
+    else:
+        assert len(list(csv.DictReader(io.StringIO(text)))) == 3
+    # No temporary file left beside the result.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["runs.db", target.name])
+
+
+def test_export_to_missing_directory(
+    store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "no" / "dir" / "runs.csv"
+    code, _, err = _run(
+        capsys,
+        "runs",
+        "export",
+        "--format",
+        "csv",
+        "--out",
+        str(target),
+        "--store",
+        str(store_path),
+    )
+    assert code == 2 and "does not exist" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_limit_is_usage_error(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "list", "--limit", "0", "--store", str(store_path)])
+    assert info.value.code == 2
+    assert "at least 1" in capsys.readouterr().err
