@@ -22,8 +22,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--eval-every", type=int, default=47, help="steps between evaluations")
-    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
-                        help="further `trainscale run` options, e.g. --epochs 3")
+    parser.add_argument(
+        "--extra",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="further `trainscale run` options, e.g. --epochs 3",
+    )
     parser.add_argument("--out", default="benchmarks/results/time_to_accuracy.json")
     args = parser.parse_args()
     workers = str(len(os.sched_getaffinity(0)))
@@ -31,17 +35,36 @@ def main() -> None:
     results = []
     for seed in args.seeds:
         result = trainscale_run(
-            ["mnist-cnn", "--workers", workers, "--threads-per-worker", "1",
-             "--global-batch-size", "128", "--eval-every", str(args.eval_every),
-             "--seed", str(seed), "--quiet", *args.extra], store)
+            [
+                "mnist-cnn",
+                "--workers",
+                workers,
+                "--threads-per-worker",
+                "1",
+                "--global-batch-size",
+                "128",
+                "--eval-every",
+                str(args.eval_every),
+                "--seed",
+                str(seed),
+                "--quiet",
+                *args.extra,
+            ],
+            store,
+        )
         results.append(result)
-        print(f"seed {seed}: time to 99.0% {result['time_to_target_s']} s, final accuracy "
-              f"{result['test_accuracy']:.4f}, training clock {result['train_time_s']:.1f} s, "
-              f"{result['samples_per_s']:.0f} samples/s", flush=True)
+        print(
+            f"seed {seed}: time to 99.0% {result['time_to_target_s']} s, final accuracy "
+            f"{result['test_accuracy']:.4f}, training clock {result['train_time_s']:.1f} s, "
+            f"{result['samples_per_s']:.0f} samples/s",
+            flush=True,
+        )
     reached = [r["time_to_target_s"] for r in results if r["time_to_target_s"] is not None]
-    print(f"reached 99.0% in {len(reached)}/{len(results)} runs; time to target: "
-          f"{spread(reached) if reached else 'not reached'}; final accuracy: "
-          f"{spread([r['test_accuracy'] for r in results])}")
+    print(
+        f"reached 99.0% in {len(reached)}/{len(results)} runs; time to target: "
+        f"{spread(reached) if reached else 'not reached'}; final accuracy: "
+        f"{spread([r['test_accuracy'] for r in results])}"
+    )
     write_json(Path(args.out), {"command": " ".join(sys.argv), "runs": results})
 
 

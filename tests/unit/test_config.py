@@ -6,6 +6,7 @@ import pytest
 
 from trainscale.config import RunOptions, resolve, scaled_lr, validate_options
 from trainscale.errors import ConfigError
+from trainscale.workloads import get_workload
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,8 @@ def test_defaults_plan_threads_and_batch():
     config = resolve(RunOptions(workload="mnist-cnn", workers=2), available_cores=[0, 1, 2, 3])
     assert config.threads_per_worker == 2
     assert config.core_sets == [[0, 1], [2, 3]]
-    assert config.batch_size == 128 and config.global_batch_size == 256
+    recipe_batch = get_workload("mnist-cnn").recipe.batch_size
+    assert config.batch_size == recipe_batch and config.global_batch_size == 2 * recipe_batch
     assert not config.oversubscribed
 
 
@@ -62,7 +64,9 @@ def test_global_batch_is_split_and_lr_scaled():
         available_cores=[0, 1],
     )
     assert config.batch_size == 256
-    assert config.lr == pytest.approx(0.04)  # 512 / reference 128 = 4x
+    reference = get_workload("mnist-cnn").recipe.batch_size
+    assert config.reference_batch_size == reference
+    assert config.lr == pytest.approx(0.01 * 512 / reference)
     assert config.warmup_fraction >= 0.1  # scaled lr gets a warm-up
 
 

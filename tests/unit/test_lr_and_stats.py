@@ -39,3 +39,24 @@ def test_speedup_efficiency_and_time_to_target():
     curve = [(1.0, 0.9), (2.0, 0.991), (3.0, 0.995)]
     assert stats.first_reaching(curve, 0.99) == 2.0
     assert stats.first_reaching(curve, 0.999) is None
+
+
+def test_onecycle_uses_torch_onecycle_peaking_at_the_lr():
+    import torch
+
+    from trainscale.train.lr import make_scheduler
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([param], lr=0.003)
+    scheduler = make_scheduler(optimizer, 100, "onecycle", 0.3)
+    assert isinstance(scheduler, torch.optim.lr_scheduler.OneCycleLR)
+    lrs = []
+    for _ in range(100):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[0] == pytest.approx(0.003 / 25)
+    assert max(lrs) == pytest.approx(0.003) and lrs.index(max(lrs)) in (29, 30)
+    assert lrs[-1] < 0.003 / 1000
+    # Tiny runs still get a valid schedule.
+    make_scheduler(torch.optim.Adam([param], lr=0.1), 2, "onecycle", 0.3)

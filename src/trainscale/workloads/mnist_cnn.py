@@ -64,12 +64,16 @@ def mnist_cnn() -> Workload:
         make_synthetic=synthetic_mnist,
         target_accuracy=0.99,
         recipe=Recipe(
+            # Chosen by measuring samples to 99.0% test accuracy (docs/workloads.md): Adam with
+            # a one-cycle schedule over 2 epochs and label smoothing first reaches 99.0% after
+            # about 85k samples (1.4 epochs); 1-epoch schedules stop at 98.4-98.8%.
             optimizer="adam",
             lr=3e-3,
-            batch_size=128,
-            epochs=1.0,
+            batch_size=64,
+            epochs=2.0,
             schedule="onecycle",
-            warmup_fraction=0.2,
+            warmup_fraction=0.3,
+            label_smoothing=0.1,
         ),
         channels_last=True,
     )
