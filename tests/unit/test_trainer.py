@@ -68,3 +68,49 @@ def test_fractional_epochs_end_with_a_partial_epoch():
     config, outcome = _train(epochs=1.5)
     assert [e["full"] for e in outcome.epochs] == [True, False]
     assert outcome.summary["num_steps"] == 9  # 6 steps an epoch x 1.5
+
+
+def test_flops_per_sample_is_counted_and_macro_f1_reported():
+    config, outcome = _train(steps=3)
+    s = outcome.summary
+    # TinyNet: conv 1->4 3x3 on 8x8 (36 outputs) + fc 144->3; forward x3 for fwd+bwd roughly.
+    forward = 2 * (36 * 4 * 9) + 2 * (144 * 3)
+    assert forward <= s["flops_per_sample"] <= 3 * forward
+    assert 0.0 <= s["test_macro_f1"] <= 1.0
+
+
+def test_macro_f1_by_hand():
+    import torch
+
+    from trainscale.train.trainer import macro_f1
+
+    # class 0: tp 2, fp 1, fn 0 -> f1 0.8; class 1: tp 1, fp 0, fn 1 -> f1 2/3
+    confusion = torch.tensor([[2, 0], [1, 1]])
+    assert macro_f1(confusion) == pytest.approx((0.8 + 2 / 3) / 2)
+
+
+def test_augment_and_pretrain_hooks_run_on_the_clock():
+    import dataclasses
+    import time
+
+    import torch
+
+    calls = {"augment": 0}
+
+    def augment(x, generator):
+        calls["augment"] += 1
+        return x + 0.0 * torch.rand(x.shape, generator=generator)
+
+    def pretrain(model, data, strategy, config):
+        time.sleep(0.2)
+        return {"layers": 1}
+
+    workload = dataclasses.replace(tiny_workload(), augment=augment, pretrain=pretrain)
+    config = tiny_config(steps=4)
+    outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
+    s = outcome.summary
+    assert calls["augment"] == 4
+    assert s["pretrain"] == {"layers": 1}
+    assert s["pretrain_time_s"] >= 0.2
+    assert s["train_time_s"] == pytest.approx(s["pretrain_time_s"] + s["supervised_time_s"])
+    assert s["accuracy_curve"][0][0] >= 0.2  # the curve's clock includes pre-training

@@ -63,17 +63,30 @@ def plan_steps(config: RunConfig, num_train: int, world_size: int) -> tuple[int,
     return steps_per_epoch, total
 
 
+def macro_f1(confusion: torch.Tensor) -> float:
+    """Unweighted mean of per-class F1 from a confusion matrix (rows = truth, cols = pred)."""
+    confusion = confusion.double()
+    true_pos = confusion.diag()
+    precision_den = confusion.sum(dim=0)
+    recall_den = confusion.sum(dim=1)
+    f1_den = precision_den + recall_den
+    f1 = torch.where(f1_den > 0, 2 * true_pos / f1_den.clamp(min=1e-12), torch.zeros_like(f1_den))
+    present = recall_den > 0  # classes absent from the test set do not count
+    return float(f1[present].mean()) if present.any() else 0.0
+
+
 def evaluate(
     model: torch.nn.Module,
     data: TensorData,
     strategy: Strategy,
     precision: str,
     channels_last: bool,
-) -> tuple[float, float]:
-    """(accuracy, mean loss) on the test set; ranks split the set and sum their counts."""
+) -> tuple[float, float, float]:
+    """(accuracy, mean loss, macro-F1) on the test set; ranks split it and sum their counts."""
     part = strategy.eval_shard(data.num_test)
     xs, ys = data.test_x[part], data.test_y[part]
     totals = torch.zeros(3, dtype=torch.float64)  # correct, loss sum, count
+    confusion = None
     model.eval()
     with torch.no_grad(), _autocast(precision):
         for start in range(0, xs.shape[0], EVAL_BATCH):
@@ -82,13 +95,44 @@ def evaluate(
                 x = x.contiguous(memory_format=torch.channels_last)
             y = ys[start : start + EVAL_BATCH]
             logits = model(x).float()
-            totals[0] += (logits.argmax(dim=1) == y).sum().item()
+            predicted = logits.argmax(dim=1)
+            num_classes = logits.shape[1]
+            if confusion is None:
+                confusion = torch.zeros(num_classes * num_classes, dtype=torch.float64)
+            confusion += torch.bincount(
+                y * num_classes + predicted, minlength=num_classes * num_classes
+            ).double()
+            totals[0] += (predicted == y).sum().item()
             totals[1] += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
             totals[2] += y.numel()
     model.train()
+    # Every rank has at least one test sample here (test sets are far larger than ranks).
     strategy.sum_tensor(totals)
+    strategy.sum_tensor(confusion)
     correct, loss_sum, count = totals.tolist()
-    return correct / count, loss_sum / count
+    side = int(confusion.numel() ** 0.5)
+    return correct / count, loss_sum / count, macro_f1(confusion.view(side, side))
+
+
+def count_flops_per_sample(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, workload: Workload
+) -> int | None:
+    """Training FLOPs (forward + backward) per sample, counted by torch.utils.flop_counter.
+
+    The counter covers matrix multiplications and convolutions, the ops that dominate these
+    models; elementwise work is not counted. None where counting is not supported.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            workload.loss(model(x), y).backward()
+        model.zero_grad(set_to_none=True)
+        return int(counter.get_total_flops() // x.shape[0])
+    except Exception:  # an op the counter cannot trace must not fail the run
+        model.zero_grad(set_to_none=True)
+        return None
 
 
 def train(
@@ -109,6 +153,17 @@ def train(
         # Once for the whole in-memory set, so batches come out channels_last for free.
         model = model.to(memory_format=torch.channels_last)
         train_x = train_x.contiguous(memory_format=torch.channels_last)
+    flops_per_sample = count_flops_per_sample(
+        model, train_x[:2], data.train_y[:2], workload
+    )  # off the clock, before any timed work
+    pretrain_figures: dict[str, Any] = {}
+    pretrain_s = 0.0
+    if workload.pretrain is not None:
+        # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
+        # starts every replica from rank 0's (identical) pre-trained weights.
+        t0 = time.perf_counter()
+        pretrain_figures = workload.pretrain(model, data, strategy, config)
+        pretrain_s = strategy.max_float(time.perf_counter() - t0)
     model = strategy.wrap(model)
     optimizer = make_optimizer(
         config.optimizer, model.parameters(), config.lr, config.momentum, config.weight_decay
@@ -123,17 +178,18 @@ def train(
     step_times: list[float] = []
     curve: list[tuple[float, float]] = []  # (training clock s, test accuracy)
     epochs: list[dict[str, Any]] = []
-    train_clock_s = 0.0
+    train_clock_s = pretrain_s  # pre-training is training: it is on the clock
     eval_time_s = 0.0
+    augment_generator = torch.Generator().manual_seed(config.seed * 1000 + env.rank)
     step = 0
     last_eval_step = -1
-    last_accuracy, last_loss = None, None
+    last_accuracy, last_loss, last_f1 = None, None, None
 
     def run_eval() -> None:
-        nonlocal eval_time_s, last_accuracy, last_loss, last_eval_step
+        nonlocal eval_time_s, last_accuracy, last_loss, last_f1, last_eval_step
         last_eval_step = step
         t0 = time.perf_counter()
-        last_accuracy, last_loss = evaluate(
+        last_accuracy, last_loss, last_f1 = evaluate(
             strategy.unwrap(model), data, strategy, config.precision, config.channels_last
         )
         # Ranks run in lock-step; the slowest one's clock is the run's clock at this point.
@@ -160,6 +216,8 @@ def train(
             index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
             x = train_x.index_select(0, index)
             y = data.train_y.index_select(0, index)
+            if workload.augment is not None:
+                x = workload.augment(x, augment_generator)
             with _autocast(config.precision):
                 loss = workload.loss(model(x), y, config.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
@@ -213,6 +271,12 @@ def train(
         last_loss,
         workers,
     )
+    summary["test_macro_f1"] = last_f1 if can_claim_accuracy else None
+    summary["flops_per_sample"] = flops_per_sample
+    summary["pretrain_time_s"] = pretrain_s if workload.pretrain is not None else None
+    summary["supervised_time_s"] = run_clock_s - pretrain_s
+    if pretrain_figures:
+        summary["pretrain"] = pretrain_figures
     return TrainOutcome(
         summary=summary,
         epochs=epochs,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -74,6 +75,12 @@ class Workload:
     metric: str = "accuracy"
     channels_last: bool = False
     """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""
+    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+    """Per-batch training augmentation on whole batch tensors (on the training clock)."""
+    pretrain: Callable[[nn.Module, TensorData, Any, Any], dict[str, Any]] | None = None
+    """Optional phase before supervised training, `pretrain(model, data, strategy, config)`;
+    it runs on the training clock and returns figures (e.g. its own time) for the summary.
+    With several workers it must average its own updates (strategy.sum_tensor)."""
 
     def loss(self, logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0):
         """Mean cross-entropy: every reference workload is a classifier."""
