@@ -52,10 +52,10 @@ def tiny_workload() -> Workload:
     return Workload(
         name="mnist-cnn",  # borrow a registered name: config resolution looks it up
         description="tiny test net",
-        build_model=TinyNet,
-        locate_real=lambda d, dl: Path("."),
-        load_real=lambda d: tiny_data(),
-        make_synthetic=lambda seed: tiny_data(seed),
+        build_model=lambda meta: TinyNet(),
+        locate_real=lambda request: Path("."),
+        load_real=lambda request: tiny_data(),
+        make_synthetic=lambda request: tiny_data(request.seed),
         target_accuracy=0.5,
         recipe=Recipe(optimizer="sgd", lr=0.05, batch_size=8, epochs=1.0, schedule="constant"),
     )

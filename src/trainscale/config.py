@@ -69,6 +69,8 @@ class RunOptions:
     timeout_s: float = 300.0
     """How long a collective may wait for a silent worker before the run fails."""
     tag: str | None = None
+    workload_options: dict[str, str] = field(default_factory=dict)
+    """Workload-specific options (`-o KEY=VALUE`), e.g. a data file and its columns."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class RunConfig:
     timeout_s: float
     channels_last: bool
     tag: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    workload_options: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,6 +199,12 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
     validate_options(opts)
     workload = get_workload(opts.workload)
     recipe = workload.recipe
+    unknown = sorted(set(opts.workload_options) - set(workload.options))
+    if unknown:
+        valid = ", ".join(sorted(workload.options)) or "none"
+        raise ConfigError(
+            f"unknown option {unknown[0]!r} for workload {workload.name}; valid -o options: {valid}"
+        )
 
     torch_default_threads = opts.threads_per_worker == THREADS_TORCH_DEFAULT
     requested_threads = None if torch_default_threads else opts.threads_per_worker
@@ -260,4 +268,19 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         timeout_s=opts.timeout_s,
         channels_last=workload.channels_last,
         tag=opts.tag,
+        workload_options=dict(opts.workload_options),
+    )
+
+
+def data_request(config: RunConfig) -> Any:
+    """What the workload's data functions are asked for, from a resolved config."""
+    from pathlib import Path
+
+    from trainscale.workloads.base import DataRequest
+
+    return DataRequest(
+        data_dir=Path(config.data_dir) if config.data_dir else None,
+        download=config.download,
+        options=dict(config.workload_options),
+        seed=config.seed,
     )

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from trainscale.config import RunConfig, RunOptions, resolve
+from trainscale.config import RunConfig, RunOptions, data_request, resolve
 from trainscale.parallel.distenv import DistEnv, launched_externally
 from trainscale.results.store import RunStore, default_store_path
 
@@ -59,9 +59,7 @@ def prepare(opts: RunOptions) -> RunConfig:
     if config.data == "real":
         from trainscale.workloads import get_workload
 
-        source = get_workload(config.workload).locate_real(
-            Path(config.data_dir) if config.data_dir else None, config.download
-        )
+        source = get_workload(config.workload).locate_real(data_request(config))
         # Workers read from where the parent found the files: no second search or download.
         config = config.with_(data_dir=str(source))
     return config

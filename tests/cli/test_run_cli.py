@@ -95,6 +95,8 @@ def test_synthetic_run_prints_json_and_is_stored(store_path, capsys):
         (["run", "mnist-cnn", "--lr", "fast"], "--lr"),
         (["run", "mnist-cnn", "--epochs", "-1"], "--epochs"),
         (["run", "mnist-cnn", "--precision", "fp8"], "--precision"),
+        (["run", "mnist-cnn", "-o", "colour=blue"], "unknown option 'colour'"),
+        (["run", "mnist-cnn", "-o", "novalue"], "KEY=VALUE"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, fragment, store_path, capsys):

@@ -34,6 +34,13 @@ def _threads(text: str) -> int | str:
         ) from None
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of one run; shared with commands that run workloads (bench, sweeps)."""
     data = parser.add_argument_group("data")
@@ -45,6 +52,16 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "(throughput only: no accuracy is reported) (default: real)",
     )
     data.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
+    data.add_argument(
+        "-o",
+        "--workload-option",
+        dest="workload_options",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a workload-specific option, repeatable (see `trainscale workloads`)",
+    )
     data.add_argument(
         "--no-download",
         dest="download",
@@ -159,6 +176,8 @@ def options_from_args(args: argparse.Namespace, workload: str | None = None) -> 
     }
     if workload is not None:
         fields["workload"] = workload
+    if isinstance(fields.get("workload_options"), list):
+        fields["workload_options"] = dict(fields["workload_options"])
     return RunOptions(**fields)
 
 

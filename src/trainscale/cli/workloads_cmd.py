@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
                 "description": w.description,
                 "target_accuracy": w.target_accuracy,
                 "recipe": asdict(w.recipe),
+                "options": dict(w.options),
             }
             for w in specs
         ]
@@ -46,5 +47,9 @@ def run(args: argparse.Namespace) -> int:
             f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}, {r.epochs:g} epoch(s)"
         )
         table.add_row(w.name, w.description, f"{w.target_accuracy:.1%} test acc", recipe)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for w in specs:
+        for key, text in w.options.items():
+            console.print(f"  {w.name}  -o {key}=...  {text}")
     return 0

@@ -27,4 +27,5 @@ def synthetic_images(
         test_y=torch.randint(0, num_classes, (num_test,), generator=generator),
         kind="synthetic",
         source=f"synthetic: N(0,1) images {image_shape}, uniform labels, seed {seed}",
+        meta={"num_classes": num_classes},
     )

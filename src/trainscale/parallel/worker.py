@@ -7,7 +7,7 @@ from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from trainscale.config import RunConfig
+from trainscale.config import RunConfig, data_request
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.progress import make_progress
@@ -18,12 +18,11 @@ from trainscale.workloads.base import TensorData
 
 def load_data(config: RunConfig) -> TensorData:
     """The run's dataset, real (from the search path) or synthetic (from the seed)."""
-    from pathlib import Path
-
     workload = get_workload(config.workload)
+    request = data_request(config)
     if config.data == "synthetic":
-        return workload.make_synthetic(config.seed)
-    return workload.load_real(Path(config.data_dir) if config.data_dir else None)
+        return workload.make_synthetic(request)
+    return workload.load_real(request)
 
 
 @record  # writes the exception to the launcher's error file, so the parent can report it

@@ -7,8 +7,8 @@ reaches the target. The trainer does everything else, identically for every work
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ class TensorData:
     """'real' or 'synthetic'. No accuracy claim is ever made from synthetic data."""
     source: str
     """Where the data came from: a directory, or a description of the synthetic generator."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Facts the model builder needs, e.g. {'num_classes': 3, 'vocab_size': 20000}."""
 
     @property
     def num_train(self) -> int:
@@ -36,6 +38,23 @@ class TensorData:
     @property
     def num_test(self) -> int:
         return int(self.test_x.shape[0])
+
+
+@dataclass(frozen=True)
+class DataRequest:
+    """What a workload's data functions are asked for."""
+
+    data_dir: Path | None = None
+    """A user-given directory (or file, for loaders that read one file) searched first."""
+    download: bool = True
+    """Whether a missing dataset may be downloaded into the cache (checksummed)."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Workload options (`-o KEY=VALUE`), already checked against `Workload.options`."""
+    seed: int = 0
+    """Seed for synthetic data."""
+    max_train: int | None = None
+    """Keep at most this many training samples (tests use tiny sets); None = all."""
+    max_test: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,18 +82,22 @@ class Workload:
 
     name: str
     description: str
-    build_model: Callable[[], nn.Module]
-    locate_real: Callable[[Path | None, bool], Path]
-    """Finds (or, when allowed, downloads) the real dataset; returns its directory."""
-    load_real: Callable[[Path | None], TensorData]
-    """Loads the real dataset from a user directory (or the search path); raises DataError."""
-    make_synthetic: Callable[[int], TensorData]
-    """Random tensors of the real shapes, from a seed; labelled 'synthetic'."""
+    build_model: Callable[[Mapping[str, Any]], nn.Module]
+    """Builds the model from `TensorData.meta` (num_classes, vocab_size, ...)."""
+    locate_real: Callable[[DataRequest], Path]
+    """Finds (or, when allowed, downloads) and checks the real dataset; returns where it is.
+    Raises DataError with one line that says where it looked and how to provide the data."""
+    load_real: Callable[[DataRequest], TensorData]
+    """Loads the real dataset as in-memory tensors; raises DataError."""
+    make_synthetic: Callable[[DataRequest], TensorData]
+    """Random tensors of the real shapes (and the same meta), from the request's seed."""
     target_accuracy: float
     recipe: Recipe
     metric: str = "accuracy"
     channels_last: bool = False
     """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """Workload options a user may set with `-o KEY=VALUE`: name -> help text (with default)."""
     augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
     """Per-batch training augmentation on whole batch tensors (on the training clock)."""
     pretrain: Callable[[nn.Module, TensorData, Any, Any], dict[str, Any]] | None = None

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from trainscale.data.synthetic import synthetic_images
-from trainscale.workloads.base import Recipe, TensorData, Workload
+from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
 from trainscale.workloads.registry import register
 
 # The customary MNIST normalisation constants (mean and std of the training pixels).
@@ -22,33 +22,37 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     return x.sub_(MNIST_MEAN).div_(MNIST_STD).unsqueeze(1).contiguous()
 
 
-def locate_mnist(data_dir: Path | None, download: bool) -> Path:
+def locate_mnist(request: DataRequest) -> Path:
     """Find (or download) MNIST and check every file fully; returns the directory."""
     from trainscale.data.mnist import MNIST, load_idx_dataset
 
     # A full read (about a second) rather than a look at file names: a corrupt file then
     # fails here, in one line, before any worker starts.
-    return Path(load_idx_dataset(MNIST, data_dir, download=download).source)
+    return Path(load_idx_dataset(MNIST, request.data_dir, download=request.download).source)
 
 
-def load_mnist_tensors(data_dir: Path | None) -> TensorData:
+def load_mnist_tensors(request: DataRequest) -> TensorData:
     """Real MNIST as in-memory tensors, from the IDX files found on the search path."""
     from trainscale.data.mnist import MNIST, load_idx_dataset
 
-    raw = load_idx_dataset(MNIST, data_dir, download=False)
+    raw = load_idx_dataset(MNIST, request.data_dir, download=False)
+    train, test = slice(request.max_train), slice(request.max_test)
     return TensorData(
-        train_x=images_to_tensor(raw.train_images),
-        train_y=torch.from_numpy(raw.train_labels.astype(np.int64)),
-        test_x=images_to_tensor(raw.test_images),
-        test_y=torch.from_numpy(raw.test_labels.astype(np.int64)),
+        train_x=images_to_tensor(raw.train_images[train]),
+        train_y=torch.from_numpy(raw.train_labels[train].astype(np.int64)),
+        test_x=images_to_tensor(raw.test_images[test]),
+        test_y=torch.from_numpy(raw.test_labels[test].astype(np.int64)),
         kind="real",
         source=str(raw.source),
+        meta={"num_classes": 10},
     )
 
 
-def synthetic_mnist(seed: int) -> TensorData:
+def synthetic_mnist(request: DataRequest) -> TensorData:
     """Random tensors of MNIST's shapes (60k train, 10k test, 1x28x28, 10 classes)."""
-    return synthetic_images(seed, (1, 28, 28), 10, 60_000, 10_000)
+    return synthetic_images(
+        request.seed, (1, 28, 28), 10, request.max_train or 60_000, request.max_test or 10_000
+    )
 
 
 @register("mnist-cnn")
@@ -58,7 +62,7 @@ def mnist_cnn() -> Workload:
     return Workload(
         name="mnist-cnn",
         description="Classic MNIST CNN (conv32-conv64-pool-dropout-fc128-fc10) on MNIST",
-        build_model=MnistCnn,
+        build_model=lambda meta: MnistCnn(num_classes=meta.get("num_classes", 10)),
         locate_real=locate_mnist,
         load_real=load_mnist_tensors,
         make_synthetic=synthetic_mnist,
