@@ -13,13 +13,17 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.parallel.rendezvous import DEFAULT_RDZV_TIMEOUT_S
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16")
+DEVICES = ("cpu", "cuda", "auto")
 LR_SCALINGS = ("none", "linear", "sqrt")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-SCHEDULES = ("constant", "onecycle", "cosine")
+SCHEDULES = ("constant", "onecycle", "cosine", "step")
 DATA_KINDS = ("real", "synthetic")
 THREADS_TORCH_DEFAULT = "torch-default"
+_NOT_SETTINGS = ("tag", "rdzv_endpoint", "rdzv_id", "rdzv_timeout_s")
+"""RunConfig fields that label or launch a run without changing how it trains."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +37,10 @@ class RunOptions:
     """Directory holding the dataset files; searched before TRAINSCALE_DATA_DIR and the cache."""
     download: bool = True
     """Download into the cache (with checksum verification) when no local copy is found."""
+    device: str = "cpu"
+    """'cpu', 'cuda' (one GPU per worker) or 'auto' (cuda when a GPU is visible)."""
     workers: int = 1
-    """Worker processes (data parallel over gloo when > 1)."""
+    """Worker processes (data parallel when > 1: gloo on the CPU, NCCL on GPUs)."""
     threads_per_worker: int | str | None = None
     """Intra-op threads per worker; None = cores // workers; 'torch-default' leaves torch's."""
     affinity: str = "compact"
@@ -71,6 +77,22 @@ class RunOptions:
     tag: str | None = None
     workload_options: dict[str, str] = field(default_factory=dict)
     """Workload-specific options (`-o KEY=VALUE`), e.g. a data file and its columns."""
+    compile: bool = False
+    """Compile the model with torch.compile before training (compilation is off the clock)."""
+    bucket_cap_mb: float | None = None
+    """DDP gradient bucket size in MiB (torch's default, 25, when None)."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step; all but the last skip the all-reduce (no_sync)."""
+    breakdown_every: int = 25
+    """Record the step-time breakdown on every this-many-th step after warm-up; 0 = never."""
+    nnodes: int = 1
+    """Nodes (machines) in the job; each runs `workers` processes. World size = nnodes x workers."""
+    rdzv_endpoint: str | None = None
+    """HOST:PORT where the nodes meet (c10d rendezvous); required when nnodes > 1."""
+    rdzv_id: str | None = None
+    """Id shared by the nodes of one job; default under SLURM: slurm-JOB-STEP."""
+    rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
+    """How long a node waits for the endpoint and for the other nodes to join."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,24 @@ class RunConfig:
     channels_last: bool
     tag: str | None = None
     workload_options: dict[str, str] = field(default_factory=dict)
+    device: str = "cpu"
+    """'cpu' or 'cuda' (resolved from 'auto')."""
+    compile: bool = False
+    bucket_cap_mb: float | None = None
+    grad_accum: int = 1
+    breakdown_every: int = 25
+    nesterov: bool = True
+    nnodes: int = 1
+    """Nodes in the job; `workers` is the processes on each. Only global rank 0 stores."""
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    rdzv_timeout_s: float | None = None
+    """Rendezvous of a multi-node job (None on one node); how nodes met, not how they trained."""
+
+    @property
+    def world_size(self) -> int:
+        """Worker processes over all nodes."""
+        return self.nnodes * self.workers
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,6 +164,21 @@ class RunConfig:
 
     def with_(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
+
+    def settings_hash(self) -> str:
+        """A short hash of every setting that shapes the run (the tag is a label, not one).
+
+        Two runs with equal hashes trained the same way: sweeps match repeats and resumed
+        runs by it.
+        """
+        import hashlib
+        import json
+
+        settings = {k: v for k, v in self.to_dict().items() if k not in _NOT_SETTINGS}
+        if settings.get("nnodes") == 1:  # one node hashes as it did before nnodes existed
+            del settings["nnodes"]
+        text = json.dumps(settings, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _positive(name: str, value: float | None, *, integer: bool = False) -> None:
@@ -144,6 +199,7 @@ def validate_options(opts: RunOptions) -> None:
     """Reject impossible option values with one line naming the option."""
     _choice("data", opts.data, DATA_KINDS)
     _choice("precision", opts.precision, PRECISIONS)
+    _choice("device", opts.device, DEVICES)
     _choice("lr-scaling", opts.lr_scaling, LR_SCALINGS)
     _choice("optimizer", opts.optimizer, OPTIMIZERS)
     _choice("schedule", opts.schedule, SCHEDULES)
@@ -157,12 +213,21 @@ def validate_options(opts: RunOptions) -> None:
     _positive("steps", opts.steps, integer=True)
     _positive("eval-every", opts.eval_every, integer=True)
     _positive("timeout", opts.timeout_s)
+    _positive("grad-accum", opts.grad_accum, integer=True)
+    _positive("bucket-cap-mb", opts.bucket_cap_mb)
+    if opts.breakdown_every < 0:
+        raise ConfigError(f"--breakdown-every must be >= 0, got {opts.breakdown_every}")
     if opts.batch_size is not None and opts.global_batch_size is not None:
         raise ConfigError("give --batch-size (per worker) or --global-batch-size, not both")
-    if opts.global_batch_size is not None and opts.global_batch_size % opts.workers:
+    _positive("nnodes", opts.nnodes, integer=True)
+    _positive("rdzv-timeout", opts.rdzv_timeout_s)
+    _validate_rendezvous(opts)
+    world = opts.workers * opts.nnodes
+    if opts.global_batch_size is not None and opts.global_batch_size % world:
+        across = f" x --nnodes {opts.nnodes}" if opts.nnodes > 1 else ""
         raise ConfigError(
             f"--global-batch-size {opts.global_batch_size} is not divisible by "
-            f"--workers {opts.workers}"
+            f"--workers {opts.workers}{across}"
         )
     if opts.target_accuracy is not None and not 0 < opts.target_accuracy <= 1:
         raise ConfigError(
@@ -178,6 +243,31 @@ def validate_options(opts: RunOptions) -> None:
         raise ConfigError("--warmup-steps must be >= 0")
     if opts.seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {opts.seed}")
+
+
+def _validate_rendezvous(opts: RunOptions) -> None:
+    """A multi-node job needs an endpoint every node can reach and an id they share."""
+    import os
+
+    from trainscale.parallel.distenv import launched_externally
+    from trainscale.parallel.rendezvous import check_job_id, default_job_id, parse_endpoint
+
+    if opts.rdzv_endpoint is not None:
+        parse_endpoint(opts.rdzv_endpoint)
+    if opts.rdzv_id is not None:
+        check_job_id(opts.rdzv_id)
+    if opts.nnodes == 1 or launched_externally():
+        return  # one node, or torchrun/srun already formed the job
+    if opts.rdzv_endpoint is None:
+        raise ConfigError(
+            f"--nnodes {opts.nnodes} needs --rdzv-endpoint HOST:PORT, an address of one of "
+            "the nodes that every node can reach (the same on every node)"
+        )
+    if opts.rdzv_id is None and default_job_id(os.environ) is None:
+        raise ConfigError(
+            f"--nnodes {opts.nnodes} needs --rdzv-id ID, the same on every node of this job "
+            "(under SLURM it defaults to the job and step id)"
+        )
 
 
 def scaled_lr(base_lr: float, global_batch: int, reference_batch: int, rule: str) -> float:
@@ -205,6 +295,15 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         raise ConfigError(
             f"unknown option {unknown[0]!r} for workload {workload.name}; valid -o options: {valid}"
         )
+    if workload.check_options is not None:
+        workload.check_options(opts.workload_options)
+
+    device = resolve_device(opts.device, opts.workers)
+    if opts.precision == "fp16" and device != "cuda":
+        raise ConfigError(
+            "--precision fp16 needs --device cuda (CPUs have no fast fp16 matrix units; "
+            "use bf16 on the CPU)"
+        )
 
     torch_default_threads = opts.threads_per_worker == THREADS_TORCH_DEFAULT
     requested_threads = None if torch_default_threads else opts.threads_per_worker
@@ -220,10 +319,15 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
     )
 
     if opts.global_batch_size is not None:
-        batch_size = opts.global_batch_size // opts.workers
+        batch_size = opts.global_batch_size // (opts.workers * opts.nnodes)
     else:
         batch_size = opts.batch_size or recipe.batch_size
-    global_batch = batch_size * opts.workers
+    if batch_size % opts.grad_accum:
+        raise ConfigError(
+            f"--grad-accum {opts.grad_accum} does not divide the per-worker batch {batch_size} "
+            "into equal micro-batches"
+        )
+    global_batch = batch_size * opts.workers * opts.nnodes
     base_lr = opts.lr if opts.lr is not None else recipe.lr
     lr = scaled_lr(base_lr, global_batch, recipe.batch_size, opts.lr_scaling)
     warmup = opts.warmup_fraction
@@ -253,6 +357,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         schedule=opts.schedule or recipe.schedule,
         warmup_fraction=warmup,
         momentum=recipe.momentum,
+        nesterov=recipe.nesterov,
         weight_decay=opts.weight_decay if opts.weight_decay is not None else recipe.weight_decay,
         label_smoothing=recipe.label_smoothing,
         precision=opts.precision,
@@ -269,7 +374,57 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         channels_last=workload.channels_last,
         tag=opts.tag,
         workload_options=dict(opts.workload_options),
+        device=device,
+        compile=opts.compile,
+        bucket_cap_mb=opts.bucket_cap_mb,
+        grad_accum=opts.grad_accum,
+        breakdown_every=opts.breakdown_every,
+        **_resolve_rendezvous(opts),
     )
+
+
+def _resolve_rendezvous(opts: RunOptions) -> dict[str, Any]:
+    """The rendezvous fields of a RunConfig: None on one node (it meets itself on 127.0.0.1,
+    whatever rendezvous options were given, so one script serves any --nnodes)."""
+    import os
+
+    from trainscale.parallel.rendezvous import default_job_id
+
+    if opts.nnodes == 1:
+        return {"nnodes": 1}
+    return {
+        "nnodes": opts.nnodes,
+        "rdzv_endpoint": opts.rdzv_endpoint.strip() if opts.rdzv_endpoint else None,
+        "rdzv_id": opts.rdzv_id or default_job_id(os.environ),
+        "rdzv_timeout_s": opts.rdzv_timeout_s,
+    }
+
+
+def resolve_device(requested: str, workers: int) -> str:
+    """'cpu' or 'cuda' for `requested`, checking that the GPUs asked for are there."""
+    if requested == "cpu":
+        return "cpu"
+    import os
+
+    import torch
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if requested == "auto":
+        return "cuda" if available else "cpu"
+    if not available:
+        raise ConfigError(
+            "--device cuda, but no CUDA GPU is visible to torch "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
+            "use --device cpu"
+        )
+    # Under an external launcher the workers of this node are LOCAL_WORLD_SIZE, not all.
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", workers))
+    if local > available:
+        raise ConfigError(
+            f"{local} GPU workers on this machine but only {available} GPU(s) visible; "
+            f"use --workers {available} or fewer (one process per GPU)"
+        )
+    return "cuda"
 
 
 def data_request(config: RunConfig) -> Any:

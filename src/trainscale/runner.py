@@ -9,19 +9,32 @@ writes the completed result in one transaction.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainscale.config import RunConfig, RunOptions, data_request, resolve
+from trainscale.errors import ConfigError, StoreError
 from trainscale.parallel.distenv import DistEnv, launched_externally
 from trainscale.results.store import RunStore, default_store_path
+
+
+@dataclass(frozen=True)
+class SweepSlot:
+    """Where a run sits in a sweep: the sweep, its plan index and its repeat index."""
+
+    sweep_id: str
+    item: int
+    repeat: int
 
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def create_run_row(store: RunStore, run_id: str, config: RunConfig) -> None:
+def create_run_row(
+    store: RunStore, run_id: str, config: RunConfig, sweep: SweepSlot | None = None
+) -> None:
     """Insert the run as 'running', with its resolved config and this machine's facts."""
     from trainscale.system import collect_environment
 
@@ -35,12 +48,16 @@ def create_run_row(store: RunStore, run_id: str, config: RunConfig) -> None:
         config.to_dict(),
         env,
         data_kind=config.data,
-        world_size=config.workers,
+        world_size=config.world_size,
         threads_per_worker=threads,
         affinity=config.affinity,
         precision=config.precision,
         global_batch_size=config.global_batch_size,
         tag=config.tag,
+        config_hash=config.settings_hash(),
+        sweep_id=sweep.sweep_id if sweep else None,
+        sweep_item=sweep.item if sweep else None,
+        repeat_index=sweep.repeat if sweep else None,
     )
 
 
@@ -50,28 +67,54 @@ def store_outcome(store: RunStore, run_id: str, config: RunConfig, outcome: Any,
     # What the workers actually ran with (cores, threads), beside what was asked for.
     summary["workers"] = outcome.workers
     summary["data_source"] = data.source
+    from trainscale.hardware import hardware_figures_safe
+
+    # Devices, peak and MFU (against the table, and against this machine's probe if stored).
+    summary.update(hardware_figures_safe(config, summary, outcome.workers, store))
     store.complete_run(run_id, summary, outcome.epochs, outcome.step_times_s)
 
 
-def prepare(opts: RunOptions) -> RunConfig:
-    """Resolve options and make sure the data is there (downloading it if allowed)."""
+def prepare(opts: RunOptions, located: dict[tuple[Any, ...], str] | None = None) -> RunConfig:
+    """Resolve options and make sure the data is there (downloading it if allowed).
+
+    `located` caches where each distinct data request was found: locating reads the files
+    in full (to fail early on a corrupt one), and a sweep over one dataset pays that once.
+    """
     config = resolve(opts)
     if config.data == "real":
         from trainscale.workloads import get_workload
 
-        source = get_workload(config.workload).locate_real(data_request(config))
+        key = (
+            config.workload,
+            config.data_dir,
+            config.download,
+            tuple(sorted(config.workload_options.items())),
+        )
+        if located is None or key not in located:
+            source = str(get_workload(config.workload).locate_real(data_request(config)))
+            if located is None:
+                located = {}
+            located[key] = source
         # Workers read from where the parent found the files: no second search or download.
-        config = config.with_(data_dir=str(source))
+        config = config.with_(data_dir=located[key])
     return config
 
 
 def execute_run(
-    opts: RunOptions, store_path: Path | None = None, quiet: bool = False
-) -> dict[str, Any]:
+    opts: RunOptions,
+    store_path: Path | None = None,
+    quiet: bool = False,
+    sweep: SweepSlot | None = None,
+    config: RunConfig | None = None,
+) -> dict[str, Any] | RemoteResult | None:
     """Run once and return the stored result as the `--json` dictionary.
 
     Raises TrainscaleError for user mistakes (nothing stored) and RunFailed when the run
-    started but failed (stored as failed with its reason).
+    started but failed (stored as failed with its reason). `config` skips resolving `opts`
+    again when the caller already prepared it (sweeps resolve every run before the first).
+    One node of several returns a RemoteResult where global rank 0 ran on another node, and
+    raises RendezvousFailed when the nodes never formed the job. A non-zero rank under an
+    external launcher returns None.
     """
     from trainscale.parallel.launcher import WorkersFailed, launch_workers
     from trainscale.parallel.worker import worker_main
@@ -80,10 +123,14 @@ def execute_run(
     store_file = Path(store_path) if store_path else default_store_path()
     if launched_externally():
         return _join_external(opts, store_file, quiet)
-    config = prepare(opts)
+    config = config or prepare(opts)
+    if config.nnodes > 1:
+        if sweep is not None:  # a sweep's bookkeeping lives in one process on one node
+            raise ConfigError("a sweep runs on one node; nnodes > 1 is for `trainscale run`")
+        return _run_on_nodes(config, store_file, quiet)
     run_id = new_run_id()
     with RunStore(store_file) as store:
-        create_run_row(store, run_id, config)
+        create_run_row(store, run_id, config, sweep)
     try:
         launch_workers(
             worker_main, (config.to_dict(), run_id, str(store_file), quiet, False), config.workers
@@ -107,7 +154,15 @@ def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str,
     from trainscale.results.export import run_to_json_dict
 
     env = DistEnv.from_environ()
-    opts = RunOptions(**{**opts.__dict__, "workers": env.world_size})
+    if env.world_size % env.local_world_size:
+        raise ConfigError(
+            f"{env.world_size} workers over nodes of {env.local_world_size}: trainscale needs "
+            "the same number of workers on every node"
+        )
+    # The launcher decides the shape: this node's workers (for the CPU plan and the GPU
+    # check) and the nodes (for the world size and the global batch).
+    shape = {"workers": env.local_world_size, "nnodes": env.world_size // env.local_world_size}
+    opts = RunOptions(**{**opts.__dict__, **shape})
     config = prepare(opts)
     run_id = new_run_id()
     worker_main(config.to_dict(), run_id, str(store_file), quiet, True)
@@ -117,10 +172,104 @@ def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str,
         return run_to_json_dict(store.get_run(run_id))
 
 
-class RunFailed(Exception):
-    """A run started and failed; it is stored as failed with `reason`."""
+@dataclass(frozen=True)
+class RemoteResult:
+    """One node's outcome of a multi-node run whose global rank 0 ran on another node."""
 
-    def __init__(self, run_id: str, reason: str):
-        super().__init__(f"run {run_id[:8]} failed: {reason}")
+    run_id: str
+    nnodes: int
+    world_size: int
+
+    def describe(self) -> str:
+        return (
+            f"run {self.run_id[:8]} completed on {self.nnodes} nodes ({self.world_size} "
+            "workers); global rank 0 stored the result in the store on its node"
+        )
+
+
+def _run_on_nodes(
+    config: RunConfig, store_file: Path, quiet: bool
+) -> dict[str, Any] | RemoteResult:
+    """This node's part of a multi-node run: join the others, run this node's workers.
+
+    No parent creates the row: which node gets global rank 0 is only known once the nodes
+    have met, so rank 0's worker creates it and records its own failure. The workers report
+    the run id here, so every node prints the same id, and a failure that rank 0 could not
+    record (it was stopped, or its node died and the store is shared) is recorded here.
+    """
+    import tempfile
+
+    from trainscale.parallel.launcher import RendezvousLost, WorkersFailed, launch_workers
+    from trainscale.parallel.rendezvous import Rendezvous, RendezvousFailed
+    from trainscale.parallel.worker import worker_main
+    from trainscale.results.export import run_to_json_dict
+
+    # Any node may get rank 0, so each checks its store before the others wait for it.
+    with RunStore(store_file):
+        pass
+    rendezvous = Rendezvous(
+        endpoint=str(config.rdzv_endpoint),
+        job_id=str(config.rdzv_id),
+        nnodes=config.nnodes,
+        timeout_s=float(config.rdzv_timeout_s or 0),
+    )
+    with tempfile.TemporaryDirectory(prefix="trainscale-node-") as report_dir:
+        args = (config.to_dict(), new_run_id(), str(store_file), quiet, True, report_dir)
+        try:
+            returned = launch_workers(worker_main, args, config.workers, rendezvous=rendezvous)
+        except RendezvousFailed:
+            raise
+        except RendezvousLost as lost:
+            started, run_id = _read_reports(report_dir)
+            if not started:  # no worker ran anywhere: nothing stored, safe to retry
+                raise RendezvousFailed(lost.reason) from None
+            # Mid-run, the agent only loses the store when the node hosting it goes away.
+            reason = f"a node left the job ({lost.reason})"
+            raise _record_failure(store_file, run_id, reason) from None
+        except WorkersFailed as failure:
+            run_id = _read_reports(report_dir)[1]
+            raise _record_failure(store_file, run_id, failure.reason) from None
+        except BaseException as error:  # Ctrl-C or a signal while workers ran
+            reason = "interrupted" if isinstance(error, KeyboardInterrupt) else repr(error)
+            _record_failure(store_file, _read_reports(report_dir)[1], reason)
+            raise
+        run_id = _read_reports(report_dir)[1] or ""
+    if 0 in returned:  # keyed by global rank: rank 0 ran here and stored the run here
+        with RunStore(store_file) as store:
+            return run_to_json_dict(store.get_run(run_id))
+    return RemoteResult(run_id, config.nnodes, config.world_size)
+
+
+def _read_reports(report_dir: str) -> tuple[bool, str | None]:
+    """(whether any local worker started, the run id they reported if any)."""
+    texts = [p.read_text() for p in Path(report_dir).glob("rank-*") if p.suffix != ".partial"]
+    return bool(texts), next((text for text in texts if text), None)
+
+
+def _record_failure(store_file: Path, run_id: str | None, reason: str) -> RunFailed:
+    """Mark the run failed here if its row is in this node's store and still 'running'.
+
+    The row is here when global rank 0 ran on this node (and was stopped before it could
+    record the failure itself) or when the nodes share one store. Elsewhere nothing is
+    written: a row is never created on a node that did not hold rank 0.
+    """
+    if run_id:
+        with RunStore(store_file) as store:
+            try:
+                running = store.get_run(run_id).status == "running"
+            except StoreError:
+                running = False
+            if running:
+                store.fail_run(run_id, reason)
+    return RunFailed(run_id, reason)
+
+
+class RunFailed(Exception):
+    """A run started and failed; it is stored as failed with `reason` (by global rank 0, or
+    by the launching parent)."""
+
+    def __init__(self, run_id: str | None, reason: str):
+        name = f"run {run_id[:8]}" if run_id else "run"
+        super().__init__(f"{name} failed: {reason}")
         self.run_id = run_id
         self.reason = reason

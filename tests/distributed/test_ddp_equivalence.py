@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -18,10 +19,15 @@ from trainscale.parallel.strategy import make_strategy  # noqa: E402
 from trainscale.train.trainer import train  # noqa: E402
 
 
-def test_two_worker_ddp_matches_serial_at_same_global_batch():
+@pytest.mark.parametrize("grad_accum", [1, 2])
+def test_two_worker_ddp_matches_serial_at_same_global_batch(grad_accum):
     steps = 6  # 96 samples / global batch 16 = one epoch, and the epoch-1 reshuffle after it
     serial_cfg = tiny_config(workers=1, global_batch_size=16, steps=steps)
-    ddp_cfg = tiny_config(workers=2, global_batch_size=16, steps=steps)
+    # With accumulation each worker's 8 samples are two micro-batches of 4, and only the
+    # second all-reduces (no_sync): the update must still be the global batch's.
+    ddp_cfg = tiny_config(
+        workers=2, global_batch_size=16, steps=steps, grad_accum=grad_accum, breakdown_every=2
+    )
     serial = train(serial_cfg, tiny_workload(), tiny_data(), make_strategy(serial_cfg, DistEnv()))
 
     results = launch_workers(train_and_return_state, (ddp_cfg.to_dict(),), 2)
@@ -42,6 +48,11 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch():
     assert len(results[0]["step_times"]) == steps
     # Same global batch, same samples: the throughput counts global samples.
     assert results[0]["summary"]["num_samples"] == steps * 16
+    # Sampled steps record where the time went, exposed communication included (DDP hook).
+    breakdown = results[0]["summary"]["breakdown_s"]
+    assert breakdown["num_sampled_steps"] == 3  # steps 1, 3, 5 after 1 warm-up step
+    assert breakdown["exposed_comm"] is not None and breakdown["exposed_comm"] >= 0
+    assert all(breakdown[p] >= 0 for p in ("data", "forward", "backward", "optimizer"))
 
 
 def test_sharding_covers_the_global_batch_disjointly():

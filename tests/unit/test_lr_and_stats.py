@@ -60,3 +60,39 @@ def test_onecycle_uses_torch_onecycle_peaking_at_the_lr():
     assert lrs[-1] < 0.003 / 1000
     # Tiny runs still get a valid schedule.
     make_scheduler(torch.optim.Adam([param], lr=0.1), 2, "onecycle", 0.3)
+
+
+def test_step_schedule_divides_by_10_at_half_and_three_quarters():
+    # He et al. 2016: lr 0.1, divided by 10 at 32k and 48k of 64k iterations.
+    total = 64_000
+    assert lr_factor(0, total, "step", 0.0) == 1.0
+    assert lr_factor(31_999, total, "step", 0.0) == 1.0
+    assert lr_factor(32_000, total, "step", 0.0) == pytest.approx(0.1)
+    assert lr_factor(47_999, total, "step", 0.0) == pytest.approx(0.1)
+    assert lr_factor(48_000, total, "step", 0.0) == pytest.approx(0.01)
+    assert lr_factor(total - 1, total, "step", 0.0) == pytest.approx(0.01)
+    # A warm-up ramps first and does not move the drops.
+    assert lr_factor(0, 100, "step", 0.1) == pytest.approx(0.1)
+    assert lr_factor(10, 100, "step", 0.1) == 1.0
+    assert lr_factor(50, 100, "step", 0.1) == pytest.approx(0.1)
+
+
+def test_step_scheduler_matches_torch_multisteplr():
+    import torch
+
+    from trainscale.config import SCHEDULES
+    from trainscale.train.lr import make_scheduler
+
+    assert "step" in SCHEDULES
+    total = 40
+    ours_param, torch_param = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    ours = torch.optim.SGD([ours_param], lr=0.1, momentum=0.9)
+    reference = torch.optim.SGD([torch_param], lr=0.1, momentum=0.9)
+    scheduler = make_scheduler(ours, total, "step", 0.0)
+    multistep = torch.optim.lr_scheduler.MultiStepLR(reference, milestones=[20, 30], gamma=0.1)
+    for _ in range(total):
+        assert ours.param_groups[0]["lr"] == pytest.approx(reference.param_groups[0]["lr"])
+        ours.step()
+        reference.step()
+        scheduler.step()
+        multistep.step()

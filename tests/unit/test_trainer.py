@@ -82,7 +82,7 @@ def test_flops_per_sample_is_counted_and_macro_f1_reported():
 def test_macro_f1_by_hand():
     import torch
 
-    from trainscale.train.trainer import macro_f1
+    from trainscale.train.evaluate import macro_f1
 
     # class 0: tp 2, fp 1, fn 0 -> f1 0.8; class 1: tp 1, fp 0, fn 1 -> f1 2/3
     confusion = torch.tensor([[2, 0], [1, 1]])
@@ -101,7 +101,7 @@ def test_augment_and_pretrain_hooks_run_on_the_clock():
         calls["augment"] += 1
         return x + 0.0 * torch.rand(x.shape, generator=generator)
 
-    def pretrain(model, data, strategy, config):
+    def pretrain(model, data, strategy, config, progress):
         time.sleep(0.2)
         return {"layers": 1}
 
@@ -114,3 +114,30 @@ def test_augment_and_pretrain_hooks_run_on_the_clock():
     assert s["pretrain_time_s"] >= 0.2
     assert s["train_time_s"] == pytest.approx(s["pretrain_time_s"] + s["supervised_time_s"])
     assert s["accuracy_curve"][0][0] >= 0.2  # the curve's clock includes pre-training
+
+
+def test_breakdown_is_sampled_after_warmup_and_adds_up():
+    config, outcome = _train(steps=12, warmup_steps_untimed=2, breakdown_every=5)
+    breakdown = outcome.summary["breakdown_s"]
+    assert breakdown["num_sampled_steps"] == 2  # steps 2 and 7 (0-based)
+    phases = ("data", "forward", "backward", "optimizer")
+    assert all(breakdown[p] >= 0 for p in phases)
+    # One process: no communication to expose, so it is absent, not zero.
+    assert breakdown["exposed_comm"] is None
+    # The phases tile the step: their sum is a step time (same clock, same boundaries).
+    total = sum(breakdown[p] for p in phases)
+    assert min(outcome.step_times_s) * 0.5 <= total <= max(outcome.step_times_s) * 1.5
+
+
+def test_breakdown_off_records_nothing():
+    _, outcome = _train(steps=6, breakdown_every=0)
+    assert outcome.summary["breakdown_s"] is None
+
+
+def test_grad_accumulation_equals_one_big_batch():
+    import torch
+
+    _, whole = _train(steps=6, global_batch_size=16)
+    _, split = _train(steps=6, global_batch_size=16, grad_accum=4)
+    for name, value in whole.model.state_dict().items():
+        torch.testing.assert_close(split.model.state_dict()[name], value, rtol=1e-4, atol=1e-5)

@@ -10,10 +10,40 @@ import argparse
 import sys
 
 from trainscale import __version__
-from trainscale.cli import bench_cmd, env_cmd, run_cmd, runs_cmd, workloads_cmd
+from trainscale.cli import (
+    bench_cmd,
+    compare_cmd,
+    emulate_cmd,
+    env_cmd,
+    predict_cmd,
+    probe_cmd,
+    recipes_cmd,
+    recommend_cmd,
+    report_cmd,
+    run_cmd,
+    runs_cmd,
+    simulate_cmd,
+    sweep_cmd,
+    workloads_cmd,
+)
 from trainscale.errors import TrainscaleError
 
-SUBCOMMANDS = (env_cmd, workloads_cmd, run_cmd, bench_cmd, runs_cmd)
+SUBCOMMANDS = (
+    env_cmd,
+    workloads_cmd,
+    run_cmd,
+    bench_cmd,
+    runs_cmd,
+    sweep_cmd,
+    recipes_cmd,
+    compare_cmd,
+    recommend_cmd,
+    report_cmd,
+    probe_cmd,
+    emulate_cmd,
+    simulate_cmd,
+    predict_cmd,
+)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+from trainscale.cli.common import add_store_argument
 from trainscale.errors import DataError, TrainscaleError
 
 DEFAULT_STEPS = 100
@@ -51,11 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-download", dest="download", action="store_false", help="never download the dataset"
     )
-    parser.add_argument(
-        "--store",
-        metavar="PATH",
-        help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)",
-    )
+    add_store_argument(parser, as_path=False)
     parser.add_argument(
         "--out",
         metavar="FILE",

@@ -29,19 +29,53 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the environment as a table (default) or JSON; returns the exit status."""
     # Imported here so that `trainscale --help` does not pay for importing torch.
+    from trainscale.hardware import machine_energy_sources, machine_peaks
     from trainscale.system import collect_environment
 
     env = collect_environment()
+    peaks = machine_peaks(env)
+    energy = machine_energy_sources(env)
     if args.json:
-        print(json.dumps(env, indent=2, sort_keys=False))
+        print(json.dumps({**env, "peaks": peaks, "energy_sources": energy}, indent=2))
         return 0
 
     from rich.console import Console
 
     console = Console()
     console.print(_table(env))
+    console.print(_hardware_table(peaks, energy))
     console.print(bf16_summary(env))
     return 0
+
+
+def _tflops(value: float) -> str:
+    return f"{value:.3g} TFLOP/s" if value >= 1 else f"{value * 1e3:.3g} GFLOP/s"
+
+
+def _hardware_table(peaks: dict[str, Any], energy: dict[str, str]) -> Any:
+    """Peaks (what MFU is measured against) and the energy counters this machine exposes."""
+    from rich.table import Table
+
+    table = Table(title="peaks and energy", show_header=False, title_justify="left")
+    table.add_column("fact", style="bold")
+    table.add_column("value", overflow="fold")
+    for precision, peak in peaks["cpu"].items():
+        text = (
+            f"{_tflops(peak['tflops'])} ({peak['source']})"
+            if peak
+            else "unknown (no figure for this CPU: runs get no MFU)"
+        )
+        table.add_row(f"theoretical CPU peak, {precision}", text)
+    for gpu in peaks["gpus"]:
+        if gpu["tflops"]:
+            figures = ", ".join(f"{p} {_tflops(v)}" for p, v in gpu["tflops"].items())
+            text = f"{gpu['table_device']}: {figures} (dense; {gpu['source']})"
+        else:
+            text = "not in the peak table: runs on it get no MFU"
+        table.add_row(f"GPU {gpu['index']} peak", text)
+    table.add_row("energy: CPU package (RAPL)", energy["cpu_package"])
+    table.add_row("energy: GPU (NVML)", energy["gpu"])
+    return table
 
 
 def bf16_summary(env: dict[str, Any]) -> str:

@@ -7,7 +7,8 @@ import json
 import sys
 from typing import Any
 
-from trainscale.config import THREADS_TORCH_DEFAULT, RunOptions
+from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.config import SCHEDULES, THREADS_TORCH_DEFAULT, RunOptions
 
 EPILOG = """\
 examples:
@@ -16,6 +17,7 @@ examples:
   trainscale run mnist-cnn --workers 2 --affinity "0;1" --global-batch-size 256 --lr-scaling linear
   trainscale run mnist-cnn --data synthetic --steps 50 --json
   torchrun --nproc-per-node 2 -m trainscale run mnist-cnn   # joins an external launcher
+  trainscale run mnist-cnn --nnodes 2 --rdzv-endpoint node001:29500 --rdzv-id job7  # each node
 
 The data search path is --data-dir, then $TRAINSCALE_DATA_DIR, then the cache
 ($TRAINSCALE_CACHE_DIR or ~/.cache/trainscale), then other tools' caches; when online the
@@ -41,6 +43,27 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def add_dataset_arguments(group: argparse._ArgumentGroup) -> None:
+    """--data-dir, -o KEY=VALUE and --no-download: where the data is and how it is read."""
+    group.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
+    group.add_argument(
+        "-o",
+        "--workload-option",
+        dest="workload_options",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a workload-specific option, repeatable (see `trainscale workloads`)",
+    )
+    group.add_argument(
+        "--no-download",
+        dest="download",
+        action="store_false",
+        help="never download; fail if the files are not found locally",
+    )
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of one run; shared with commands that run workloads (bench, sweeps)."""
     data = parser.add_argument_group("data")
@@ -51,31 +74,23 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="real dataset files, or random tensors of the same shapes "
         "(throughput only: no accuracy is reported) (default: real)",
     )
-    data.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
-    data.add_argument(
-        "-o",
-        "--workload-option",
-        dest="workload_options",
-        action="append",
-        type=_key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="a workload-specific option, repeatable (see `trainscale workloads`)",
-    )
-    data.add_argument(
-        "--no-download",
-        dest="download",
-        action="store_false",
-        help="never download; fail if the files are not found locally",
-    )
+    add_dataset_arguments(data)
 
-    par = parser.add_argument_group("parallelism (CPU)")
+    par = parser.add_argument_group("parallelism")
+    par.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="train on the CPU, or one GPU per worker (cuda); auto = cuda when a GPU is "
+        "visible (default: cpu)",
+    )
     par.add_argument(
         "--workers",
         type=int,
         default=1,
         metavar="N",
-        help="worker processes; >1 trains data-parallel (DDP over gloo) (default: 1)",
+        help="worker processes; >1 trains data-parallel (DDP: gloo on CPU, NCCL on GPUs) "
+        "(default: 1)",
     )
     par.add_argument(
         "--threads-per-worker",
@@ -106,6 +121,20 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds a worker waits for a silent peer before the run fails (default: 300)",
     )
+    par.add_argument(
+        "--bucket-cap-mb",
+        type=float,
+        metavar="MB",
+        help="DDP gradient bucket size in MiB (default: torch's, 25)",
+    )
+    par.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        metavar="K",
+        help="split each worker's batch into K micro-batches; only the last one all-reduces "
+        "(DDP no_sync) (default: 1)",
+    )
 
     hp = parser.add_argument_group("training")
     batch = hp.add_mutually_exclusive_group()
@@ -127,13 +156,19 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     hp.add_argument(
         "--warmup-fraction", type=float, metavar="F", help="share of steps with linear lr warm-up"
     )
-    hp.add_argument("--schedule", choices=("constant", "onecycle", "cosine"))
+    hp.add_argument("--schedule", choices=SCHEDULES)
     hp.add_argument("--weight-decay", type=float, metavar="WD")
     hp.add_argument(
         "--precision",
-        choices=("fp32", "bf16"),
+        choices=("fp32", "bf16", "fp16"),
         default="fp32",
-        help="bf16 = autocast to bfloat16 (fast only where the CPU has native bf16)",
+        help="bf16 = autocast to bfloat16 (fast on GPUs, and on CPUs with native bf16); "
+        "fp16 = autocast to float16 with loss scaling (GPU only)",
+    )
+    hp.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model (compilation is timed apart, off the training clock)",
     )
     length = hp.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=float, help="epochs (fractions allowed)")
@@ -167,6 +202,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="first steps left out of step-time statistics (default: 5)",
     )
+    meas.add_argument(
+        "--breakdown-every",
+        type=int,
+        default=25,
+        metavar="N",
+        help="time data/forward/backward/optimizer/exposed communication on every N-th "
+        "step after warm-up; 0 = never (default: 25)",
+    )
 
 
 def options_from_args(args: argparse.Namespace, workload: str | None = None) -> RunOptions:
@@ -193,16 +236,53 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
     add_run_options(parser)
+    add_node_options(parser)
     out = parser.add_argument_group("output")
-    out.add_argument(
-        "--store",
-        metavar="PATH",
-        help="results database (default: $TRAINSCALE_STORE or ./trainscale.db)",
-    )
+    add_store_argument(out, as_path=False)
     out.add_argument("--tag", help="free-form label stored with the run")
-    out.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_json_argument(out)
     out.add_argument("--quiet", action="store_true", help="no progress output")
     parser.set_defaults(handler=run)
+
+
+def add_node_options(parser: argparse.ArgumentParser) -> None:
+    """Several machines in one run (docs/multinode.md); only `run` takes them."""
+    from trainscale.parallel.rendezvous import DEFAULT_RDZV_TIMEOUT_S, RDZV_EXIT_CODE
+
+    nodes = parser.add_argument_group(
+        "several nodes",
+        "Run the same command on every node; --workers is per node. Global rank 0 stores\n"
+        f"the run. Exit status {RDZV_EXIT_CODE}: the nodes never formed the job (nothing "
+        "stored).\nSee docs/multinode.md.",
+    )
+    nodes.add_argument(
+        "--nnodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="nodes in the job; world size = N x --workers (default: 1)",
+    )
+    nodes.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        help="where the nodes meet: an address of one node that every node can reach "
+        "(required when N > 1)",
+    )
+    nodes.add_argument(
+        "--rdzv-id",
+        metavar="ID",
+        help="job id, the same on every node (default under SLURM: slurm-JOB-STEP; "
+        "required otherwise when N > 1)",
+    )
+    nodes.add_argument(
+        "--rdzv-timeout",
+        dest="rdzv_timeout_s",
+        type=float,
+        default=DEFAULT_RDZV_TIMEOUT_S,
+        metavar="S",
+        help="seconds a node waits for the endpoint and the other nodes "
+        f"(default: {DEFAULT_RDZV_TIMEOUT_S:g})",
+    )
 
 
 def format_result(result: dict[str, Any]) -> str:
@@ -229,7 +309,8 @@ def format_result(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainscale.runner import RunFailed, execute_run
+    from trainscale.parallel.rendezvous import RendezvousFailed
+    from trainscale.runner import RemoteResult, RunFailed, execute_run
 
     opts = options_from_args(args)
     try:
@@ -237,7 +318,13 @@ def run(args: argparse.Namespace) -> int:
     except RunFailed as failure:
         print(f"trainscale: {failure}", file=sys.stderr)
         return 1
+    except RendezvousFailed as failure:  # not a mistake in the command: its own status
+        print(f"trainscale: error: {failure}", file=sys.stderr)
+        return failure.exit_code
     if result is None:  # a non-zero rank under an external launcher
+        return 0
+    if isinstance(result, RemoteResult):  # --json prints only where global rank 0 ran
+        print(result.describe(), file=sys.stderr if args.json else sys.stdout)
         return 0
     print(json.dumps(result) if args.json else format_result(result))
     return 0

@@ -16,12 +16,11 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from trainscale.cli.common import add_store_argument
 from trainscale.errors import StoreError
 from trainscale.results.export import EXPORT_FORMATS, SUMMARY_KEYS, export_runs
 from trainscale.results.schema import EPOCH_FIELDS, RUN_STATUSES
 from trainscale.results.store import (
-    DEFAULT_STORE_NAME,
-    STORE_ENV_VAR,
     RunRecord,
     RunStore,
     default_store_path,
@@ -54,13 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="runs_action", metavar="ACTION", required=True)
 
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument(
-        "--store",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help=f"results store file (default: ${STORE_ENV_VAR}, else ./{DEFAULT_STORE_NAME})",
-    )
+    add_store_argument(store)
     filters = argparse.ArgumentParser(add_help=False)
     filters.add_argument("--workload", metavar="W", help="only runs of this workload")
     filters.add_argument("--status", choices=RUN_STATUSES, help="only runs with this status")

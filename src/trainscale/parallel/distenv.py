@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -43,3 +45,48 @@ def launched_externally(environ: Mapping[str, str] | None = None) -> bool:
     """True when this process was started by torchrun (or another launcher) as one worker."""
     env = os.environ if environ is None else environ
     return "TORCHELASTIC_RUN_ID" in env or ("RANK" in env and "WORLD_SIZE" in env)
+
+
+def node_address(environ: Mapping[str, str] | None = None) -> str | None:
+    """The local address this process reaches the job's store (MASTER_ADDR) from.
+
+    That is the address the other nodes know this one by, so it tells the nodes of a run
+    apart where host names do not (containers, network namespaces). None without a job
+    store. The route is looked up with a UDP socket's connect: no packet is sent.
+    """
+    import socket
+
+    env = os.environ if environ is None else environ
+    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT", "0")
+    if not host:
+        return None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, int(port or 0), type=socket.SOCK_DGRAM
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(address)
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError):
+        return None
+
+
+def exit_with_parent() -> None:
+    """Have the kernel kill this worker when the process that started it dies (Linux).
+
+    The launcher stops its workers on every exit it sees; SIGKILL (kill -9, the OOM killer)
+    it cannot see. Without this, its workers would be re-parented and go on: finishing a run
+    nobody waits for, or waiting forever in a collective for a peer that is gone.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1  # from <sys/prctl.h>
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl here: keep the launcher's own clean-up only
+        return
+    if os.getppid() == 1:  # the parent died before the request: too late to be told
+        os._exit(1)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import traceback
+from pathlib import Path
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config import RunConfig, data_request
-from trainscale.parallel.distenv import DistEnv
+from trainscale.metrics.energy import combine_nodes, start_node_meter
+from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.progress import make_progress
 from trainscale.train.trainer import train
@@ -32,15 +35,22 @@ def worker_main(
     store_path: str | None,
     quiet: bool = False,
     create_row: bool = False,
+    report_dir: str | None = None,
 ) -> dict[str, Any] | None:
     """Entry point of one worker. Rank 0 stores the result and returns the summary.
 
     `create_row` is set when no parent process created the run's row (the worker was started
-    by an external torchrun); rank 0 then creates it, and records a failure itself.
+    by an external torchrun, or is one of several nodes); rank 0 then creates it, and records
+    a failure itself. Every rank then adopts rank 0's run id, so all nodes name the run alike.
+    `report_dir`, when given, is where this worker tells its launching parent that it started
+    and which run id the job uses (the parent has no other channel when the run fails).
     """
+    exit_with_parent()
     env = DistEnv.from_environ()
     config = RunConfig.from_dict(config_dict)
     strategy = make_strategy(config, env)
+    # Rank 0's id is the run's; the others learn it once the process group is up.
+    _report(report_dir, env, run_id if env.is_main else "")
     store = None
     if env.is_main and store_path is not None:
         from trainscale.results.store import RunStore
@@ -52,9 +62,16 @@ def worker_main(
             create_run_row(store, run_id, config)
     try:
         strategy.setup()
+        if create_row and env.distributed:
+            run_id = strategy.gather_objects(run_id)[0]
+            _report(report_dir, env, run_id)
         workload = get_workload(config.workload)
         data = load_data(config)
+        meter = start_node_meter(config.device, env.local_rank, env.local_world_size)
         outcome = train(config, workload, data, strategy, make_progress(env.is_main, quiet))
+        # Local rank 0 of each node read its node's counters; every rank joins the gather.
+        reading = None if meter is None else meter.stop()
+        outcome.summary["energy_j"] = combine_nodes(strategy.gather_objects(reading))
         result = {
             "summary": outcome.summary,
             "epochs": outcome.epochs,
@@ -78,3 +95,13 @@ def worker_main(
         strategy.teardown()
         if store is not None:
             store.close()
+
+
+def _report(report_dir: str | None, env: DistEnv, run_id: str) -> None:
+    """Write `run_id` ('' = started, id not known yet) where the launching parent reads it."""
+    if report_dir is None:
+        return
+    path = Path(report_dir) / f"rank-{env.rank}"
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(run_id)
+    os.replace(partial, path)  # the parent never reads half a file

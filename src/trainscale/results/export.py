@@ -90,6 +90,9 @@ def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
         "precision": record.precision,
         "global_batch_size": record.global_batch_size,
         "tag": record.tag,
+        "sweep_id": record.sweep_id,
+        "config_hash": record.config_hash,
+        "repeat_index": record.repeat_index,
     }
     for key in SUMMARY_KEYS:
         flat[key] = record.summary.get(key)

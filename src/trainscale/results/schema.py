@@ -1,10 +1,14 @@
 """The versioned SQLite schema of the results store.
 
 One row per run in `runs` (config, environment and summary kept as JSON so that new summary
-keys need no migration), one row per epoch in `epochs` and one row per timed step in
-`step_times`. `meta` records the schema version the file was written with, so that an older
-trainscale refuses a newer file instead of misreading it, and a newer one can migrate an older
-file in place.
+keys need no migration), one row per epoch in `epochs`, one row per timed step in
+`step_times`, one row per sweep in `sweeps` (its spec and its planned runs; each run of a
+sweep names its sweep, its place in the plan, its resolved-config hash and its repeat index),
+and one row per hardware measurement of `trainscale probe` in `probes` (matmul FLOP/s,
+host-device and all-reduce bandwidth, with the machine it was measured on).
+`meta` records the schema version the file was written with, so that an older trainscale
+refuses a newer file instead of misreading it, and a newer one can migrate an older file in
+place.
 """
 
 from __future__ import annotations
@@ -13,11 +17,53 @@ import sqlite3
 
 from trainscale.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 """The schema version this code reads and writes; bump it and extend `migrate` together."""
 
 RUN_STATUSES = ("running", "completed", "failed")
 DATA_KINDS = ("real", "synthetic")
+
+RUN_SWEEP_COLUMNS = (
+    "sweep_id TEXT",
+    "sweep_item INTEGER",
+    "config_hash TEXT",
+    "repeat_index INTEGER",
+)
+"""Columns of `runs` that place a run in a sweep (NULL for a run made on its own)."""
+
+SWEEPS_DDL = """
+    CREATE TABLE IF NOT EXISTS sweeps (
+        sweep_id   TEXT PRIMARY KEY,
+        name       TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        source     TEXT NOT NULL,
+        spec_hash  TEXT NOT NULL,
+        spec_json  TEXT NOT NULL,
+        plan_json  TEXT NOT NULL
+    )
+    """
+"""A sweep: where it came from (a file or a recipe), its normalised spec, and its plan (the
+runs to make, in order). Runs point back with `runs.sweep_id` and `runs.sweep_item`."""
+
+PROBES_DDL = """
+    CREATE TABLE IF NOT EXISTS probes (
+        probe_id       TEXT PRIMARY KEY,
+        created_at     TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        host           TEXT,
+        device_type    TEXT,
+        device         TEXT,
+        workers        INTEGER,
+        result_json    TEXT NOT NULL DEFAULT '{}',
+        env_json       TEXT NOT NULL DEFAULT '{}',
+        schema_version INTEGER NOT NULL
+    )
+    """
+"""One hardware measurement: its kind ('matmul', 'transfer', 'allreduce'), the host and
+device it measured ('cpu' or 'cuda', and the CPU model or GPU name), the processes of an
+all-reduce, the figures (JSON) and the environment."""
+
+PROBES_INDEX = "CREATE INDEX IF NOT EXISTS probes_lookup ON probes (kind, host, device, created_at)"
 
 # Statements are kept apart (not one script) so that they can run inside an explicit
 # BEGIN IMMEDIATE transaction: `executescript` would commit first and drop the lock.
@@ -46,9 +92,14 @@ DDL: tuple[str, ...] = (
         config_json        TEXT NOT NULL DEFAULT '{}',
         env_json           TEXT NOT NULL DEFAULT '{}',
         summary_json       TEXT NOT NULL DEFAULT '{}',
-        schema_version     INTEGER NOT NULL
+        schema_version     INTEGER NOT NULL,
+        """
+    + ",\n        ".join(RUN_SWEEP_COLUMNS)
+    + """
     )
     """,
+    SWEEPS_DDL,
+    PROBES_DDL,
     """
     CREATE TABLE IF NOT EXISTS epochs (
         run_id        TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
@@ -73,6 +124,8 @@ DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS runs_workload ON runs (workload)",
     "CREATE INDEX IF NOT EXISTS runs_created_at ON runs (created_at)",
     "CREATE INDEX IF NOT EXISTS runs_tag ON runs (tag)",
+    "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id, sweep_item)",
+    PROBES_INDEX,
 )
 
 EPOCH_FIELDS = (
@@ -106,11 +159,20 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
     """Bring a store written with `from_version` up to `SCHEMA_VERSION`, in place.
 
     Called inside the caller's write transaction, so a failed migration leaves the file as it
-    was. Add one step per version bump (`if from_version < 2: ...`); version 1 is the first
-    schema, so there is nothing to do yet.
+    was. One step per version bump.
     """
     if from_version < 1:
         raise StoreError(f"unknown results store schema version {from_version}")
+    if from_version < 2:
+        # v2: sweeps, and the columns that tie a run to its place in a sweep.
+        conn.execute(SWEEPS_DDL)
+        for column in RUN_SWEEP_COLUMNS:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+        conn.execute("CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id, sweep_item)")
+    if from_version < 3:
+        # v3: hardware probes (matmul peak, host-device and all-reduce bandwidth).
+        conn.execute(PROBES_DDL)
+        conn.execute(PROBES_INDEX)
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
@@ -160,7 +222,8 @@ def _refuse_foreign_database(conn: sqlite3.Connection) -> None:
     # Adding our tables to some other program's database would be a surprising side effect.
     foreign = conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN "
-        "('meta', 'runs', 'epochs', 'step_times') AND name NOT LIKE 'sqlite_%' LIMIT 1"
+        "('meta', 'runs', 'epochs', 'step_times', 'sweeps', 'probes') "
+        "AND name NOT LIKE 'sqlite_%' LIMIT 1"
     ).fetchone()
     if foreign is not None:
         raise StoreError(

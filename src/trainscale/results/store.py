@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -85,11 +86,64 @@ class RunRecord:
     """Headline metrics of a completed run (empty otherwise)."""
     schema_version: int
     """Schema version the run was written with."""
+    sweep_id: str | None = None
+    """The sweep this run belongs to (None for a run made on its own)."""
+    sweep_item: int | None = None
+    """Its index in the sweep's plan."""
+    config_hash: str | None = None
+    """Hash of its resolved config (tag excluded): equal hashes, equal settings."""
+    repeat_index: int | None = None
+    """Which repeat of its configuration it is, from 0."""
 
     @property
     def short_id(self) -> str:
         """The first 8 characters of the run id, as shown in tables."""
         return self.run_id[:8]
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """One stored sweep: its normalised spec and its plan of runs."""
+
+    sweep_id: str
+    name: str
+    created_at: str
+    source: str
+    """Where the spec came from: a file path, or 'recipe:NAME'."""
+    spec_hash: str
+    """Hash of the normalised spec: a resumed sweep is found by it."""
+    spec: dict[str, Any]
+    plan: list[dict[str, Any]]
+    """The planned runs in execution order: each with `item`, `label`, `options`,
+    `config_hash` and `repeat`."""
+
+    @property
+    def short_id(self) -> str:
+        return self.sweep_id[:8]
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """One stored hardware measurement of `trainscale probe`."""
+
+    probe_id: str
+    created_at: str
+    kind: str
+    """'matmul', 'transfer' or 'allreduce'."""
+    host: str | None
+    device_type: str | None
+    """'cpu' or 'cuda'."""
+    device: str | None
+    """The CPU model or the GPU name it measured."""
+    workers: int | None
+    """Processes of an all-reduce (None for the other kinds)."""
+    result: dict[str, Any]
+    env: dict[str, Any]
+    schema_version: int
+
+    @property
+    def short_id(self) -> str:
+        return self.probe_id[:8]
 
 
 class RunStore:
@@ -143,6 +197,10 @@ class RunStore:
         precision: str,
         global_batch_size: int,
         tag: str | None = None,
+        config_hash: str | None = None,
+        sweep_id: str | None = None,
+        sweep_item: int | None = None,
+        repeat_index: int | None = None,
     ) -> None:
         """Register a new run with status 'running'; a duplicate run id is a StoreError."""
         if not run_id:
@@ -163,6 +221,10 @@ class RunStore:
             "config_json": _dumps(config),
             "env_json": _dumps(env),
             "schema_version": SCHEMA_VERSION,
+            "config_hash": config_hash,
+            "sweep_id": sweep_id,
+            "sweep_item": _opt_int(sweep_item),
+            "repeat_index": _opt_int(repeat_index),
         }
         with self._write() as conn:
             if _status(conn, run_id) is not None:
@@ -308,6 +370,7 @@ class RunStore:
         status: str | None = None,
         tag: str | None = None,
         limit: int | None = None,
+        sweep_id: str | None = None,
     ) -> list[RunRecord]:
         """Stored runs matching all the given filters, newest first, at most `limit` of them."""
         if status is not None and status not in RUN_STATUSES:
@@ -316,7 +379,8 @@ class RunStore:
             raise ValueError(f"limit must be at least 1, not {limit}")
         clauses: list[str] = []
         params: list[Any] = []
-        for column, value in (("workload", workload), ("status", status), ("tag", tag)):
+        filters = (("workload", workload), ("status", status), ("tag", tag), ("sweep_id", sweep_id))
+        for column, value in filters:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
@@ -348,6 +412,162 @@ class RunStore:
                 "SELECT step_time_s FROM step_times WHERE run_id = ? ORDER BY step", (run_id,)
             ).fetchall()
         return [row[0] for row in rows]
+
+    # -- sweeps -------------------------------------------------------------------------
+
+    def create_sweep(
+        self,
+        sweep_id: str,
+        name: str,
+        source: str,
+        spec_hash: str,
+        spec: Mapping[str, Any],
+        plan: Sequence[Mapping[str, Any]],
+    ) -> None:
+        """Store a new sweep and its plan (before any of its runs starts)."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO sweeps (sweep_id, name, created_at, source, spec_hash, spec_json, "
+                "plan_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (sweep_id, name, _utc_now(), source, spec_hash, _dumps(spec), _dumps(list(plan))),
+            )
+
+    def get_sweep(self, sweep_id: str) -> SweepRecord:
+        """The sweep with this id or unique id prefix; StoreError otherwise."""
+        prefix = sweep_id.strip()
+        if not prefix:
+            raise StoreError("empty sweep id; `trainscale sweeps` lists the stored sweeps")
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM sweeps WHERE substr(sweep_id, 1, ?) = ? "
+                "ORDER BY created_at DESC LIMIT 6",
+                (len(prefix), prefix),
+            ).fetchall()
+        exact = [row for row in rows if row["sweep_id"] == prefix]
+        if exact:
+            return _sweep_record(exact[0])
+        if not rows:
+            raise StoreError(
+                f"no sweep {prefix!r} in {self.path}; `trainscale sweeps` lists the stored sweeps"
+            )
+        if len(rows) > 1:
+            shown = ", ".join(row["sweep_id"] for row in rows[:5])
+            raise StoreError(f"sweep id prefix {prefix!r} matches several sweeps ({shown})")
+        return _sweep_record(rows[0])
+
+    def list_sweeps(self) -> list[SweepRecord]:
+        """All stored sweeps, newest first."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM sweeps ORDER BY created_at DESC").fetchall()
+        return [_sweep_record(row) for row in rows]
+
+    def latest_sweep_with_spec(self, spec_hash: str) -> SweepRecord | None:
+        """The newest sweep made from the same normalised spec, if any (for --resume)."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT * FROM sweeps WHERE spec_hash = ? ORDER BY created_at DESC LIMIT 1",
+                (spec_hash,),
+            ).fetchone()
+        return None if row is None else _sweep_record(row)
+
+    def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
+        """Every run of a sweep (full id), in plan order, earlier attempts first."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM runs WHERE sweep_id = ? ORDER BY sweep_item, created_at, rowid",
+                (sweep_id,),
+            ).fetchall()
+        return [_record(row) for row in rows]
+
+    def fail_interrupted_runs(self, sweep_id: str, reason: str) -> int:
+        """Mark a sweep's runs still 'running' as failed (their process was killed).
+
+        Only call it when no other process is running this sweep. Returns how many.
+        """
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = 'failed', error = ?, finished_at = ? "
+                "WHERE sweep_id = ? AND status = 'running'",
+                (reason, _utc_now(), sweep_id),
+            )
+            return cursor.rowcount
+
+    # -- probes -------------------------------------------------------------------------
+
+    def add_probe(
+        self,
+        kind: str,
+        result: Mapping[str, Any],
+        env: Mapping[str, Any],
+        *,
+        host: str | None,
+        device_type: str | None,
+        device: str | None,
+        workers: int | None = None,
+    ) -> str:
+        """Store one probe measurement; returns its new id."""
+        probe_id = uuid.uuid4().hex
+        result_json, env_json = _dumps(result), _dumps(env)
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO probes (probe_id, created_at, kind, host, device_type, device, "
+                "workers, result_json, env_json, schema_version) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    probe_id,
+                    _utc_now(),
+                    kind,
+                    host,
+                    device_type,
+                    device,
+                    _opt_int(workers),
+                    result_json,
+                    env_json,
+                    SCHEMA_VERSION,
+                ),
+            )
+        return probe_id
+
+    def latest_probe(
+        self,
+        kind: str,
+        *,
+        host: str | None = None,
+        device: str | None = None,
+        device_type: str | None = None,
+    ) -> ProbeRecord | None:
+        """The newest probe of `kind` matching the given host, device and device type."""
+        probes = self.list_probes(
+            kind=kind, host=host, device=device, device_type=device_type, limit=1
+        )
+        return probes[0] if probes else None
+
+    def list_probes(
+        self,
+        *,
+        kind: str | None = None,
+        host: str | None = None,
+        device: str | None = None,
+        device_type: str | None = None,
+        limit: int | None = None,
+    ) -> list[ProbeRecord]:
+        """Stored probes matching all the given filters, newest first."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        filters = (("kind", kind), ("host", host), ("device", device), ("device_type", device_type))
+        for column, value in filters:
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        sql = "SELECT * FROM probes"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        with self._read() as conn:
+            return [_probe_record(row) for row in conn.execute(sql, params).fetchall()]
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -510,4 +730,36 @@ def _record(row: sqlite3.Row) -> RunRecord:
         env=_loads(row["env_json"]),
         summary=_loads(row["summary_json"]),
         schema_version=row["schema_version"],
+        sweep_id=row["sweep_id"],
+        sweep_item=row["sweep_item"],
+        config_hash=row["config_hash"],
+        repeat_index=row["repeat_index"],
+    )
+
+
+def _probe_record(row: sqlite3.Row) -> ProbeRecord:
+    return ProbeRecord(
+        probe_id=row["probe_id"],
+        created_at=row["created_at"],
+        kind=row["kind"],
+        host=row["host"],
+        device_type=row["device_type"],
+        device=row["device"],
+        workers=row["workers"],
+        result=_loads(row["result_json"]),
+        env=_loads(row["env_json"]),
+        schema_version=row["schema_version"],
+    )
+
+
+def _sweep_record(row: sqlite3.Row) -> SweepRecord:
+    plan = json.loads(row["plan_json"])
+    return SweepRecord(
+        sweep_id=row["sweep_id"],
+        name=row["name"],
+        created_at=row["created_at"],
+        source=row["source"],
+        spec_hash=row["spec_hash"],
+        spec=_loads(row["spec_json"]),
+        plan=plan if isinstance(plan, list) else [],
     )

@@ -1,7 +1,9 @@
-"""The training loop. It does not know about parallelism: the strategy does.
+"""The training loop. It does not know about parallelism or devices: the strategy does.
 
 Clocks (see docs/methodology.md):
-- each step is timed with perf_counter from batch slicing to the optimizer step;
+- each step is timed from batch slicing to the optimizer step: with perf_counter on the CPU,
+  with CUDA events on a GPU (read only at evaluation points and epoch ends, so no step waits
+  for the host);
 - the training clock is the sum of all step times (warm-up steps included: they are real
   training work), plus the per-epoch shuffle; evaluation is timed apart and never on it;
 - step-time statistics and throughput leave out the first `warmup_steps_untimed` steps;
@@ -23,12 +25,15 @@ from trainscale.config import RunConfig
 from trainscale.errors import ConfigError
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
+from trainscale.train.breakdown import Breakdown
+from trainscale.train.evaluate import evaluate
 from trainscale.train.faults import FaultInjector
+from trainscale.train.flops import count_flops_per_sample
 from trainscale.train.lr import make_optimizer, make_scheduler
+from trainscale.train.precision import autocast, make_grad_scaler
 from trainscale.train.progress import NullProgress, ProgressSink
+from trainscale.train.timing import StepTimes, make_clock
 from trainscale.workloads.base import TensorData, Workload
-
-EVAL_BATCH = 200  # larger eval batches were 2.4x slower on a 2-core CPU (activation memory)
 
 
 @dataclass
@@ -44,12 +49,6 @@ class TrainOutcome:
     """The trained model, unwrapped (not stored; for callers and tests)."""
 
 
-def _autocast(precision: str):
-    if precision == "bf16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-    return nullcontext()
-
-
 def plan_steps(config: RunConfig, num_train: int, world_size: int) -> tuple[int, int]:
     """(steps per epoch, total steps). Partial last batches are dropped, as with drop_last."""
     shard = -(-num_train // world_size)
@@ -63,76 +62,33 @@ def plan_steps(config: RunConfig, num_train: int, world_size: int) -> tuple[int,
     return steps_per_epoch, total
 
 
-def macro_f1(confusion: torch.Tensor) -> float:
-    """Unweighted mean of per-class F1 from a confusion matrix (rows = truth, cols = pred)."""
-    confusion = confusion.double()
-    true_pos = confusion.diag()
-    precision_den = confusion.sum(dim=0)
-    recall_den = confusion.sum(dim=1)
-    f1_den = precision_den + recall_den
-    f1 = torch.where(f1_den > 0, 2 * true_pos / f1_den.clamp(min=1e-12), torch.zeros_like(f1_den))
-    present = recall_den > 0  # classes absent from the test set do not count
-    return float(f1[present].mean()) if present.any() else 0.0
-
-
-def evaluate(
+def compile_model(
     model: torch.nn.Module,
-    data: TensorData,
-    strategy: Strategy,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    workload: Workload,
     precision: str,
-    channels_last: bool,
-) -> tuple[float, float, float]:
-    """(accuracy, mean loss, macro-F1) on the test set; ranks split it and sum their counts."""
-    part = strategy.eval_shard(data.num_test)
-    xs, ys = data.test_x[part], data.test_y[part]
-    totals = torch.zeros(3, dtype=torch.float64)  # correct, loss sum, count
-    confusion = None
-    model.eval()
-    with torch.no_grad(), _autocast(precision):
-        for start in range(0, xs.shape[0], EVAL_BATCH):
-            x = xs[start : start + EVAL_BATCH]
-            if channels_last and x.dim() == 4:
-                x = x.contiguous(memory_format=torch.channels_last)
-            y = ys[start : start + EVAL_BATCH]
-            logits = model(x).float()
-            predicted = logits.argmax(dim=1)
-            num_classes = logits.shape[1]
-            if confusion is None:
-                confusion = torch.zeros(num_classes * num_classes, dtype=torch.float64)
-            confusion += torch.bincount(
-                y * num_classes + predicted, minlength=num_classes * num_classes
-            ).double()
-            totals[0] += (predicted == y).sum().item()
-            totals[1] += torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
-            totals[2] += y.numel()
-    model.train()
-    # Every rank has at least one test sample here (test sets are far larger than ranks).
-    strategy.sum_tensor(totals)
-    strategy.sum_tensor(confusion)
-    correct, loss_sum, count = totals.tolist()
-    side = int(confusion.numel() ** 0.5)
-    return correct / count, loss_sum / count, macro_f1(confusion.view(side, side))
+    device: torch.device,
+) -> tuple[torch.nn.Module, float]:
+    """torch.compile the model and trigger compilation on one batch, off the clock.
 
-
-def count_flops_per_sample(
-    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, workload: Workload
-) -> int | None:
-    """Training FLOPs (forward + backward) per sample, counted by torch.utils.flop_counter.
-
-    The counter covers matrix multiplications and convolutions, the ops that dominate these
-    models; elementwise work is not counted. None where counting is not supported.
+    Returns (compiled model, compile seconds). The warm-up forward/backward updates no
+    weights, and batch-norm statistics are put back, so training starts from the same state.
     """
-    from torch.utils.flop_counter import FlopCounterMode
-
-    try:
-        counter = FlopCounterMode(display=False)
-        with counter:
-            workload.loss(model(x), y).backward()
-        model.zero_grad(set_to_none=True)
-        return int(counter.get_total_flops() // x.shape[0])
-    except Exception:  # an op the counter cannot trace must not fail the run
-        model.zero_grad(set_to_none=True)
-        return None
+    compiled = torch.compile(model)
+    buffers = {name: b.clone() for name, b in model.named_buffers()}
+    t0 = time.perf_counter()
+    with autocast(device, precision):
+        loss = workload.loss(compiled(x), y)
+    loss.backward()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for name, buffer in model.named_buffers():
+            buffer.copy_(buffers[name])
+    return compiled, seconds
 
 
 def train(
@@ -145,37 +101,67 @@ def train(
     """Train `workload` on `data` as `config` says; returns measurements (all ranks)."""
     progress = progress or NullProgress()
     env = strategy.env
+    device = strategy.device
     faults = FaultInjector(env.rank)
     torch.manual_seed(config.seed)
-    model = workload.build_model(data.meta)
+    data = strategy.place_data(data)
+    model = workload.build_model(data.meta).to(device)
     train_x = data.train_x
     if config.channels_last and train_x.dim() == 4:
-        # Once for the whole in-memory set, so batches come out channels_last for free.
+        # Once for the whole in-memory set; batches are gathered with advanced indexing,
+        # which keeps the layout (index_select would return contiguous NCHW batches).
         model = model.to(memory_format=torch.channels_last)
         train_x = train_x.contiguous(memory_format=torch.channels_last)
-    flops_per_sample = count_flops_per_sample(
-        model, train_x[:2], data.train_y[:2], workload
-    )  # off the clock, before any timed work
+    flops_x, flops_y = (
+        workload.flops_batch(data) if workload.flops_batch else (train_x[:2], data.train_y[:2])
+    )
+    # Off the clock, before any timed work.
+    flops_per_sample = count_flops_per_sample(model, flops_x, flops_y, workload)
     pretrain_figures: dict[str, Any] = {}
     pretrain_s = 0.0
     if workload.pretrain is not None:
         # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
         # starts every replica from rank 0's (identical) pre-trained weights.
         t0 = time.perf_counter()
-        pretrain_figures = workload.pretrain(model, data, strategy, config)
+        pretrain_figures = workload.pretrain(model, data, strategy, config, progress)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         pretrain_s = strategy.max_float(time.perf_counter() - t0)
     model = strategy.wrap(model)
+    compile_s = None
+    if config.compile:
+        model, compile_s = compile_model(
+            model,
+            train_x[: config.batch_size],
+            data.train_y[: config.batch_size],
+            workload,
+            config.precision,
+            device,
+        )
     optimizer = make_optimizer(
-        config.optimizer, model.parameters(), config.lr, config.momentum, config.weight_decay
+        config.optimizer,
+        model.parameters(),
+        config.lr,
+        config.momentum,
+        config.weight_decay,
+        nesterov=config.nesterov,
+        fused=device.type == "cuda",
     )
+    scaler = make_grad_scaler(device, config.precision)
     steps_per_epoch, total_steps = plan_steps(config, data.num_train, env.world_size)
     scheduler = make_scheduler(optimizer, total_steps, config.schedule, config.warmup_fraction)
     eval_every = config.eval_every or max(1, steps_per_epoch // 4)
     # No accuracy claim from synthetic data, ever; none either when evaluation is off.
     can_claim_accuracy = data.kind == "real" and config.evaluate
     num_epochs = math.ceil(total_steps / steps_per_epoch)
+    micro = config.batch_size // config.grad_accum
+    # Reading a loss value synchronises a GPU with the host; only show it where it is free.
+    show_loss = device.type == "cpu"
 
-    step_times: list[float] = []
+    clock = make_clock(device)
+    times = StepTimes(clock)
+    breakdown = Breakdown(clock, config.breakdown_every, config.warmup_steps_untimed)
+    comm_marked = config.breakdown_every > 0 and strategy.hook_communication(model, breakdown)
     curve: list[tuple[float, float]] = []  # (training clock s, test accuracy)
     epochs: list[dict[str, Any]] = []
     train_clock_s = pretrain_s  # pre-training is training: it is on the clock
@@ -185,19 +171,27 @@ def train(
     last_eval_step = -1
     last_accuracy, last_loss, last_f1 = None, None, None
 
+    def settle_clock() -> float:
+        """Resolve pending step times; returns their sum (training seconds since last call)."""
+        nonlocal train_clock_s
+        new = sum(times.pending())
+        train_clock_s += new
+        return new
+
     def run_eval() -> None:
         nonlocal eval_time_s, last_accuracy, last_loss, last_f1, last_eval_step
         last_eval_step = step
+        settle_clock()
         t0 = time.perf_counter()
         last_accuracy, last_loss, last_f1 = evaluate(
             strategy.unwrap(model), data, strategy, config.precision, config.channels_last
         )
         # Ranks run in lock-step; the slowest one's clock is the run's clock at this point.
-        clock = strategy.max_float(train_clock_s)
-        curve.append((clock, last_accuracy))
+        clock_s = strategy.max_float(train_clock_s)
+        curve.append((clock_s, last_accuracy))
         eval_time_s += time.perf_counter() - t0
         progress.log(
-            f"step {step}/{total_steps}  train clock {clock:.1f}s  "
+            f"step {step}/{total_steps}  train clock {clock_s:.1f}s  "
             f"test accuracy {last_accuracy:.4f}  test loss {last_loss:.4f}"
         )
 
@@ -206,37 +200,71 @@ def train(
     for epoch in range(num_epochs):
         epoch_t0 = time.perf_counter()
         epoch_train_s, epoch_eval_s0 = 0.0, eval_time_s
-        loss_sum = torch.zeros(())
+        loss_sum = torch.zeros((), device=device)
         t_shuffle = time.perf_counter()
         order = strategy.shard_indices(data.num_train, epoch, config.seed)
-        epoch_train_s += time.perf_counter() - t_shuffle
+        if workload.batch_order is not None:
+            # Seeded alike on every rank, so ranks order their batches alike (for length
+            # bucketing: similar lengths at the same step, no rank waits on a long batch).
+            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
+            order = workload.batch_order(order, data, config.batch_size, generator)
+        order = order.to(device)
+        shuffle_s = time.perf_counter() - t_shuffle
+        epoch_train_s += shuffle_s
+        train_clock_s += shuffle_s
         steps_this_epoch = min(steps_per_epoch, total_steps - step)
         for batch in range(steps_this_epoch):
-            t0 = time.perf_counter()
+            sampled = breakdown.sampled(step)
+            start = clock.mark()
+            if sampled:
+                breakdown.begin(start)
             index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
-            x = train_x.index_select(0, index)
-            y = data.train_y.index_select(0, index)
+            x = train_x[index]
+            y = data.train_y[index]
             if workload.augment is not None:
                 x = workload.augment(x, augment_generator)
-            with _autocast(config.precision):
-                loss = workload.loss(model(x), y, config.label_smoothing)
+            if sampled:
+                breakdown.mark("data")
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+            for part in range(config.grad_accum):
+                last = part == config.grad_accum - 1
+                # Only the last micro-batch communicates; the others accumulate locally.
+                with nullcontext() if last else strategy.no_sync(model):
+                    with autocast(device, config.precision):
+                        loss = workload.loss(
+                            model(x[part * micro : (part + 1) * micro]),
+                            y[part * micro : (part + 1) * micro],
+                            config.label_smoothing,
+                        )
+                    if config.grad_accum > 1:
+                        loss = loss / config.grad_accum
+                    if sampled:
+                        breakdown.mark("forward")
+                    (scaler.scale(loss) if scaler else loss).backward()
+                    if sampled:
+                        breakdown.mark("backward")
+            if scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             scheduler.step()
-            dt = time.perf_counter() - t0
-            step_times.append(dt)
-            epoch_train_s += dt
-            train_clock_s += dt
-            loss_sum += loss.detach().float()
+            end = clock.mark()
+            if sampled:
+                breakdown.mark("optimizer")
+                breakdown.end()
+            times.add(start, end)
+            loss_sum += loss.detach().float() * config.grad_accum
             step += 1
             faults.after_step(step)
             if step % 10 == 0 or step == total_steps:
-                progress.update(step, loss=float(loss.detach()))
+                progress.update(step, **({"loss": float(loss.detach())} if show_loss else {}))
             if can_claim_accuracy and step % eval_every == 0 and step != total_steps:
                 run_eval()
         if can_claim_accuracy and last_eval_step != step:
             run_eval()  # every epoch ends with an evaluation, for the per-epoch curve
+        settle_clock()
+        epoch_train_s += sum(times.seconds[step - steps_this_epoch : step])
         epochs.append(
             {
                 "epoch": epoch + 1,
@@ -253,11 +281,14 @@ def train(
     progress.stop()
 
     run_clock_s = strategy.max_float(train_clock_s)
-    per_rank = strategy.gather_objects(step_times)
+    per_rank = strategy.gather_objects(times.seconds)
     run_step_times = stats.elementwise_max(per_rank)
     facts = worker_facts()
     facts["rank"] = env.rank
     facts["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if device.type == "cuda":
+        facts["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(device)
+    facts["breakdown_s"] = breakdown.medians_s()
     workers = strategy.gather_objects(facts)
     summary = summarize(
         config,
@@ -275,6 +306,10 @@ def train(
     summary["flops_per_sample"] = flops_per_sample
     summary["pretrain_time_s"] = pretrain_s if workload.pretrain is not None else None
     summary["supervised_time_s"] = run_clock_s - pretrain_s
+    summary["compile_time_s"] = compile_s
+    summary["breakdown_s"] = slowest_breakdown([w.pop("breakdown_s") for w in workers])
+    if summary["breakdown_s"] is not None and not comm_marked:
+        summary["breakdown_s"]["exposed_comm"] = None
     if pretrain_figures:
         summary["pretrain"] = pretrain_figures
     return TrainOutcome(
@@ -284,6 +319,18 @@ def train(
         workers=workers,
         model=strategy.unwrap(model),
     )
+
+
+def slowest_breakdown(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per phase, the largest median over ranks (the slowest rank's, as for step times)."""
+    recorded = [b for b in per_rank if b]
+    if not recorded:
+        return None
+    merged: dict[str, Any] = {}
+    for key in recorded[0]:
+        values = [b[key] for b in recorded if b.get(key) is not None]
+        merged[key] = max(values) if values else None
+    return merged
 
 
 def summarize(
@@ -324,4 +371,7 @@ def summarize(
         "num_steps": len(step_times_s),
         "num_samples": len(step_times_s) * config.global_batch_size,
         "peak_memory_bytes_per_worker": [w["peak_rss_bytes"] for w in workers],
+        "peak_gpu_memory_bytes_per_worker": (
+            [w["peak_gpu_bytes"] for w in workers] if "peak_gpu_bytes" in workers[0] else None
+        ),
     }

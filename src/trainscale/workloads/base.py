@@ -70,6 +70,8 @@ class Recipe:
     schedule: str = "onecycle"
     """'constant', 'onecycle' (warm-up then linear/cosine decay to ~0) or 'cosine'."""
     momentum: float = 0.9
+    nesterov: bool = True
+    """Nesterov momentum for SGD (the CIFAR ResNet paper used plain momentum)."""
     weight_decay: float = 0.0
     label_smoothing: float = 0.0
     warmup_fraction: float = 0.0
@@ -98,12 +100,26 @@ class Workload:
     """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""
     options: Mapping[str, str] = field(default_factory=dict)
     """Workload options a user may set with `-o KEY=VALUE`: name -> help text (with default)."""
+    check_options: Callable[[Mapping[str, str]], None] | None = None
+    """Checks the option values when the run is resolved (before any worker starts); raises
+    ConfigError with one line naming the bad option."""
     augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
     """Per-batch training augmentation on whole batch tensors (on the training clock)."""
-    pretrain: Callable[[nn.Module, TensorData, Any, Any], dict[str, Any]] | None = None
-    """Optional phase before supervised training, `pretrain(model, data, strategy, config)`;
-    it runs on the training clock and returns figures (e.g. its own time) for the summary.
-    With several workers it must average its own updates (strategy.sum_tensor)."""
+    pretrain: Callable[[nn.Module, TensorData, Any, Any, Any], dict[str, Any]] | None = None
+    """Optional phase before supervised training,
+    `pretrain(model, data, strategy, config, progress)`; it runs on the training clock, may
+    report through the progress sink (a null sink off the main rank), and returns figures
+    for the summary. With several workers it must average its own updates
+    (strategy.sum_tensor)."""
+    batch_order: Callable[[torch.Tensor, TensorData, int, torch.Generator], torch.Tensor] | None = (
+        None
+    )
+    """Optional reordering of a worker's shard each epoch, `batch_order(order, data,
+    batch_size, generator) -> order` (a permutation of `order`), e.g. to group texts of
+    similar length into batches. The generator is seeded alike on every rank."""
+    flops_batch: Callable[[TensorData], tuple[torch.Tensor, torch.Tensor]] | None = None
+    """Optional (x, y) on which FLOPs per sample are counted; default: the first two training
+    samples. Variable-length workloads give samples of the mean training length."""
 
     def loss(self, logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0):
         """Mean cross-entropy: every reference workload is a classifier."""

@@ -24,7 +24,13 @@ def register(name: str) -> Callable[[Callable[[], Workload]], Callable[[], Workl
 
 def _ensure_loaded() -> None:
     # Explicit imports (not plugin discovery) keep the list of workloads greppable.
-    from trainscale.workloads import mnist_cnn  # noqa: F401
+    from trainscale.workloads import (
+        cifar10_resnet44,  # noqa: F401
+        imdb_rnn,  # noqa: F401
+        mnist_cnn,  # noqa: F401
+        mnist_dbn,  # noqa: F401
+        tweets_text,  # noqa: F401
+    )
 
 
 def workload_names() -> list[str]:

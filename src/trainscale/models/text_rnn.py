@@ -1,0 +1,72 @@
+"""Bidirectional LSTM / GRU text classifier: architecture only.
+
+embedding -> dropout -> 1-layer bidirectional LSTM or GRU over packed sequences -> max and
+mean pooling over each text's real tokens -> dropout -> linear classifier.
+
+Inputs are (N, T) int64 token ids padded with 0 at the end (`trainscale.data.text`). Each
+batch is first trimmed to its longest text, so a batch costs its own length, not the
+dataset's maximum. Packing (`pack_padded_sequence`) makes the backward direction start at
+each text's last real token: no direction ever reads padding, so a text's output does not
+depend on how much padding follows it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+PAD_ID = 0  # trainscale.data.text.PAD_ID (not imported: models do not depend on data code)
+CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
+
+
+def trim_to_longest(x: torch.Tensor, min_len: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x cut to the batch's longest text, or padded to `min_len` columns; lengths >= 1)."""
+    lengths = (x != PAD_ID).sum(dim=1).clamp_(min=1)
+    width = max(int(lengths.max()), min_len)
+    if x.shape[1] < width:
+        x = nn.functional.pad(x, (0, width - x.shape[1]), value=PAD_ID)
+    return x[:, :width], lengths
+
+
+def valid_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(N, width) bool: True at each text's real positions."""
+    return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
+
+
+class TextRNN(nn.Module):
+    """Embedding + bidirectional LSTM/GRU + max-and-mean pooling + linear classifier."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        cell: str = "lstm",
+        embed_dim: int = 128,
+        hidden_size: int = 128,
+        dropout: float = 0.5,
+    ):
+        super().__init__()
+        if cell not in CELLS:
+            raise ValueError(f"cell must be one of {', '.join(CELLS)}, got {cell!r}")
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
+        self.rnn = CELLS[cell](embed_dim, hidden_size, batch_first=True, bidirectional=True)
+        self.dropout = nn.Dropout(dropout)
+        # Max pooling keeps the strongest evidence wherever it occurs in a long review; mean
+        # pooling keeps its overall tone. Both beat the last hidden state on long texts
+        # (Johnson & Zhang 2016 on pooling LSTM outputs).
+        self.classifier = nn.Linear(4 * hidden_size, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x, lengths = trim_to_longest(x)
+        embedded = self.dropout(self.embedding(x))
+        packed = pack_padded_sequence(
+            embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        out, _ = self.rnn(packed)
+        # Padding positions come back as zeros: they add nothing to the sum below.
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        mask = valid_mask(lengths, x.shape[1]).unsqueeze(-1)
+        mean = out.sum(dim=1) / lengths.unsqueeze(1).to(out.dtype)
+        most = out.masked_fill(~mask, float("-inf")).amax(dim=1)
+        return self.classifier(self.dropout(torch.cat([most, mean], dim=1)))

@@ -1,0 +1,32 @@
+"""Training FLOPs per sample, counted once per run (off the clock) by torch's counter."""
+
+from __future__ import annotations
+
+import torch
+
+from trainscale.workloads.base import Workload
+
+
+def count_flops_per_sample(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, workload: Workload
+) -> int | None:
+    """Training FLOPs (forward + backward) per sample, counted by torch.utils.flop_counter.
+
+    The counter covers matrix multiplications and convolutions, the ops that dominate these
+    models; elementwise work is not counted. None where counting is not supported. The
+    fused CPU LSTM kernel, which the counter does not know, is counted by the formulas in
+    `metrics/flops.py`, the same way the counter counts a decomposed LSTM.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from trainscale.metrics.flops import extra_flop_formulas
+
+    try:
+        counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
+        with counter:
+            workload.loss(model(x), y).backward()
+        model.zero_grad(set_to_none=True)
+        return int(counter.get_total_flops() // x.shape[0])
+    except Exception:  # an op the counter cannot trace must not fail the run
+        model.zero_grad(set_to_none=True)
+        return None
