@@ -1,0 +1,228 @@
+"""A run's hardware figures, added to its summary where rank 0 stores it.
+
+- which devices ran it (GPUs, or the CPU cores its workers could use) and their price-table
+  kind, so a report can cost it;
+- the achieved model FLOP/s and MFU against the theoretical peak of those devices at the
+  run's precision (`metrics.peaks`), with the peak and its source;
+- `mfu_vs_probe`: the same against the matmul figure `trainscale probe` measured on this
+  host and device, when one is stored.
+
+Runs in the worker process that trained (rank 0), so torch's settings and device are the
+run's own. A figure that cannot be known is None: never a made-up peak.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from trainscale.metrics.peaks import (
+    CpuFacts,
+    Peak,
+    achieved_flops_per_s,
+    cpu_peak,
+    gpu_peak,
+    match_gpu,
+    mfu,
+    peak_precision,
+    read_cpu_facts,
+)
+
+
+def cores_per_node(workers: Sequence[dict[str, Any]]) -> list[int]:
+    """Cores each node's workers could compute on, from the facts every worker reported.
+
+    A worker uses at most its intra-op threads and at most the cores it is pinned to; the
+    workers of one node together use at most the union of their cores (the "torch default"
+    pitfall runs more threads than that). Workers are grouped by their `hostname` fact when
+    they report one, else taken as one node.
+    """
+    nodes: dict[Any, list[dict[str, Any]]] = {}
+    for fact in workers:
+        nodes.setdefault(fact.get("hostname"), []).append(fact)
+    counts = []
+    for members in nodes.values():
+        used = 0
+        union: set[int] = set()
+        for fact in members:
+            cores = fact.get("cores")
+            threads = fact.get("torch_threads") or 1
+            if isinstance(cores, list) and cores:
+                union.update(cores)
+                used += min(threads, len(cores))
+            else:
+                used += threads
+        counts.append(min(used, len(union)) if union else used)
+    return counts
+
+
+def run_peak(
+    device_type: str,
+    precision: str,
+    *,
+    gpu_name: str | None = None,
+    gpus: int = 1,
+    tf32: bool = False,
+    cpu_facts: CpuFacts | None = None,
+    node_cores: Sequence[int] = (),
+) -> Peak | None:
+    """The theoretical peak of the devices a run used, at the precision it computed in."""
+    if device_type == "cuda":
+        entry = match_gpu(gpu_name)
+        # TF32 only counts where the GPU has it (a V100 runs fp32 as fp32).
+        has_tf32 = entry is not None and "tf32" in entry.tflops
+        wanted = peak_precision(precision, "cuda", tf32 and has_tf32)
+        return gpu_peak(gpu_name, wanted, gpus)
+    if cpu_facts is None or not node_cores:
+        return None
+    physical = cpu_facts.physical_cores
+    # Hyperthreads share their core's units: a node counts at most its physical cores.
+    cores = sum(min(n, physical) if physical else n for n in node_cores)
+    return cpu_peak(cpu_facts, precision, cores)
+
+
+def probe_flops_per_s(
+    probe_result: dict[str, Any], precision: str, device_type: str, devices: int
+) -> float | None:
+    """The probe's achievable FLOP/s scaled to the run's devices (None without a figure).
+
+    A CPU probe with T threads gives a per-core rate of best / T, scaled linearly to the
+    run's cores (an upper bound: memory bandwidth is shared); a GPU probe is per GPU.
+    """
+    figures = (probe_result.get("precisions") or {}).get(precision)
+    if not figures or not figures.get("best_flops_per_s"):
+        return None
+    best = float(figures["best_flops_per_s"])
+    if device_type == "cpu":
+        threads = probe_result.get("threads") or 1
+        return best / threads * devices
+    return best * devices
+
+
+def latest_full_probe(store: Any, host: str, device: str, device_type: str) -> Any | None:
+    """The newest matmul probe of this host and device that was not a --quick one."""
+    for probe in store.list_probes(
+        kind="matmul", host=host, device=device, device_type=device_type
+    ):
+        if not probe.result.get("quick"):
+            return probe
+    return None
+
+
+def hardware_figures(
+    config: Any,
+    summary: dict[str, Any],
+    workers: Sequence[dict[str, Any]],
+    store: Any | None = None,
+) -> dict[str, Any]:
+    """The keys this module adds to a run summary (see the module docstring)."""
+    device_type = config.device
+    gpu_name = None
+    tf32 = False
+    facts = None
+    node_cores: list[int] = []
+    if device_type == "cuda":
+        import torch
+
+        gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
+        # cuDNN convolutions use TF32 by default; matmuls only when allowed.
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+        devices = int(config.workers)
+        entry = match_gpu(gpu_name)
+        kind = entry.kind if entry else None
+        device_name = gpu_name
+    else:
+        facts = read_cpu_facts()
+        node_cores = cores_per_node(workers)
+        devices = sum(node_cores)
+        kind = "cpu-core"
+        device_name = facts.model_name or "cpu"
+    peak = run_peak(
+        device_type,
+        config.precision,
+        gpu_name=gpu_name,
+        gpus=devices,
+        tf32=tf32,
+        cpu_facts=facts,
+        node_cores=node_cores,
+    )
+    achieved = achieved_flops_per_s(summary.get("flops_per_sample"), summary.get("samples_per_s"))
+    figures: dict[str, Any] = {
+        "hardware": {
+            "device_type": device_type,
+            "device": device_name,
+            "devices": devices,
+            "kind": kind,
+        },
+        "achieved_tflops": None if achieved is None else achieved / 1e12,
+        "mfu_peak": None if peak is None else peak.to_dict(),
+        "mfu": mfu(achieved, None if peak is None else peak.flops_per_s),
+        "mfu_vs_probe": None,
+        "mfu_probe_peak": None,
+    }
+    if store is not None and achieved is not None:
+        precision = peak.precision if peak is not None else config.precision
+        probe = latest_full_probe(store, socket.gethostname(), device_name, device_type)
+        if probe is not None:
+            reachable = probe_flops_per_s(probe.result, precision, device_type, devices)
+            if reachable:
+                figures["mfu_vs_probe"] = achieved / reachable
+                figures["mfu_probe_peak"] = {
+                    "tflops": reachable / 1e12,
+                    "precision": precision,
+                    "probe_id": probe.probe_id,
+                    "measured_at": probe.created_at,
+                }
+    return figures
+
+
+def hardware_figures_safe(
+    config: Any,
+    summary: dict[str, Any],
+    workers: Sequence[dict[str, Any]],
+    store: Any | None = None,
+) -> dict[str, Any]:
+    """`hardware_figures`, but a failure is recorded instead of raised: a run that trained
+    must be stored even if, say, the probe lookup fails."""
+    try:
+        return hardware_figures(config, summary, workers, store)
+    except Exception as error:
+        return {"mfu": None, "hardware_error": f"{type(error).__name__}: {error}"}
+
+
+def machine_peaks(env: dict[str, Any], facts: CpuFacts | None = None) -> dict[str, Any]:
+    """This machine's entries of the peak table, for `trainscale env`.
+
+    The CPU peak is over the usable cores (at most the physical ones), in fp32 and bf16;
+    each GPU gets its table entry, or None when the table does not know it.
+    """
+    facts = facts or read_cpu_facts()
+    usable = len(env.get("usable_cores") or []) or (facts.logical_cores or 1)
+    cores = min(usable, facts.physical_cores) if facts.physical_cores else usable
+    cpu = {}
+    for precision in ("fp32", "bf16"):
+        peak = cpu_peak(facts, precision, cores)
+        cpu[precision] = None if peak is None else peak.to_dict()
+    gpus = []
+    for gpu in env.get("gpus") or []:
+        entry = match_gpu(gpu.get("name"))
+        gpus.append(
+            {
+                "index": gpu.get("index"),
+                "name": gpu.get("name"),
+                "table_device": entry.name if entry else None,
+                "tflops": dict(entry.tflops) if entry else None,
+                "source": entry.source if entry else None,
+            }
+        )
+    return {"cpu": cpu, "gpus": gpus}
+
+
+def machine_energy_sources(env: dict[str, Any]) -> dict[str, str]:
+    """Whether RAPL and NVML energy can be read here (for `trainscale env`)."""
+    from trainscale.metrics.energy import cuda_gpu_ids, energy_sources, load_nvml
+
+    gpus = env.get("gpus") or []
+    ids = cuda_gpu_ids(len(gpus)) if gpus else []
+    return energy_sources(nvml=load_nvml() if gpus else None, gpus=ids)

@@ -1,0 +1,254 @@
+"""Several nodes in one job: the rendezvous endpoint, the job's id, and the errors of joining.
+
+Every node runs the same `trainscale run --nnodes N --rdzv-endpoint HOST:PORT --rdzv-id ID`.
+PyTorch's elastic agent on each node joins a c10d rendezvous at HOST:PORT (a TCP store
+hosted by the node whose address HOST is); once N nodes have joined, every agent starts its
+workers with global ranks. This module holds what trainscale adds around that engine:
+parsing and checking the endpoint, a default job id under SLURM, waiting (boundedly) for an
+endpoint hosted elsewhere, and one-line errors instead of the store's C++ retry log.
+
+Nothing here imports torch at module level: the CLI validates options before torch loads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainscale.errors import ConfigError, TrainscaleError
+
+DEFAULT_RDZV_TIMEOUT_S = 300.0
+"""How long a node waits for the endpoint and for the other nodes to join, by default."""
+
+RDZV_EXIT_CODE = 3
+"""Exit status when the nodes could not form the job (endpoint unreachable, peers missing).
+
+Distinct from 2 (a mistake in the command: fix it) and 1 (the run started and failed, and
+is stored as failed): nothing ran and nothing was stored, so the same command may simply be
+retried once every node is up.
+"""
+
+_HOST_PATTERN = re.compile(r"^[\w.-]+$")
+
+
+class RendezvousFailed(TrainscaleError):
+    """The nodes did not form the job: no worker started anywhere and nothing was stored."""
+
+    exit_code = RDZV_EXIT_CODE
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where and how the nodes of one job meet (c10d rendezvous)."""
+
+    endpoint: str
+    """HOST:PORT of the rendezvous store; the node whose address is HOST hosts it."""
+    job_id: str
+    """Shared by the nodes of one job and by no other job at the same endpoint."""
+    nnodes: int
+    """Nodes that must join before any worker starts (elastic min = max)."""
+    timeout_s: float
+    """How long a node waits for the endpoint and the other nodes."""
+
+
+def parse_endpoint(text: str) -> tuple[str, int]:
+    """'HOST:PORT' -> (host, port); IPv6 addresses in brackets ('[fd00::1]:29500').
+
+    The port is required (every node must name the same one) and must be in 1..65535.
+    """
+    value = (text or "").strip()
+    hint = "--rdzv-endpoint must be HOST:PORT, e.g. node001:29500 or 10.0.0.1:29500"
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{hint}; got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        valid_host = bool(host) and all(c in "0123456789abcdefABCDEF:." for c in host)
+    else:
+        valid_host = bool(_HOST_PATTERN.match(host))
+        if ":" in host:
+            raise ConfigError(f"{hint} (IPv6 addresses in brackets: [fd00::1]:29500); got {text!r}")
+    if not valid_host:
+        raise ConfigError(f"{hint}; {host!r} is not a host name or address")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ConfigError(f"{hint}; the port must be a number in 1..65535, got {port_text!r}")
+    return host, int(port_text)
+
+
+def default_job_id(environ: Mapping[str, str]) -> str | None:
+    """The job id every node of a SLURM job step agrees on, or None outside SLURM.
+
+    Each `srun` gets its own step id, so two runs in one allocation never share a rendezvous.
+    """
+    job = environ.get("SLURM_JOB_ID", "").strip()
+    if not job:
+        return None
+    step = environ.get("SLURM_STEP_ID", "").strip() or "batch"
+    return f"slurm-{job}-{step}"
+
+
+def check_job_id(job_id: str) -> None:
+    """A job id is a non-empty word: it becomes a key prefix in the rendezvous store."""
+    if not job_id.strip() or any(c.isspace() for c in job_id):
+        raise ConfigError(f"--rdzv-id must be a non-empty word without spaces, got {job_id!r}")
+
+
+def store_role(rendezvous: Rendezvous) -> tuple[bool, bool | None]:
+    """(whether this node will host the rendezvous store, the `is_host` to tell the agent).
+
+    The c10d backend guesses by matching HOST against this machine's host name and what it
+    resolves to; on a match it tries to host, and connects as a client if another agent on
+    this machine already does. It misses an address on an interface the host name does not
+    resolve to (a second network, a container or network namespace): then no node would
+    host and every node would wait for nobody. Checking the interfaces covers that case;
+    `is_host` is only set there (None: the agent's own guess stands).
+    """
+    host, port = parse_endpoint(rendezvous.endpoint)
+    if _agent_would_host(host):
+        return True, None
+    if not _is_local_address(host):
+        return False, None
+    hosted_here_already = _accepts_connections(host, port)  # another node on this machine
+    return not hosted_here_already, not hosted_here_already
+
+
+def _agent_would_host(host: str) -> bool:
+    try:
+        from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
+    except ImportError:  # moved in some torch release: the common cases
+        return host in ("localhost", socket.gethostname()) or host.startswith("127.")
+    try:
+        return bool(_matches_machine_hostname(host))
+    except OSError:
+        return False
+
+
+def _is_local_address(host: str) -> bool:
+    """Whether HOST (a name or an address) is an address of one of this machine's interfaces."""
+    import psutil
+
+    try:
+        wanted = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except OSError:
+        return False
+    ours = {
+        address.address.split("%")[0]
+        for addresses in psutil.net_if_addrs().values()
+        for address in addresses
+        if address.family in (socket.AF_INET, socket.AF_INET6)
+    }
+    return bool(wanted & ours)
+
+
+def _accepts_connections(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_endpoint(rendezvous: Rendezvous, deadline: float) -> None:
+    """Return once HOST:PORT accepts a TCP connection; RendezvousFailed at `deadline`.
+
+    The store's own client retries with a C++ log line per attempt; a plain socket loop says
+    the same thing once, naming the endpoint. The probe connects and closes at once, which
+    the store's server ignores.
+    """
+    host, port = parse_endpoint(rendezvous.endpoint)
+    last_error = "no answer"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RendezvousFailed(
+                f"cannot reach the rendezvous endpoint {rendezvous.endpoint} within "
+                f"{rendezvous.timeout_s:g} s (--rdzv-timeout): {last_error}; start the node "
+                f"at {host} first, or check the address, port and firewall"
+            )
+        try:
+            with socket.create_connection((host, port), timeout=min(remaining, 2.0)):
+                return
+        except socket.gaierror as error:
+            last_error = f"cannot resolve {host!r} ({error.strerror or error})"
+        except OSError as error:
+            last_error = error.strerror or str(error) or type(error).__name__
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def local_address(rendezvous: Rendezvous) -> str | None:
+    """This node's address as the other nodes should see it: the one it reaches HOST from.
+
+    The elastic agent otherwise names a node by `socket.getfqdn()`, and the node that gets
+    rank 0 hands that name to every worker as MASTER_ADDR. On machines whose host name only
+    resolves locally (or to 127.0.1.1) that name is useless to the others; the source
+    address of the route to the endpoint is on the network they share. No packet is sent
+    (a UDP socket's connect only picks the route).
+    """
+    host, port = parse_endpoint(rendezvous.endpoint)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.connect(address)
+            return str(probe.getsockname()[0])
+    except OSError:
+        return None  # let the agent fall back to its own choice
+
+
+def launch_settings(rendezvous: Rendezvous) -> dict[str, Any]:
+    """The elastic LaunchConfig fields that make this node one of `rendezvous.nnodes`.
+
+    Waits first for an endpoint that another node hosts (RendezvousFailed if it does not
+    answer within the timeout), then leaves what is left of the timeout to the join.
+    """
+    deadline = time.monotonic() + rendezvous.timeout_s
+    hosting, is_host = store_role(rendezvous)
+    if not hosting:
+        # Waiting here, in Python, makes an unreachable endpoint cost one line rather than
+        # the store client's retry log.
+        wait_for_endpoint(rendezvous, deadline)
+    # join_timeout bounds the wait for the other nodes (whole seconds); the endpoint wait is
+    # taken off it, so the whole wait stays within the timeout.
+    configs: dict[str, Any] = {"join_timeout": max(1, math.ceil(deadline - time.monotonic()))}
+    if is_host is not None:
+        configs["is_host"] = is_host
+    return {
+        "min_nodes": rendezvous.nnodes,  # min = max: the job starts with all its nodes
+        "max_nodes": rendezvous.nnodes,
+        "run_id": rendezvous.job_id,
+        "rdzv_endpoint": rendezvous.endpoint,
+        "rdzv_configs": configs,
+        "local_addr": local_address(rendezvous),
+    }
+
+
+def describe_failure(rendezvous: Rendezvous, error: BaseException) -> str:
+    """One line for a rendezvous error the elastic agent raised (joining, or mid-run)."""
+    from torch.distributed.elastic.rendezvous import (
+        RendezvousClosedError,
+        RendezvousConnectionError,
+        RendezvousTimeoutError,
+    )
+
+    where = f"the rendezvous at {rendezvous.endpoint} (--rdzv-id {rendezvous.job_id})"
+    if isinstance(error, RendezvousTimeoutError):
+        return (
+            f"{where} did not complete within {rendezvous.timeout_s:g} s (--rdzv-timeout): "
+            f"{rendezvous.nnodes} nodes must join, each with the same --nnodes, "
+            "--rdzv-endpoint and --rdzv-id"
+        )
+    if isinstance(error, RendezvousClosedError):
+        return f"{where} is closed (a job with this id has ended there); use a new --rdzv-id"
+    if isinstance(error, RendezvousConnectionError):
+        return f"the connection to {where} failed: {first_line(error.__cause__ or error)}"
+    return f"{where} failed: {type(error).__name__}: {first_line(error)}"
+
+
+def first_line(error: BaseException) -> str:
+    """An exception's message, first line only (c10d appends C++ stack traces)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

@@ -1,0 +1,129 @@
+"""Achievable matmul FLOP/s: square matrix products of a few sizes, best of N.
+
+A matmul of two n x n matrices does 2 n^3 FLOPs (n^3 multiply-adds). Each size is warmed up
+(thread pools, allocator, kernel selection) and then timed in batches long enough for the
+clock; the best batch of each size is kept, because interference only ever slows a
+measurement down. The best size's figure is the machine's achievable peak at that precision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+_DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+
+
+def matmul_flops(n: int) -> int:
+    """FLOPs of one n x n by n x n product."""
+    return 2 * n * n * n
+
+
+@contextmanager
+def _tf32(device: torch.device, enabled: bool) -> Iterator[None]:
+    """Allow or forbid TF32 tensor cores for fp32 matmuls; restore the setting afterwards."""
+    if device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_matmul(
+    n: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    repeats: int,
+    min_batch_s: float = 0.05,
+    budget_s: float = 30.0,
+) -> float:
+    """Best seconds per n x n matmul over up to `repeats` timed batches.
+
+    Fewer batches are timed when `repeats` of them would exceed `budget_s` (at least one),
+    so that a slow path (bf16 emulated on a CPU without bf16 units) cannot stall the probe.
+    """
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    torch.matmul(a, b, out=out)  # warm-up: thread pool, allocator, kernel selection
+    _sync(device)
+    t0 = time.perf_counter()
+    torch.matmul(a, b, out=out)
+    _sync(device)
+    one = max(time.perf_counter() - t0, 1e-9)
+    # Enough products per batch that the clock's resolution and the sync do not matter.
+    per_batch = max(1, min(1000, int(min_batch_s / one)))
+    batches = max(1, min(repeats, int(budget_s / (one * per_batch))))
+    best = float("inf")
+    for _ in range(batches):
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(per_batch):
+            torch.matmul(a, b, out=out)
+        _sync(device)
+        best = min(best, (time.perf_counter() - t0) / per_batch)
+    return best
+
+
+def measure_matmul(
+    device: torch.device,
+    precisions: Sequence[str],
+    sizes: Sequence[int],
+    repeats: int,
+    min_batch_s: float = 0.05,
+    budget_s: float = 30.0,
+) -> dict[str, Any]:
+    """Best FLOP/s per precision over `sizes`, with every size's figure.
+
+    Sizes go from small to large; a size whose single matmul would take more than half of
+    `budget_s` (predicted from the last size by n^3) is skipped and says so.
+    Returns {"precisions": {p: {"best_flops_per_s", "best_size", "by_size": [...]}}}.
+    """
+    results: dict[str, Any] = {}
+    for precision in precisions:
+        by_size: list[dict[str, Any]] = []
+        last: tuple[int, float] | None = None
+        with _tf32(device, precision == "tf32"):
+            for n in sorted(sizes):
+                if last is not None:
+                    predicted = last[1] * (n / last[0]) ** 3
+                    if predicted > budget_s / 2:
+                        by_size.append(
+                            {"n": n, "skipped": f"one matmul would take about {predicted:.0f} s"}
+                        )
+                        continue
+                seconds = time_matmul(n, _DTYPES[precision], device, repeats, min_batch_s, budget_s)
+                last = (n, seconds)
+                by_size.append(
+                    {
+                        "n": n,
+                        "seconds_per_matmul": seconds,
+                        "flops_per_s": matmul_flops(n) / seconds,
+                    }
+                )
+        measured = [row for row in by_size if "flops_per_s" in row]
+        best = max(measured, key=lambda row: row["flops_per_s"])
+        results[precision] = {
+            "best_flops_per_s": best["flops_per_s"],
+            "best_size": best["n"],
+            "by_size": by_size,
+        }
+    return {"precisions": results, "sizes": sorted(sizes), "repeats": repeats}

@@ -1,0 +1,336 @@
+"""Plan a probe from the user's options, measure, and store every measurement.
+
+Everything a user can get wrong (devices, worker and thread counts, sizes) is checked before
+anything is measured, and fails as one `ConfigError` line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainscale.errors import ConfigError
+
+KINDS = ("matmul", "transfer", "allreduce")
+KIB, MIB = 1024, 1024 * 1024
+CPU_PRECISIONS = ("fp32", "bf16")
+CUDA_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """What the user asked for; None means "the default for the device and --quick"."""
+
+    device: str = "auto"
+    """'cpu', 'cuda' or 'auto' (cuda when a GPU is visible)."""
+    only: tuple[str, ...] | None = None
+    """Which measurements: a subset of KINDS (default: all that apply to the device)."""
+    threads: int | None = None
+    """Intra-op threads of the CPU matmul (default: every usable core)."""
+    workers: int | None = None
+    """All-reduce processes (default: 2 on the CPU, every visible GPU on CUDA)."""
+    precisions: tuple[str, ...] | None = None
+    matmul_sizes: tuple[int, ...] | None = None
+    """Square matrix sizes n (n x n by n x n)."""
+    message_sizes: tuple[int, ...] | None = None
+    """All-reduce message sizes in bytes."""
+    repeats: int | None = None
+    """Timed batches per size; the best is kept."""
+    quick: bool = False
+    """Small sizes and few repeats: seconds instead of minutes (a smoke test, not a figure)."""
+    timeout_s: float = 120.0
+    """How long an all-reduce may wait for a silent worker before the probe fails."""
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """A resolved probe: every value concrete."""
+
+    device_type: str
+    kinds: tuple[str, ...]
+    skipped: dict[str, str]
+    """Measurements left out, with the reason."""
+    threads: int | None
+    workers: int
+    precisions: tuple[str, ...]
+    matmul_sizes: tuple[int, ...]
+    transfer_sizes: tuple[int, ...]
+    message_sizes: tuple[int, ...]
+    repeats: int
+    target_bytes: int
+    min_batch_s: float
+    budget_s: float
+    """Most seconds spent timing one matmul size."""
+    timeout_s: float
+    quick: bool = False
+    """Stored with each figure: a quick probe is a smoke test, never a run's yardstick."""
+
+
+_SIZE = re.compile(r"(?P<number>[0-9]+)\s*(?P<unit>[KMG]?)(?:I?B)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": KIB, "M": MIB, "G": 1024 * MIB}
+
+
+def parse_bytes(text: str) -> int:
+    """'4K' / '4KiB' -> 4096, '64M' -> 67108864, '512' -> 512 (binary units)."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise ConfigError(f"invalid size {text!r}: use a number of bytes with K or M, like 64K")
+    return int(match["number"]) * _UNITS[match["unit"].upper()]
+
+
+def format_bytes(size: float) -> str:
+    """4096 -> '4 KiB', 67108864 -> '64 MiB'."""
+    for unit, scale in (("GiB", 1024 * MIB), ("MiB", MIB), ("KiB", KIB)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size:g} B"
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = None) -> ProbePlan:
+    """Resolve and check `opts`; `gpus` and `cores` replace the machine's counts (tests)."""
+    from trainscale.system import usable_cores
+
+    gpus = _visible_gpus() if gpus is None else gpus
+    cores = len(usable_cores()) if cores is None else cores
+    if opts.device not in ("cpu", "cuda", "auto"):
+        raise ConfigError(f"--device must be cpu, cuda or auto, not {opts.device!r}")
+    device = opts.device if opts.device != "auto" else ("cuda" if gpus else "cpu")
+    if device == "cuda" and not gpus:
+        raise ConfigError("--device cuda, but no CUDA GPU is visible to torch; use --device cpu")
+
+    if opts.workers is not None and opts.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {opts.workers}")
+    if device == "cuda":
+        workers = opts.workers if opts.workers is not None else gpus
+        if workers > gpus:
+            raise ConfigError(
+                f"--workers {workers} GPU workers but only {gpus} GPU(s) visible; "
+                f"use --workers {gpus} or fewer (one process per GPU)"
+            )
+    else:
+        workers = opts.workers if opts.workers is not None else 2
+    if opts.threads is not None and opts.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {opts.threads}")
+    if opts.threads is not None and opts.threads > cores:
+        raise ConfigError(
+            f"--threads {opts.threads} exceeds the {cores} usable core(s): a matmul probe with "
+            "more threads than cores times the scheduler, not the machine"
+        )
+    threads = (opts.threads or cores) if device == "cpu" else None
+    if opts.repeats is not None and opts.repeats < 1:
+        raise ConfigError(f"--repeats must be at least 1, got {opts.repeats}")
+    if opts.timeout_s <= 0:
+        raise ConfigError(f"--timeout must be positive, got {opts.timeout_s:g}")
+
+    valid_precisions = CUDA_PRECISIONS if device == "cuda" else CPU_PRECISIONS
+    precisions = opts.precisions or _default_precisions(device)
+    for precision in precisions:
+        if precision not in valid_precisions:
+            raise ConfigError(
+                f"--precisions: {precision!r} cannot be probed on {device}; "
+                f"choose from {', '.join(valid_precisions)}"
+            )
+
+    skipped: dict[str, str] = {}
+    kinds = tuple(opts.only) if opts.only else KINDS
+    for kind in kinds:
+        if kind not in KINDS:
+            raise ConfigError(
+                f"--only: unknown measurement {kind!r}; choose from {', '.join(KINDS)}"
+            )
+    if "transfer" in kinds and device != "cuda":
+        if opts.only:
+            raise ConfigError("--only transfer measures host-device copies and needs --device cuda")
+        skipped["transfer"] = "no GPU: host-device bandwidth needs --device cuda"
+    if "allreduce" in kinds and workers < 2:
+        if opts.only and "allreduce" in opts.only:
+            raise ConfigError(f"--only allreduce needs at least 2 workers, got --workers {workers}")
+        skipped["allreduce"] = f"{workers} worker: an all-reduce needs at least 2"
+    kinds = tuple(k for k in kinds if k not in skipped)
+
+    quick = opts.quick
+    if device == "cuda":
+        matmul_sizes = (1024, 2048) if quick else (2048, 4096, 8192)
+        repeats = 3 if quick else 10
+    else:
+        matmul_sizes = (128, 256) if quick else (512, 1024, 2048)
+        repeats = 3 if quick else 5
+    # 4 KiB .. 4 MiB (quick) or .. 64 MiB, by x4: up to sizes where bandwidth, not latency,
+    # sets the time, or the fit has no slope to find.
+    message_sizes = tuple(4 * KIB * 4**i for i in range(6 if quick else 8))
+    given = (("--matmul-sizes", opts.matmul_sizes), ("--message-sizes", opts.message_sizes))
+    for name, sizes in given:
+        if sizes is not None and (not sizes or any(s < 1 for s in sizes)):
+            raise ConfigError(f"{name} must be positive sizes, got {list(sizes)}")
+    if opts.message_sizes is not None and len(set(opts.message_sizes)) < 2 and "allreduce" in kinds:
+        raise ConfigError("--message-sizes needs at least two sizes for the alpha-beta fit")
+    return ProbePlan(
+        device_type=device,
+        kinds=kinds,
+        skipped=skipped,
+        threads=threads,
+        workers=workers,
+        precisions=tuple(precisions),
+        matmul_sizes=tuple(opts.matmul_sizes or matmul_sizes),
+        transfer_sizes=(MIB, 16 * MIB) if quick else (MIB, 16 * MIB, 256 * MIB),
+        message_sizes=tuple(sorted(set(opts.message_sizes or message_sizes))),
+        repeats=opts.repeats or repeats,
+        target_bytes=(16 if quick else 256) * MIB,
+        min_batch_s=0.02 if quick else 0.1,
+        budget_s=5.0 if quick else 30.0,
+        timeout_s=opts.timeout_s,
+        quick=quick,
+    )
+
+
+def _default_precisions(device: str) -> tuple[str, ...]:
+    if device == "cpu":
+        return CPU_PRECISIONS
+    import torch
+
+    # bf16 needs Ampere or later; fp16 and tf32 tensor cores are probed wherever they run
+    # (tf32 falls back to fp32 on a GPU without it, and the figure then says so).
+    return tuple(p for p in CUDA_PRECISIONS if p != "bf16" or torch.cuda.is_bf16_supported(False))
+
+
+def probe_device_name(device_type: str, gpu_index: int = 0) -> str:
+    """The name a probe is stored under: the CPU model, or the GPU's name."""
+    if device_type == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(gpu_index)
+    from trainscale.metrics.peaks import read_cpu_facts
+
+    # The same name a run's MFU looks its probe up by (trainscale.hardware).
+    return read_cpu_facts().model_name or "cpu"
+
+
+def theoretical_peaks(
+    device_type: str, device_name: str, precisions: Sequence[str], cores: int | None
+) -> dict[str, dict[str, Any] | None]:
+    """The table's peak for each probed precision (one GPU, or the cores the probe used)."""
+    from trainscale.metrics.peaks import cpu_peak, gpu_peak, read_cpu_facts
+
+    peaks: dict[str, dict[str, Any] | None] = {}
+    facts = read_cpu_facts() if device_type == "cpu" else None
+    for precision in precisions:
+        if facts is not None:
+            physical = facts.physical_cores or cores or 1
+            peak = cpu_peak(facts, precision, min(cores or 1, physical))
+        else:
+            peak = gpu_peak(device_name, precision, 1)
+        peaks[precision] = None if peak is None else peak.to_dict()
+    return peaks
+
+
+def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None) -> dict[str, Any]:
+    """Measure what `plan` says and store each measurement; returns the `--json` object."""
+    import torch
+
+    from trainscale.results.store import RunStore, default_store_path
+    from trainscale.system import collect_environment
+
+    say = progress or (lambda message: None)
+    env = collect_environment()
+    host = env["hostname"]
+    device_type = plan.device_type
+    device = torch.device("cuda", 0) if device_type == "cuda" else torch.device("cpu")
+    name = probe_device_name(device_type)
+    out: dict[str, Any] = {
+        "host": host,
+        "device_type": device_type,
+        "device": name,
+        "skipped": dict(plan.skipped),
+    }
+    measured: list[tuple[str, dict[str, Any], int | None]] = []
+
+    if "matmul" in plan.kinds:
+        say(f"matmul: {', '.join(plan.precisions)} at n = {', '.join(map(str, plan.matmul_sizes))}")
+        from trainscale.probe.matmul import measure_matmul
+
+        threads_before = torch.get_num_threads()
+        if plan.threads is not None:
+            torch.set_num_threads(plan.threads)
+        try:
+            result = measure_matmul(
+                device,
+                plan.precisions,
+                plan.matmul_sizes,
+                plan.repeats,
+                plan.min_batch_s,
+                plan.budget_s,
+            )
+        finally:
+            torch.set_num_threads(threads_before)
+        result["threads"] = plan.threads
+        peaks = theoretical_peaks(device_type, name, plan.precisions, plan.threads)
+        result["theoretical_peak"] = peaks
+        for precision, figures in result["precisions"].items():
+            peak = peaks.get(precision)
+            figures["fraction_of_theoretical_peak"] = (
+                figures["best_flops_per_s"] / (peak["tflops"] * 1e12) if peak else None
+            )
+        measured.append(("matmul", result, None))
+        out["matmul"] = result
+
+    if "transfer" in plan.kinds:
+        say(f"host-device copies: {', '.join(format_bytes(s) for s in plan.transfer_sizes)}")
+        from trainscale.probe.transfer import measure_transfer
+
+        result = measure_transfer(device, plan.transfer_sizes, plan.repeats)
+        measured.append(("transfer", result, None))
+        out["transfer"] = result
+
+    if "allreduce" in plan.kinds:
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        say(
+            f"all-reduce: {plan.workers} {backend} workers, "
+            f"{format_bytes(plan.message_sizes[0])} .. {format_bytes(plan.message_sizes[-1])}"
+        )
+        from trainscale.parallel.launcher import WorkersFailed
+        from trainscale.probe.allreduce import measure_allreduce
+
+        try:
+            result = measure_allreduce(
+                plan.workers,
+                backend,
+                plan.message_sizes,
+                plan.repeats,
+                plan.target_bytes,
+                plan.timeout_s,
+            )
+        except WorkersFailed as failure:
+            raise ProbeFailed(f"all-reduce probe failed: {failure.reason}") from None
+        measured.append(("allreduce", result, plan.workers))
+        out["allreduce"] = result
+
+    file = Path(store_path) if store_path else default_store_path()
+    ids: dict[str, str] = {}
+    with RunStore(file) as store:
+        for kind, result, workers in measured:
+            result["quick"] = plan.quick
+            ids[kind] = store.add_probe(
+                kind,
+                result,
+                env,
+                host=host,
+                device_type=device_type,
+                device=name,
+                workers=workers,
+            )
+    out["probe_ids"] = ids
+    out["store"] = str(file)
+    return out
+
+
+class ProbeFailed(Exception):
+    """A measurement started and failed (a worker died or timed out)."""

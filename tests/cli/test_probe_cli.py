@@ -1,0 +1,166 @@
+"""`trainscale probe` on the CPU with tiny sizes, its one-line errors, and the probes table."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainscale.cli import main
+from trainscale.errors import ConfigError
+from trainscale.probe.run import ProbeOptions, parse_bytes, plan_probe
+from trainscale.results.schema import SCHEMA_VERSION
+from trainscale.results.store import RunStore
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    try:
+        status = main(argv)
+    except SystemExit as exit_:  # argparse's own errors (a malformed value)
+        status = exit_.code
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--device", "cpu", "--threads", "0"], "--threads must be at least 1"),
+        (["--device", "cpu", "--threads", "100000"], "exceeds the"),
+        (["--device", "cpu", "--only", "transfer"], "needs --device cuda"),
+        (["--device", "cpu", "--only", "warp"], "unknown measurement"),
+        (["--device", "cpu", "--precisions", "fp16"], "cannot be probed on cpu"),
+        (["--device", "cpu", "--only", "allreduce", "--workers", "1"], "at least 2 workers"),
+        (["--device", "cpu", "--message-sizes", "4Q"], "invalid size"),
+        (["--device", "cpu", "--repeats", "0"], "--repeats must be at least 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path: Path, argv, says) -> None:
+    err = one_line_error(capsys, ["probe", *argv, "--store", str(tmp_path / "s.db")])
+    assert says in err
+    assert not (tmp_path / "s.db").exists()  # nothing measured, nothing stored
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_one_line(capsys, tmp_path: Path) -> None:
+    err = one_line_error(capsys, ["probe", "--device", "cuda", "--store", str(tmp_path / "s")])
+    assert "no CUDA GPU" in err
+
+
+def test_more_gpu_workers_than_gpus_is_refused() -> None:
+    with pytest.raises(ConfigError, match="only 2 GPU"):
+        plan_probe(ProbeOptions(device="cuda", workers=3), gpus=2, cores=4)
+    plan = plan_probe(ProbeOptions(device="cuda"), gpus=2, cores=4)
+    assert plan.workers == 2 and plan.kinds == ("matmul", "transfer", "allreduce")
+    one = plan_probe(ProbeOptions(device="cuda"), gpus=1, cores=4)
+    assert "allreduce" in one.skipped and "allreduce" not in one.kinds
+
+
+def test_cpu_plan_defaults() -> None:
+    plan = plan_probe(ProbeOptions(device="auto", quick=True), gpus=0, cores=2)
+    assert plan.device_type == "cpu" and plan.threads == 2 and plan.workers == 2
+    assert plan.precisions == ("fp32", "bf16")
+    assert plan.kinds == ("matmul", "allreduce") and "transfer" in plan.skipped
+    assert plan.message_sizes[0] == 4096 and plan.message_sizes[-1] == 4 * 1024 * 1024
+    full = plan_probe(ProbeOptions(device="cpu"), gpus=0, cores=2)
+    assert full.message_sizes[-1] == 64 * 1024 * 1024  # 4 KiB .. 64 MiB
+
+
+def test_parse_bytes() -> None:
+    assert parse_bytes("4K") == 4096 and parse_bytes("4KiB") == 4096
+    assert parse_bytes("64M") == 64 * 2**20 and parse_bytes("512") == 512
+    with pytest.raises(ConfigError):
+        parse_bytes("four")
+
+
+def test_cpu_matmul_probe_is_stored(capsys, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    argv = ["probe", "--device", "cpu", "--only", "matmul", "--threads", "1"]
+    argv += ["--matmul-sizes", "32,64", "--precisions", "fp32", "--repeats", "2", "--quick"]
+    assert main([*argv, "--json", "--store", str(store)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    figures = result["matmul"]["precisions"]["fp32"]
+    assert figures["best_flops_per_s"] > 0 and figures["best_size"] in (32, 64)
+    assert [row["n"] for row in figures["by_size"]] == [32, 64]
+    assert result["matmul"]["threads"] == 1
+    with RunStore(store) as opened:
+        probe = opened.latest_probe("matmul", host=result["host"], device=result["device"])
+        assert probe is not None and probe.probe_id == result["probe_ids"]["matmul"]
+        assert probe.result["precisions"]["fp32"]["best_flops_per_s"] == pytest.approx(
+            figures["best_flops_per_s"]
+        )
+        assert probe.result["quick"] is True and probe.env["hostname"] == result["host"]
+        assert probe.device_type == "cpu" and probe.workers is None
+
+
+def test_two_process_gloo_allreduce_fit_is_stored(capsys, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    argv = ["probe", "--device", "cpu", "--only", "allreduce", "--workers", "2", "--quick"]
+    argv += ["--message-sizes", "4K,1M,4M", "--repeats", "2", "--timeout", "60"]
+    assert main([*argv, "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "alpha-beta fit" in out and "stored in" in out
+    with RunStore(store) as opened:
+        probe = opened.latest_probe("allreduce")
+        assert probe is not None and probe.workers == 2
+        result = probe.result
+    assert result["backend"] == "gloo"
+    assert [p["size_bytes"] for p in result["points"]] == [4096, 2**20, 4 * 2**20]
+    for point in result["points"]:
+        assert point["time_s"] > 0
+        # Two ranks: bus bandwidth = algorithm bandwidth x 2 (n - 1) / n = algbw.
+        assert point["busbw_bytes_per_s"] == pytest.approx(point["algbw_bytes_per_s"])
+    assert result["alpha_s"] >= 0 and result["beta_s_per_byte"] > 0
+    assert result["fit"]["num_points"] == 3
+
+
+def test_schema_2_store_migrates_to_3_keeping_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with RunStore(path) as store:
+        store.create_run(
+            "run-a",
+            "mnist-cnn",
+            {"workload": "mnist-cnn"},
+            {"hostname": "h"},
+            data_kind="synthetic",
+            world_size=1,
+            threads_per_worker=1,
+            affinity="none",
+            precision="fp32",
+            global_batch_size=8,
+        )
+        store.complete_run("run-a", {"samples_per_s": 12.5}, [{"train_loss": 1.0}], [0.1, 0.2])
+    # Make it a version-2 file: what v2 wrote is v3 without the probes table.
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE probes")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+
+    with RunStore(path) as store:
+        run = store.get_run("run-a")
+        assert run.status == "completed" and run.summary == {"samples_per_s": 12.5}
+        assert store.step_times("run-a") == [0.1, 0.2]
+        assert store.list_probes() == []
+        store.add_probe("matmul", {"x": 1}, {}, host="h", device_type="cpu", device="c")
+        assert store.latest_probe("matmul", host="h").result == {"x": 1}
+    conn = sqlite3.connect(path)
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    conn.close()
+    assert int(version) == SCHEMA_VERSION == 3
+
+
+def test_a_size_too_slow_for_the_budget_is_skipped_and_says_so() -> None:
+    from trainscale.probe.matmul import measure_matmul
+
+    result = measure_matmul(torch.device("cpu"), ["fp32"], [512, 32], 1, 0.001, budget_s=0.01)
+    rows = result["precisions"]["fp32"]["by_size"]
+    assert [row["n"] for row in rows] == [32, 512]  # small to large
+    assert "flops_per_s" in rows[0] and "would take" in rows[1]["skipped"]
+    assert result["precisions"]["fp32"]["best_size"] == 32

@@ -1,0 +1,84 @@
+"""The probe and the hardware figures on GPUs: matmul per precision, host-device copies,
+NCCL all-reduce, and MFU and energy in a GPU run's summary. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from trainscale.cli import main
+from trainscale.metrics.peaks import match_gpu
+from trainscale.results.store import RunStore
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def probe_json(argv: list[str], store, capsys) -> dict:
+    assert main(["probe", "--device", "cuda", *argv, "--json", "--store", str(store)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cuda_matmul_and_copies_are_measured_and_stored(tmp_path, capsys) -> None:
+    store = tmp_path / "s.db"
+    result = probe_json(
+        ["--only", "matmul,transfer", "--quick", "--matmul-sizes", "512,1024", "--repeats", "2"],
+        store,
+        capsys,
+    )
+    assert result["device"] == torch.cuda.get_device_name(0)
+    precisions = result["matmul"]["precisions"]
+    assert {"fp32", "tf32", "fp16"} <= set(precisions)
+    for figures in precisions.values():
+        assert figures["best_flops_per_s"] > 0
+    for direction in ("h2d", "d2h"):
+        assert result["transfer"][direction]["best_bytes_per_s"] > 0
+    if match_gpu(result["device"]) is not None:
+        # A known GPU: the probe says which share of the datasheet peak it reached.
+        assert precisions["fp16"]["fraction_of_theoretical_peak"] > 0
+    with RunStore(store) as opened:
+        assert opened.latest_probe("transfer", device_type="cuda") is not None
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_nccl_allreduce_fit(tmp_path, capsys) -> None:
+    result = probe_json(
+        ["--only", "allreduce", "--workers", "2", "--quick", "--repeats", "2"],
+        tmp_path / "s.db",
+        capsys,
+    )
+    fit = result["allreduce"]
+    assert fit["backend"] == "nccl" and fit["workers"] == 2
+    assert fit["alpha_s"] >= 0 and fit["beta_s_per_byte"] > 0
+
+
+def test_more_gpu_workers_than_gpus_is_one_line(tmp_path, capsys) -> None:
+    too_many = torch.cuda.device_count() + 1
+    status = main(
+        ["probe", "--device", "cuda", "--workers", str(too_many), "--store", str(tmp_path / "s.db")]
+    )
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert "GPU(s) visible" in err and "\n" not in err
+
+
+def test_gpu_run_records_mfu_and_energy(tmp_path, capsys) -> None:
+    store = tmp_path / "s.db"
+    argv = ["run", "mnist-cnn", "--device", "cuda", "--precision", "bf16", "--data", "synthetic"]
+    argv += ["--steps", "30", "--no-eval", "--quiet", "--json", "--store", str(store)]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["hardware"]["device_type"] == "cuda" and result["hardware"]["devices"] == 1
+    assert result["achieved_tflops"] > 0
+    if match_gpu(torch.cuda.get_device_name(0)) is not None:
+        assert 0 < result["mfu"] < 1 and result["mfu_peak"]["precision"] == "bf16"
+    else:
+        assert result["mfu"] is None  # unknown GPU: absent, never made up
+    energy = result["energy_j"]
+    assert energy["gpu_j"] is None or energy["gpu_j"] > 0
+    if energy["gpu_j"] is None:
+        assert energy["unmeasured"]["gpu"]

@@ -1,0 +1,256 @@
+"""Peak table lookup, CPU peak arithmetic, MFU, and a run's hardware figures (no GPU needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from trainscale.hardware import (
+    cores_per_node,
+    hardware_figures,
+    latest_full_probe,
+    probe_flops_per_s,
+    run_peak,
+)
+from trainscale.metrics.peaks import (
+    CpuFacts,
+    achieved_flops_per_s,
+    cpu_flops_per_cycle,
+    cpu_peak,
+    gpu_peak,
+    match_gpu,
+    mfu,
+    peak_precision,
+    read_cpu_facts,
+)
+from trainscale.results.store import RunStore
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM5"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100-SXM4-40GB", "A100"),
+        ("NVIDIA A100 80GB PCIe", "A100"),
+        ("NVIDIA A100-PCIE-40GB", "A100"),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+        ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
+        ("Tesla T4", "T4"),
+        ("Tesla K80", "K80 (one GK210)"),
+    ],
+)
+def test_gpu_names_as_torch_prints_them_find_their_entry(name: str, expected: str) -> None:
+    entry = match_gpu(name)
+    assert entry is not None and entry.name == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        None,
+        "",
+        "NVIDIA GeForce RTX 4090",
+        "NVIDIA RTX A1000",  # not an A100
+        "NVIDIA H100",  # form factor unknown: SXM and PCIe peaks differ
+        "NVIDIA A100-SXM4-40GB MIG 1g.5gb",  # a slice of a GPU
+        "Tesla V100-SXM3-32GB",
+    ],
+)
+def test_unknown_or_ambiguous_gpus_have_no_entry(name: str | None) -> None:
+    assert match_gpu(name) is None
+
+
+def test_gpu_peaks_are_dense_datasheet_figures() -> None:
+    h100 = gpu_peak("NVIDIA H100 80GB HBM3", "bf16", devices=8)
+    assert h100 is not None
+    assert h100.per_device_flops_per_s == pytest.approx(989.5e12)  # 1,979 with sparsity / 2
+    assert h100.flops_per_s == pytest.approx(8 * 989.5e12)
+    assert h100.kind == "H100" and h100.source.startswith("table:")
+    assert gpu_peak("NVIDIA A100-SXM4-80GB", "tf32").flops_per_s == pytest.approx(156e12)
+    assert gpu_peak("Tesla K80", "fp32").flops_per_s == pytest.approx(8.73e12 / 2)
+    # No bf16 hardware on Volta, Turing or Kepler: no peak, so no MFU (never zero).
+    for name in ("Tesla V100-SXM2-16GB", "Tesla T4", "Tesla K80"):
+        assert gpu_peak(name, "bf16") is None
+    assert gpu_peak("Tesla K80", "fp16") is None
+    assert gpu_peak("NVIDIA GeForce RTX 4090", "fp32") is None
+
+
+def facts(flags: str, vendor: str = "GenuineIntel", family: int = 6, model: int = 143, ghz=2.0):
+    return CpuFacts(
+        model_name="Test CPU",
+        vendor=vendor,
+        family=family,
+        model=model,
+        flags=frozenset(flags.split()),
+        max_frequency_hz=None if ghz is None else ghz * 1e9,
+        frequency_source="test",
+        physical_cores=4,
+        logical_cores=8,
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "vendor", "family", "model", "precision", "per_cycle"),
+    [
+        ("avx avx2 fma avx512f amx_bf16 avx512_bf16", "GenuineIntel", 6, 143, "fp32", 64),
+        ("avx avx2 fma avx512f amx_bf16 avx512_bf16", "GenuineIntel", 6, 143, "bf16", 1024),
+        ("avx avx2 fma avx512f avx512_bf16", "GenuineIntel", 6, 85, "bf16", 128),
+        ("avx avx2 fma avx512f", "GenuineIntel", 6, 85, "bf16", 64),  # emulated: fp32 rate
+        ("avx avx2 fma", "GenuineIntel", 6, 63, "fp32", 32),  # Haswell
+        ("avx avx2 fma", "AuthenticAMD", 0x19, 1, "fp32", 32),  # Zen 3
+        ("avx avx2 fma", "AuthenticAMD", 0x17, 1, "fp32", 16),  # Zen 1: 128-bit FMA units
+        ("avx avx2 fma avx512f avx512_bf16", "AuthenticAMD", 0x19, 0x11, "fp32", 32),  # Zen 4
+        ("avx avx2 fma avx512f", "AuthenticAMD", 0x1A, 0x02, "fp32", 64),  # Zen 5
+        ("avx", "GenuineIntel", 6, 42, "fp32", 16),  # Sandy Bridge
+    ],
+)
+def test_cpu_flops_per_cycle_from_the_flags(flags, vendor, family, model, precision, per_cycle):
+    got, how = cpu_flops_per_cycle(facts(flags, vendor, family, model), precision)
+    assert got == per_cycle and how
+
+
+def test_cpu_peak_is_cores_times_clock_times_flops_per_cycle() -> None:
+    peak = cpu_peak(facts("avx avx2 fma avx512f"), "fp32", cores=4)
+    assert peak is not None
+    assert peak.flops_per_s == pytest.approx(4 * 2.0e9 * 64)  # 512 GFLOP/s
+    assert peak.per_device_flops_per_s == pytest.approx(2.0e9 * 64)
+    assert peak.kind == "cpu-core" and peak.source.startswith("theoretical")
+
+
+def test_no_cpu_peak_without_a_figure() -> None:
+    assert cpu_peak(facts("neon asimd"), "fp32", 4) is None  # aarch64: no guess
+    assert cpu_peak(facts("avx2 fma", ghz=None), "fp32", 4) is None  # unknown clock
+    assert cpu_peak(facts("avx2 fma"), "fp16", 4) is None
+
+
+def test_cpu_facts_from_a_fake_proc_and_sys_tree(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cpuinfo").write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+        "model name\t: AMD EPYC 7763\ncpu MHz\t\t: 2445.4\nflags\t\t: fpu avx avx2 fma\n\n"
+        "processor\t: 1\nvendor_id\t: AuthenticAMD\n"
+    )
+    got = read_cpu_facts(tmp_path / "proc", tmp_path / "sys")
+    assert (got.vendor, got.family, got.model, got.model_name) == (
+        "AuthenticAMD",
+        25,
+        1,
+        "AMD EPYC 7763",
+    )
+    assert got.max_frequency_hz == pytest.approx(2445.4e6) and got.frequency_source == "cpuinfo MHz"
+    cpufreq = tmp_path / "sys" / "devices/system/cpu/cpu0/cpufreq"
+    cpufreq.mkdir(parents=True)
+    (cpufreq / "cpuinfo_max_freq").write_text("3500000\n")  # kHz
+    got = read_cpu_facts(tmp_path / "proc", tmp_path / "sys")
+    assert got.max_frequency_hz == pytest.approx(3.5e9) and got.frequency_source == "cpufreq max"
+
+
+def test_mfu_arithmetic_by_hand() -> None:
+    # 1 GFLOP per sample (forward + backward) at 10,000 samples/s is 10 TFLOP/s;
+    # on one A100 in bf16 (312 TFLOP/s) that is 3.2% MFU.
+    achieved = achieved_flops_per_s(1e9, 10_000)
+    assert achieved == pytest.approx(1e13)
+    assert mfu(achieved, 312e12) == pytest.approx(1e13 / 312e12)
+    assert mfu(achieved, None) is None  # unknown device: absent, not zero
+    assert achieved_flops_per_s(None, 100.0) is None
+    assert achieved_flops_per_s(1e9, 0.0) is None
+
+
+def test_peak_precision_of_fp32_on_tensor_cores() -> None:
+    assert peak_precision("fp32", "cuda", tf32=True) == "tf32"
+    assert peak_precision("fp32", "cuda", tf32=False) == "fp32"
+    assert peak_precision("fp32", "cpu", tf32=True) == "fp32"
+    assert peak_precision("bf16", "cuda", tf32=True) == "bf16"
+
+
+def test_run_peak_uses_tf32_only_where_the_gpu_has_it() -> None:
+    a100 = run_peak("cuda", "fp32", gpu_name="NVIDIA A100-SXM4-80GB", gpus=2, tf32=True)
+    assert a100.precision == "tf32" and a100.flops_per_s == pytest.approx(2 * 156e12)
+    v100 = run_peak("cuda", "fp32", gpu_name="Tesla V100-SXM2-16GB", gpus=1, tf32=True)
+    assert v100.precision == "fp32" and v100.flops_per_s == pytest.approx(15.7e12)
+
+
+def test_cores_per_node_counts_what_workers_could_use() -> None:
+    pinned = [{"cores": [0, 1], "torch_threads": 2}, {"cores": [2, 3], "torch_threads": 2}]
+    assert cores_per_node(pinned) == [4]
+    # The torch-default pitfall: 2 workers x 4 threads on the same 4 cores use 4 cores.
+    naive = [{"cores": [0, 1, 2, 3], "torch_threads": 4}] * 2
+    assert cores_per_node(naive) == [4]
+    # One thread on a 4-core affinity set uses one core.
+    assert cores_per_node([{"cores": [0, 1, 2, 3], "torch_threads": 1}]) == [1]
+    two_nodes = [
+        {"hostname": "a", "cores": [0, 1], "torch_threads": 2},
+        {"hostname": "b", "cores": [0, 1], "torch_threads": 2},
+    ]
+    assert cores_per_node(two_nodes) == [2, 2]
+
+
+def test_cpu_run_peak_counts_at_most_the_physical_cores() -> None:
+    cpu = facts("avx avx2 fma")  # 4 physical cores
+    assert run_peak("cpu", "fp32", cpu_facts=cpu, node_cores=[8]).devices == 4
+    assert run_peak("cpu", "fp32", cpu_facts=cpu, node_cores=[2, 2]).devices == 4
+
+
+def test_probe_figure_scales_per_core_and_per_gpu() -> None:
+    cpu_probe = {"threads": 4, "precisions": {"fp32": {"best_flops_per_s": 400e9}}}
+    assert probe_flops_per_s(cpu_probe, "fp32", "cpu", 2) == pytest.approx(200e9)
+    assert probe_flops_per_s(cpu_probe, "bf16", "cpu", 2) is None
+    gpu_probe = {"precisions": {"bf16": {"best_flops_per_s": 700e12}}}
+    assert probe_flops_per_s(gpu_probe, "bf16", "cuda", 8) == pytest.approx(5.6e15)
+
+
+def test_hardware_figures_of_a_cpu_run_with_a_stored_probe(tmp_path: Path, monkeypatch) -> None:
+    import trainscale.hardware as hardware
+
+    cpu = facts("avx avx2 fma", ghz=2.0)  # 32 FLOPs/cycle: 64 GFLOP/s per core
+    monkeypatch.setattr(hardware, "read_cpu_facts", lambda: cpu)
+    monkeypatch.setattr(hardware.socket, "gethostname", lambda: "probe-host")
+    config = SimpleNamespace(device="cpu", precision="fp32", workers=2)
+    summary = {"flops_per_sample": 1e6, "samples_per_s": 32_000.0}  # 32 GFLOP/s achieved
+    workers = [{"cores": [0], "torch_threads": 1}, {"cores": [1], "torch_threads": 1}]
+    with RunStore(tmp_path / "s.db") as store:
+        common = {"host": "probe-host", "device_type": "cpu", "device": "Test CPU"}
+        store.add_probe(
+            "matmul",
+            {"threads": 2, "precisions": {"fp32": {"best_flops_per_s": 80e9}}},
+            {},
+            **common,
+        )
+        # A newer --quick probe is a smoke test: it is not the yardstick.
+        store.add_probe(
+            "matmul",
+            {"quick": True, "threads": 2, "precisions": {"fp32": {"best_flops_per_s": 1e9}}},
+            {},
+            **common,
+        )
+        assert latest_full_probe(store, "probe-host", "Test CPU", "cpu").result["threads"] == 2
+        got = hardware_figures(config, summary, workers, store)
+    assert got["hardware"] == {
+        "device_type": "cpu",
+        "device": "Test CPU",
+        "devices": 2,
+        "kind": "cpu-core",
+    }
+    assert got["achieved_tflops"] == pytest.approx(0.032)
+    assert got["mfu_peak"]["tflops"] == pytest.approx(0.128)  # 2 cores x 2 GHz x 32
+    assert got["mfu"] == pytest.approx(0.25)
+    assert got["mfu_vs_probe"] == pytest.approx(32e9 / 80e9)  # probe: 40 GFLOP/s per core
+    assert got["mfu_probe_peak"]["precision"] == "fp32"
+
+
+def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
+    import trainscale.hardware as hardware
+
+    monkeypatch.setattr(hardware, "read_cpu_facts", lambda: facts("neon"))
+    config = SimpleNamespace(device="cpu", precision="fp32", workers=1)
+    got = hardware_figures(config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}])
+    assert got["mfu"] is None and got["mfu_peak"] is None and got["achieved_tflops"] is None
