@@ -1,0 +1,90 @@
+"""`trainscale report`: Markdown, CSV and a self-contained HTML page for a sweep or for runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from trainscale.cli.common import add_store_argument
+from trainscale.results.store import default_store_path
+
+EPILOG = """\
+examples:
+  trainscale report --sweep 81ede878 --out report/          # a sweep's report
+  trainscale report --runs 85dbb7fe 022cce95 --out report/  # chosen runs, grouped by config
+  trainscale report --sweep 81ede878 --out report/ --baseline "serial 1 core"
+
+writes DIR/report.html (plots embedded), DIR/report.md, DIR/report.csv and one PNG per plot;
+see docs/reports.md for what each figure means.
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register `trainscale report`."""
+    parser = subparsers.add_parser(
+        "report",
+        help="write a report (Markdown, CSV, HTML with plots) of a sweep or of chosen runs",
+        description=(
+            "Group stored runs into configurations and report, per configuration, median "
+            "throughput with its spread, speedup and efficiency against a named baseline, "
+            "time to accuracy, final accuracy and peak memory, with plots (throughput, "
+            "speedup with an Amdahl fit, efficiency, accuracy over time, time to accuracy, "
+            "step-time breakdown). Noisy configurations are flagged."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sweep", metavar="ID", help="a sweep id, or a unique prefix of it")
+    source.add_argument(
+        "--runs", nargs="+", metavar="ID", help="run ids (or unique prefixes) to report together"
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="directory to write the report to"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="LABEL_OR_RUN_ID",
+        help=(
+            "the configuration speedups are measured against, by label or by the id of one "
+            "of its runs (default, per workload: the 1-worker configuration with the fewest "
+            "cores)"
+        ),
+    )
+    parser.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "price table (TOML, $ per device-hour) for the cost columns (default: "
+            "$TRAINSCALE_PRICES, else the example prices shipped with trainscale; see "
+            "docs/hardware.md)"
+        ),
+    )
+    add_store_argument(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the report; a mistake raises a TrainscaleError (one line, exit 2)."""
+    from trainscale.report.build import build_report
+
+    store_path = args.store if args.store is not None else default_store_path()
+    written = build_report(
+        store_path,
+        sweep_id=args.sweep,
+        run_ids=args.runs,
+        out_dir=args.out,
+        baseline=args.baseline,
+        prices=args.prices,
+    )
+    data = written.data
+    print(
+        f"report of {data.source}: {len(data.configurations)} configuration(s), "
+        f"{len(written.plots)} plot(s), {len(data.not_completed)} run(s) not completed"
+    )
+    for path in (written.html, written.markdown, written.csv):
+        print(f"  {path}")
+    for skipped in written.skipped:
+        print(f"  plot not drawn: {skipped.kind} ({skipped.workload}): {skipped.reason}")
+    return 0

@@ -1,0 +1,249 @@
+"""Compare the step times of two settings: ratio of medians, bootstrap interval, rank test.
+
+Pure numpy, seeded: the same samples and seed give the same figures on every machine.
+
+Each side of a comparison is one or more *runs*, each a sequence of timed step times (the
+stored step times minus the run's untimed warm-up steps). The headline figure is the ratio
+of median step times B/A, and its inverse scaled by the samples per step for throughput
+(B's samples/s over A's). Its confidence interval comes from a percentile bootstrap:
+
+- one run on a side: resample that run's steps with replacement;
+- several runs on a side (repeats): a hierarchical bootstrap, resampling runs first and
+  then steps within each chosen run. Repeats differ from each other by more than steps
+  within a run do (where the scheduler placed threads, what else ran, memory layout, CPU
+  frequency), and only resampling the runs carries that run-to-run spread into the interval.
+  Pooling the steps of every repeat and resampling them as one sample would hide it and give
+  an interval that is too narrow.
+
+The difference is called significant when the throughput interval excludes 1.0.
+
+Caveat: consecutive steps of one run are autocorrelated (a noisy neighbour, a frequency
+change or a page-cache miss slows several steps in a row), while the bootstrap and the rank
+test treat steps as independent draws. For single runs the interval is therefore optimistic:
+it describes this pair of runs, not the settings. Repeated runs on each side (e.g. a sweep
+with `repeats >= 2`) are what make the interval honest, which is why the hierarchical
+bootstrap resamples runs. `lag1_autocorrelation` measures how strongly steps follow each
+other, so a caller can say how optimistic a single-run interval is.
+
+The Mann-Whitney U test over the pooled steps is reported beside the bootstrap as a
+distribution-free check: the rank-biserial correlation is P(B step > A step) - P(B step <
+A step), from -1 (B always faster) to +1 (B always slower).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 4000
+"""Bootstrap resamples: enough for stable 2.5th/97.5th percentiles (Efron & Tibshirani
+suggest at least 1000 for percentile intervals)."""
+
+_CHUNK_ELEMENTS = 4_000_000
+"""Largest resample matrix built at once (32 MB of float64): long runs are done in chunks."""
+
+
+@dataclass(frozen=True)
+class SideSummary:
+    """What one side of a comparison holds."""
+
+    num_runs: int
+    num_steps: int
+    """Timed steps, summed over the runs."""
+    median_step_s: float
+    """Median of the pooled timed steps."""
+    samples_per_step: float
+    """Global batch size of the side (1.0 when unknown): turns step time into throughput."""
+    lag1_autocorrelation: float | None
+    """Mean over runs of each run's lag-1 autocorrelation of step times (None if too short)."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A. Ratios above 1.0 in step time (below 1.0 in throughput) mean B is slower."""
+
+    a: SideSummary
+    b: SideSummary
+    step_time_ratio: float
+    """median step time B / median step time A."""
+    step_time_ratio_ci: tuple[float, float]
+    throughput_ratio: float
+    """samples/s of B / samples/s of A = (batch B / batch A) / step_time_ratio."""
+    throughput_ratio_ci: tuple[float, float]
+    confidence: float
+    significant: bool
+    """The throughput interval excludes 1.0."""
+    hierarchical: bool
+    """At least one side had several runs and was resampled runs-then-steps."""
+    num_resamples: int
+    seed: int
+    mann_whitney_u: float
+    """U statistic of B's steps against A's (pooled over runs)."""
+    rank_biserial: float
+    """P(B > A) - P(B < A) over pairs of steps: effect size in [-1, 1]."""
+    mann_whitney_p: float
+    """Two-sided p-value (normal approximation with tie correction; optimistic, see above)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists)."""
+        data = asdict(self)
+        data["step_time_ratio_ci"] = list(self.step_time_ratio_ci)
+        data["throughput_ratio_ci"] = list(self.throughput_ratio_ci)
+        return data
+
+
+def timed_steps(step_times_s: Sequence[float], warmup_steps_excluded: int) -> list[float]:
+    """The steps a run's statistics were computed over: all but the untimed warm-up."""
+    return list(step_times_s[max(0, int(warmup_steps_excluded)) :])
+
+
+def lag1_autocorrelation(values: Sequence[float]) -> float | None:
+    """Pearson correlation of each step time with the next; None for fewer than 3 steps or
+    constant times."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 3:
+        return None
+    a, b = x[:-1] - x[:-1].mean(), x[1:] - x[1:].mean()
+    denom = math.sqrt(float(a @ a) * float(b @ b))
+    return None if denom == 0.0 else float(a @ b) / denom
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """(U of b against a, rank-biserial correlation, two-sided p) for two samples.
+
+    U counts pairs (a_i, b_j) with b_j > a_i, ties as one half. The p-value uses the normal
+    approximation with the tie correction, which is accurate for the tens to thousands of
+    steps a run has; it assumes independent observations.
+    """
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    n_a, n_b = x.size, y.size
+    if n_a == 0 or n_b == 0:
+        raise ValueError("mann_whitney needs at least one value on each side")
+    pooled = np.concatenate([x, y])
+    _, inverse, counts = np.unique(pooled, return_inverse=True, return_counts=True)
+    # Average rank of each distinct value (ranks from 1): ties share the mean of their ranks.
+    ends = np.cumsum(counts)
+    average_rank = ends - (counts - 1) / 2.0
+    ranks = average_rank[inverse]
+    u_b = float(ranks[n_a:].sum()) - n_b * (n_b + 1) / 2.0
+    pairs = n_a * n_b
+    rank_biserial = 2.0 * u_b / pairs - 1.0
+    n = n_a + n_b
+    tie_term = float(np.sum(counts.astype(float) ** 3 - counts)) / (n * (n - 1)) if n > 1 else 0.0
+    variance = pairs / 12.0 * ((n + 1) - tie_term)
+    if variance <= 0.0:  # every value equal: no evidence of any difference
+        return u_b, rank_biserial, 1.0
+    z = (u_b - pairs / 2.0) / math.sqrt(variance)
+    p = math.erfc(abs(z) / math.sqrt(2.0))
+    return u_b, rank_biserial, min(1.0, p)
+
+
+def bootstrap_medians(
+    runs: Sequence[Sequence[float]], num_resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`num_resamples` bootstrap replicates of the median of the pooled steps of `runs`.
+
+    One run: steps resampled with replacement. Several runs: runs resampled with
+    replacement, then steps within each chosen run (a hierarchical bootstrap).
+    """
+    arrays = [np.asarray(run, dtype=float) for run in runs]
+    if not arrays or any(array.size == 0 for array in arrays):
+        raise ValueError("every run needs at least one timed step")
+    if len(arrays) == 1:
+        return _bootstrap_one(arrays[0], num_resamples, rng)
+    out = np.empty(num_resamples)
+    num_runs = len(arrays)
+    for index in range(num_resamples):
+        chosen = rng.integers(0, num_runs, size=num_runs)
+        parts = [arrays[c][rng.integers(0, arrays[c].size, size=arrays[c].size)] for c in chosen]
+        out[index] = np.median(np.concatenate(parts))
+    return out
+
+
+def _bootstrap_one(steps: np.ndarray, num_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    n = steps.size
+    out = np.empty(num_resamples)
+    chunk = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, num_resamples, chunk):
+        stop = min(num_resamples, start + chunk)
+        picks = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = np.median(steps[picks], axis=1)
+    return out
+
+
+def compare_step_times(
+    a_runs: Sequence[Sequence[float]],
+    b_runs: Sequence[Sequence[float]],
+    *,
+    samples_per_step_a: float = 1.0,
+    samples_per_step_b: float = 1.0,
+    confidence: float = 0.95,
+    num_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> Comparison:
+    """Compare B's timed step times with A's (each side: one or more runs).
+
+    `samples_per_step_*` are the sides' global batch sizes, so that the throughput ratio is
+    one of samples per second even when the batches differ (the caller should flag such a
+    comparison: it is not like with like). The two sides are resampled independently, each
+    from its own stream of the seeded generator, so the result depends only on the data and
+    `seed`.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if num_resamples < 100:
+        raise ValueError(f"num_resamples must be at least 100, got {num_resamples}")
+    if not a_runs or not b_runs:
+        raise ValueError("each side needs at least one run")
+    a_pooled = np.concatenate([np.asarray(r, dtype=float) for r in a_runs])
+    b_pooled = np.concatenate([np.asarray(r, dtype=float) for r in b_runs])
+    if a_pooled.size == 0 or b_pooled.size == 0 or np.any(a_pooled <= 0) or np.any(b_pooled <= 0):
+        raise ValueError("step times must be positive, at least one per run")
+
+    seq_a, seq_b = np.random.SeedSequence(seed).spawn(2)
+    boot_a = bootstrap_medians(a_runs, num_resamples, np.random.default_rng(seq_a))
+    boot_b = bootstrap_medians(b_runs, num_resamples, np.random.default_rng(seq_b))
+    ratios = boot_b / boot_a
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = (float(v) for v in np.percentile(ratios, [tail, 100.0 - tail]))
+
+    median_a = float(np.median(a_pooled))
+    median_b = float(np.median(b_pooled))
+    step_ratio = median_b / median_a
+    batch_ratio = samples_per_step_b / samples_per_step_a
+    # Throughput is batch / step time: a decreasing function of the step-time ratio, so the
+    # bounds swap.
+    tput_ci = (batch_ratio / high, batch_ratio / low)
+    u, rank_biserial, p = mann_whitney(a_pooled, b_pooled)
+    return Comparison(
+        a=_side(a_runs, median_a, samples_per_step_a),
+        b=_side(b_runs, median_b, samples_per_step_b),
+        step_time_ratio=step_ratio,
+        step_time_ratio_ci=(low, high),
+        throughput_ratio=batch_ratio / step_ratio,
+        throughput_ratio_ci=tput_ci,
+        confidence=confidence,
+        significant=not (tput_ci[0] <= 1.0 <= tput_ci[1]),
+        hierarchical=len(a_runs) > 1 or len(b_runs) > 1,
+        num_resamples=num_resamples,
+        seed=seed,
+        mann_whitney_u=u,
+        rank_biserial=rank_biserial,
+        mann_whitney_p=p,
+    )
+
+
+def _side(runs: Sequence[Sequence[float]], median_s: float, samples_per_step: float) -> SideSummary:
+    correlations = [c for c in (lag1_autocorrelation(r) for r in runs) if c is not None]
+    return SideSummary(
+        num_runs=len(runs),
+        num_steps=sum(len(r) for r in runs),
+        median_step_s=median_s,
+        samples_per_step=float(samples_per_step),
+        lag1_autocorrelation=float(np.mean(correlations)) if correlations else None,
+    )

@@ -1,0 +1,1 @@
+"""`trainscale recommend`: search this machine for the fastest setting that keeps accuracy."""

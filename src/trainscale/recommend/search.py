@@ -1,0 +1,522 @@
+"""Successive halving over short trial runs, within a time budget, then an accuracy check.
+
+Throughput search. Every candidate trains a few steps on synthetic data without
+evaluation (rung 0); the fastest third go on to a rung with three times as many steps, and
+so on (10 -> 30 -> 90 timed steps by default). Short trials are noisy, but they only have
+to tell a bad setting from a good one; the longer, less noisy trials are spent on the few
+settings still in the running (Jamieson & Talwalkar 2016; Li et al. 2018, Hyperband). The
+serial 1-core fp32 baseline runs first in every rung, so the speedup is measured at the same
+trial length, in the same invocation, minutes apart.
+
+Budget. Before each trial its cost is estimated from what has been measured (a trial's
+overhead outside the training clock, and the candidate's own time per sample, or the
+slowest time per sample seen when it has not run yet). A trial only starts if the estimate,
+plus one accuracy run kept in reserve, fits in what is left of the budget; otherwise the
+search stops there, and says so. The ranking is then that of the last complete rung (a rung
+cut short does not change it; in rung 0, the candidates measured are ranked). The first
+trial always runs.
+
+Accuracy check. A faster setting can train worse: a larger global batch takes fewer, bigger
+steps, and bf16 rounds. So the finalists, best first, train a short run on real data (the
+same number of samples as the serial fp32 baseline, which runs first), and a finalist whose
+test accuracy is more than `accuracy_tolerance` below the baseline's is rejected; the next
+one is checked, until one passes. The baseline passes by definition.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from trainscale.config import RunOptions
+from trainscale.errors import TrainscaleError
+from trainscale.recommend.space import Candidate, Space
+
+RunOne = Callable[[RunOptions], dict[str, Any]]
+"""Runs one trial and returns its stored result (`execute_run`'s dict); raises RunFailed or
+TrainscaleError when the run fails."""
+
+DEFAULT_RUNG_STEPS = (10, 30, 90)
+QUICK_RUNG_STEPS = (5, 15, 45)
+DEFAULT_ACCURACY_TOLERANCE = 0.005
+"""Half a point of test accuracy. Quarter-epoch `mnist-cnn` runs of the baseline that differ
+only in the seed landed within 0.31 points of each other (0.9763 to 0.9794), while a global
+batch of 256 at the recipe's lr lost 1.5 points at the same length (0.9643; the figures and
+commands are in docs/compare-and-recommend.md): half a point lets the noise through and
+stops the damage."""
+
+EVAL_AT_END = 1_000_000_000
+"""`eval_every` for accuracy runs: larger than any run, so they evaluate once, at the end."""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How long the trials are, how many survive, how much time there is."""
+
+    rung_steps: tuple[int, ...] = DEFAULT_RUNG_STEPS
+    """Timed steps of the trials of each rung; the warm-up steps come on top."""
+    keep_fraction: float = 1 / 3
+    """Share of a rung's candidates that go on to the next (at least one)."""
+    warmup_steps: int = 5
+    """Untimed warm-up steps of every throughput trial."""
+    budget_s: float = 600.0
+    """Wall-clock seconds for the whole search, accuracy check included."""
+    accuracy_epochs: float = 0.25
+    """Length of the accuracy runs, in epochs: the same number of samples for every setting."""
+    accuracy_tolerance: float = DEFAULT_ACCURACY_TOLERANCE
+    """A finalist is rejected when its test accuracy is lower than the baseline's by more."""
+
+    def __post_init__(self) -> None:
+        if not self.rung_steps or any(s < 1 for s in self.rung_steps):
+            raise TrainscaleError(f"rung steps must be positive, got {list(self.rung_steps)}")
+        if not 0 < self.keep_fraction < 1:
+            raise TrainscaleError(f"keep fraction must be in (0, 1), got {self.keep_fraction}")
+        if self.warmup_steps < 0:
+            raise TrainscaleError(f"warm-up steps must be >= 0, got {self.warmup_steps}")
+        if not self.budget_s > 0:
+            raise TrainscaleError(f"--budget-s must be positive, got {self.budget_s}")
+        if not self.accuracy_epochs > 0:
+            raise TrainscaleError(f"accuracy epochs must be positive, got {self.accuracy_epochs}")
+        if not 0 <= self.accuracy_tolerance < 1:
+            raise TrainscaleError(
+                f"accuracy tolerance must be a fraction in [0, 1), got {self.accuracy_tolerance}"
+            )
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run the search made (stored in the results store when it got that far)."""
+
+    candidate: Candidate
+    kind: str
+    """'throughput' (synthetic data, no evaluation) or 'accuracy' (real data, evaluated)."""
+    rung: int | None
+    """Rung of a throughput trial; None for accuracy runs."""
+    run_id: str | None
+    wall_s: float
+    """Wall-clock seconds of the whole trial (launch, data, training, evaluation)."""
+    samples_per_s: float | None = None
+    test_accuracy: float | None = None
+    train_time_s: float | None = None
+    num_samples: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.candidate.label,
+            "kind": self.kind,
+            "rung": self.rung,
+            "run_id": self.run_id,
+            "wall_s": self.wall_s,
+            "samples_per_s": self.samples_per_s,
+            "test_accuracy": self.test_accuracy,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A finalist the accuracy check turned down."""
+
+    candidate: Candidate
+    reason: str
+    test_accuracy: float | None = None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A candidate's place after the search: the last rung it reached and its throughput
+    there."""
+
+    candidate: Candidate
+    rung: int
+    samples_per_s: float
+
+
+@dataclass
+class Recommendation:
+    """What the search found."""
+
+    best: Candidate
+    best_samples_per_s: float | None
+    best_rung: int | None
+    baseline: Candidate
+    baseline_samples_per_s: float | None
+    """The baseline's throughput in the same rung as the best's measurement."""
+    speedup: float | None
+    accuracy_checked: bool
+    baseline_accuracy: float | None
+    best_accuracy: float | None
+    ranking: list[Ranked]
+    rejected: list[Rejection]
+    trials: list[Trial]
+    rungs_completed: int
+    elapsed_s: float
+    budget_s: float
+    stopped_by_budget: bool
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "best": self.best.to_dict(),
+            "best_samples_per_s": self.best_samples_per_s,
+            "best_rung": self.best_rung,
+            "baseline": self.baseline.to_dict(),
+            "baseline_samples_per_s": self.baseline_samples_per_s,
+            "speedup": self.speedup,
+            "accuracy_checked": self.accuracy_checked,
+            "baseline_accuracy": self.baseline_accuracy,
+            "best_accuracy": self.best_accuracy,
+            "ranking": [
+                {"label": r.candidate.label, "rung": r.rung, "samples_per_s": r.samples_per_s}
+                for r in self.ranking
+            ],
+            "rejected": [
+                {"label": r.candidate.label, "reason": r.reason, "test_accuracy": r.test_accuracy}
+                for r in self.rejected
+            ],
+            "trials": [t.to_dict() for t in self.trials],
+            "rungs_completed": self.rungs_completed,
+            "elapsed_s": self.elapsed_s,
+            "budget_s": self.budget_s,
+            "stopped_by_budget": self.stopped_by_budget,
+            "notes": list(self.notes),
+        }
+
+
+class SearchListener:
+    """What the search reports as it goes; the CLI prints progress, tests stay silent."""
+
+    def rung_started(self, rung: int, timed_steps: int, candidates: list[Candidate]) -> None:
+        """A rung begins: its candidates (the baseline first)."""
+
+    def trial_started(self, candidate: Candidate, kind: str, rung: int | None) -> None:
+        """A trial run is about to start."""
+
+    def trial_finished(self, trial: Trial) -> None:
+        """A trial run ended (completed or failed)."""
+
+    def note(self, text: str) -> None:
+        """Something the user should know (budget stops, rejections)."""
+
+
+def throughput_options(candidate: Candidate, base: RunOptions, timed_steps: int, warmup: int):
+    """The run options of a throughput trial: `timed_steps` measured after `warmup`."""
+    return replace(
+        candidate.options(base),
+        steps=timed_steps + warmup,
+        epochs=None,
+        warmup_steps_untimed=warmup,
+        evaluate=False,
+        eval_every=None,
+    )
+
+
+def accuracy_options(candidate: Candidate, base: RunOptions, epochs: float) -> RunOptions:
+    """The run options of an accuracy check: `epochs` of real data, evaluated at the end.
+
+    Epochs rather than steps, so every setting sees the same number of samples whatever its
+    global batch (to within one batch).
+    """
+    return replace(
+        candidate.options(base),
+        epochs=epochs,
+        steps=None,
+        evaluate=True,
+        eval_every=EVAL_AT_END,
+    )
+
+
+class _Search:
+    """The state of one search; `run_search` is the entry point."""
+
+    def __init__(
+        self,
+        space: Space,
+        throughput_base: RunOptions,
+        accuracy_base: RunOptions | None,
+        settings: SearchSettings,
+        run_one: RunOne,
+        clock: Callable[[], float],
+        listener: SearchListener,
+    ) -> None:
+        self.space = space
+        self.throughput_base = throughput_base
+        self.accuracy_base = accuracy_base
+        self.settings = settings
+        self.run_one = run_one
+        self.clock = clock
+        self.listener = listener
+        self.start = clock()
+        self.trials: list[Trial] = []
+        self.notes: list[str] = []
+        self.reserve_s = 0.0
+        self.stopped_by_budget = False
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self.listener.note(text)
+
+    def attempt(
+        self, candidate: Candidate, options: RunOptions, kind: str, rung: int | None
+    ) -> Trial:
+        from trainscale.runner import RunFailed
+
+        self.listener.trial_started(candidate, kind, rung)
+        t0 = self.clock()
+        try:
+            result = self.run_one(options)
+        except RunFailed as failure:
+            trial = Trial(
+                candidate, kind, rung, failure.run_id, self.clock() - t0, error=failure.reason
+            )
+        except TrainscaleError as error:
+            trial = Trial(candidate, kind, rung, None, self.clock() - t0, error=str(error))
+        else:
+            trial = Trial(
+                candidate,
+                kind,
+                rung,
+                result.get("run_id"),
+                self.clock() - t0,
+                samples_per_s=result.get("samples_per_s"),
+                test_accuracy=result.get("test_accuracy"),
+                train_time_s=result.get("train_time_s"),
+                num_samples=result.get("num_samples"),
+            )
+        self.trials.append(trial)
+        self.listener.trial_finished(trial)
+        return trial
+
+    def estimate_s(self, candidate: Candidate, total_steps: int) -> float | None:
+        """Expected wall time of a throughput trial, or None before anything was measured."""
+        measured = [
+            t
+            for t in self.trials
+            if t.kind == "throughput" and t.ok and t.train_time_s and t.num_samples
+        ]
+        if not measured:
+            return None
+        overhead = statistics.median(max(0.0, t.wall_s - t.train_time_s) for t in measured)
+        own = [t for t in measured if t.candidate == candidate]
+        per_sample = [t.train_time_s / t.num_samples for t in (own[-1:] or measured)]
+        # An untried candidate is assumed as slow as the slowest seen: better to stop a
+        # little early than to overrun the budget.
+        return overhead + total_steps * candidate.global_batch_size * max(per_sample)
+
+    def fits(self, cost_s: float | None) -> bool:
+        if cost_s is None:
+            return True
+        return self.elapsed() + cost_s + self.reserve_s <= self.settings.budget_s
+
+    # -- phases --------------------------------------------------------------------------
+
+    def baseline_accuracy(self) -> float | None:
+        """Train the baseline's accuracy run first: the reference, and the reserve's size."""
+        if self.accuracy_base is None:
+            return None
+        baseline = self.space.baseline
+        options = accuracy_options(baseline, self.accuracy_base, self.settings.accuracy_epochs)
+        trial = self.attempt(baseline, options, "accuracy", None)
+        if not trial.ok or trial.test_accuracy is None:
+            raise TrainscaleError(
+                f"the serial baseline's accuracy run failed ({trial.error or 'no accuracy'}); "
+                "cannot check accuracy: fix the data or pass --data synthetic"
+            )
+        # The baseline is the slowest setting, so its accuracy run bounds a finalist's.
+        self.reserve_s = trial.wall_s
+        return trial.test_accuracy
+
+    def rungs(self) -> tuple[list[Ranked], dict[int, float], int]:
+        """Successive halving. Returns (ranking, baseline samples/s per rung, rungs done)."""
+        settings = self.settings
+        baseline = self.space.baseline
+        survivors = list(self.space.candidates)
+        last: dict[Candidate, tuple[int, float]] = {}
+        baseline_rate: dict[int, float] = {}
+        failed: set[Candidate] = set()
+        done = 0
+        for rung, timed in enumerate(settings.rung_steps):
+            order = [baseline] + [c for c in survivors if c != baseline]
+            self.listener.rung_started(rung, timed, order)
+            total = timed + settings.warmup_steps
+            before = dict(last)
+            for candidate in order:
+                cost = self.estimate_s(candidate, total)
+                if self.trials and not self.fits(cost):
+                    self.stopped_by_budget = True
+                    untried = order[order.index(candidate) :]
+                    self.note(
+                        f"budget: stopped in rung {rung} ({timed} steps) before "
+                        f"{candidate.label}: about {cost:.0f} s more would pass the "
+                        f"{settings.budget_s:.0f} s budget (with {self.reserve_s:.0f} s kept "
+                        f"for the accuracy check); {len(untried)} trial(s) of this rung not "
+                        "run; the ranking is that of the last complete rung"
+                    )
+                    break
+                options = throughput_options(
+                    candidate, self.throughput_base, timed, settings.warmup_steps
+                )
+                trial = self.attempt(candidate, options, "throughput", rung)
+                if not trial.ok or not trial.samples_per_s:
+                    failed.add(candidate)
+                    continue
+                if candidate == baseline:
+                    baseline_rate[rung] = trial.samples_per_s
+                if candidate in survivors:
+                    last[candidate] = (rung, trial.samples_per_s)
+            if self.stopped_by_budget:
+                if rung > 0:
+                    # A rung cut short would rank whoever ran first in it (the baseline, then
+                    # the best of the previous rung) above the rest on a longer trial: it
+                    # does not change the ranking. Its runs stay stored and listed.
+                    last = before
+                break
+            done = rung + 1
+            if rung + 1 < len(settings.rung_steps):
+                ranked = sorted(
+                    (c for c in survivors if c in last and c not in failed),
+                    key=lambda c: (-last[c][0], -last[c][1]),
+                )
+                survivors = ranked[: max(1, math.ceil(len(ranked) * settings.keep_fraction))]
+        ranking = sorted(
+            (Ranked(c, *last[c]) for c in last if c not in failed),
+            key=lambda r: (-r.rung, -r.samples_per_s),
+        )
+        return ranking, baseline_rate, done
+
+    def check_accuracy(
+        self, ranking: list[Ranked], baseline_accuracy: float
+    ) -> tuple[Ranked | None, float | None, list[Rejection]]:
+        """The first finalist, best first, that keeps the baseline's accuracy."""
+        tolerance = self.settings.accuracy_tolerance
+        rejected: list[Rejection] = []
+        checked = 0
+        for entry in ranking:
+            candidate = entry.candidate
+            if candidate == self.space.baseline:
+                return entry, baseline_accuracy, rejected
+            if checked and not self.fits(0.0):
+                self.stopped_by_budget = True
+                self.note(
+                    f"budget: no time left to check {candidate.label} and the finalists after "
+                    "it; falling back to the serial baseline"
+                )
+                return None, None, rejected
+            checked += 1
+            options = accuracy_options(candidate, self.accuracy_base, self.settings.accuracy_epochs)
+            trial = self.attempt(candidate, options, "accuracy", None)
+            if not trial.ok or trial.test_accuracy is None:
+                reason = f"accuracy run failed: {trial.error or 'no accuracy reported'}"
+                rejected.append(Rejection(candidate, reason))
+                self.note(f"rejected {candidate.label}: {reason}")
+                continue
+            drop = baseline_accuracy - trial.test_accuracy
+            if drop > tolerance:
+                reason = (
+                    f"test accuracy {trial.test_accuracy:.4f} is {drop * 100:.2f} points below "
+                    f"the baseline's {baseline_accuracy:.4f} (tolerance {tolerance * 100:.2f})"
+                )
+                rejected.append(Rejection(candidate, reason, trial.test_accuracy))
+                self.note(f"rejected {candidate.label}: {reason}")
+                continue
+            return entry, trial.test_accuracy, rejected
+        return None, None, rejected
+
+
+def run_search(
+    space: Space,
+    throughput_base: RunOptions,
+    accuracy_base: RunOptions | None,
+    settings: SearchSettings,
+    run_one: RunOne,
+    clock: Callable[[], float] = time.monotonic,
+    listener: SearchListener | None = None,
+) -> Recommendation:
+    """Search `space` and recommend the fastest candidate that keeps the baseline's accuracy.
+
+    `throughput_base` carries the options shared by throughput trials (workload, synthetic
+    data, tag); `accuracy_base` those of accuracy runs (real data, data directory), or None
+    to skip the accuracy check (no real data: then nothing is claimed about accuracy).
+    `run_one` and `clock` are parameters so that tests can drive the search with fakes.
+    """
+    search = _Search(
+        space,
+        throughput_base,
+        accuracy_base,
+        settings,
+        run_one,
+        clock,
+        listener or SearchListener(),
+    )
+    baseline = space.baseline
+    baseline_accuracy = search.baseline_accuracy()
+    ranking, baseline_rate, done = search.rungs()
+    if not ranking:
+        reasons = "; ".join(f"{t.candidate.label}: {t.error}" for t in search.trials if t.error)
+        raise TrainscaleError(f"every trial failed, nothing to recommend ({reasons[:300]})")
+
+    rejected: list[Rejection] = []
+    if baseline_accuracy is None:
+        chosen: Ranked | None = ranking[0]
+        best_accuracy = None
+    else:
+        chosen, best_accuracy, rejected = search.check_accuracy(ranking, baseline_accuracy)
+        if chosen is None:
+            chosen = next((r for r in ranking if r.candidate == baseline), None)
+            best_accuracy = baseline_accuracy
+            search.note("no finalist kept the baseline's accuracy: recommending the baseline")
+
+    if chosen is None:  # the baseline fell out of the ranking (its trials failed)
+        best, best_rate, best_rung = baseline, None, None
+    else:
+        best, best_rate, best_rung = chosen.candidate, chosen.samples_per_s, chosen.rung
+    base_rate = baseline_rate.get(best_rung) if best_rung is not None else None
+    speedup = best_rate / base_rate if best_rate and base_rate else None
+    if best.global_batch_size != baseline.global_batch_size:
+        search.note(
+            f"the recommended global batch ({best.global_batch_size}) differs from the "
+            f"baseline's ({baseline.global_batch_size}): the speedup is in samples/s of a "
+            "different optimisation, admitted because the accuracy check passed"
+            if baseline_accuracy is not None
+            else f"the recommended global batch ({best.global_batch_size}) differs from the "
+            f"baseline's ({baseline.global_batch_size}) and accuracy was not checked"
+        )
+    elapsed = search.elapsed()
+    if elapsed > settings.budget_s:
+        search.note(
+            f"the search took {elapsed:.0f} s, over the {settings.budget_s:.0f} s budget "
+            "(trials took longer than estimated)"
+        )
+    return Recommendation(
+        best=best,
+        best_samples_per_s=best_rate,
+        best_rung=best_rung,
+        baseline=baseline,
+        baseline_samples_per_s=base_rate,
+        speedup=speedup,
+        accuracy_checked=baseline_accuracy is not None,
+        baseline_accuracy=baseline_accuracy,
+        best_accuracy=best_accuracy,
+        ranking=ranking,
+        rejected=rejected,
+        trials=search.trials,
+        rungs_completed=done,
+        elapsed_s=elapsed,
+        budget_s=settings.budget_s,
+        stopped_by_budget=search.stopped_by_budget,
+        notes=search.notes,
+    )

@@ -1,0 +1,233 @@
+"""The settings `trainscale recommend` searches: workers x threads x affinity x precision x batch.
+
+Built from this machine's usable cores, so every candidate fits the machine: workers x
+threads never exceeds the cores (oversubscription only ever loses, see
+parallel/affinity.py), affinity modes that pin to identical core sets are kept once (on a
+machine with one NUMA node and one worker, compact and spread are the same plan), and bf16
+is only tried where the CPU computes it natively (elsewhere it is emulated and slower).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from trainscale.config import RunOptions
+from trainscale.errors import ConfigError
+
+AFFINITIES = ("compact", "spread")
+BATCH_MULTIPLIERS = (1, 2)
+"""Per-worker batch sizes tried, as multiples of the workload's recipe batch size."""
+
+BF16_SKIP_REASON = (
+    "bf16 skipped: this CPU has no native bf16 (AMX or AVX512-BF16), so bf16 is emulated "
+    "and slower than fp32"
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting of the search: how many workers, threads, where, how precise, how big."""
+
+    workers: int
+    threads_per_worker: int
+    affinity: str
+    precision: str
+    batch_size: int
+    """Per-worker batch size."""
+    core_sets: tuple[tuple[int, ...], ...] = ()
+    """Cores each worker is pinned to, as planned on this machine (for dedup and display)."""
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.workers * self.batch_size
+
+    @property
+    def cores(self) -> int:
+        """Cores the candidate uses (workers x threads)."""
+        return self.workers * self.threads_per_worker
+
+    @property
+    def label(self) -> str:
+        """A short, unique name, e.g. '2w x 1t compact fp32 b64'."""
+        return (
+            f"{self.workers}w x {self.threads_per_worker}t {self.affinity} {self.precision} "
+            f"b{self.batch_size}"
+        )
+
+    def options(self, base: RunOptions) -> RunOptions:
+        """`base` with this candidate's settings (the per-worker batch replaces any global one)."""
+        return replace(
+            base,
+            workers=self.workers,
+            threads_per_worker=self.threads_per_worker,
+            affinity=self.affinity,
+            precision=self.precision,
+            batch_size=self.batch_size,
+            global_batch_size=None,
+            allow_oversubscribe=False,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "workers": self.workers,
+            "threads_per_worker": self.threads_per_worker,
+            "affinity": self.affinity,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "global_batch_size": self.global_batch_size,
+            "core_sets": [list(s) for s in self.core_sets],
+        }
+
+
+@dataclass(frozen=True)
+class Space:
+    """The candidates, the baseline among them, and what was left out and why."""
+
+    candidates: list[Candidate]
+    baseline: Candidate
+    """Serial: 1 worker x 1 thread, fp32, the recipe's batch. Speedups are against it."""
+    skipped: list[str]
+    """Axes or values left out on this machine, each with its reason."""
+    duplicates: list[tuple[str, str]]
+    """(dropped label, kept label): same workers, threads and core sets."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "candidates": [c.to_dict() for c in self.candidates],
+            "baseline": self.baseline.label,
+            "skipped": list(self.skipped),
+            "duplicates": [list(d) for d in self.duplicates],
+        }
+
+
+def worker_counts(num_cores: int) -> list[int]:
+    """Worker counts to try: the divisors of the core count and the powers of two up to it.
+
+    Divisors use every core with equal shares; powers of two are the counts people try
+    first and the ones the classic scaling studies report.
+    """
+    if num_cores < 1:
+        raise ConfigError("no CPU cores are available to search over")
+    divisors = {n for n in range(1, num_cores + 1) if num_cores % n == 0}
+    powers = {1 << k for k in range(num_cores.bit_length()) if 1 << k <= num_cores}
+    return sorted(divisors | powers)
+
+
+def thread_counts(num_cores: int, workers: int) -> list[int]:
+    """Threads per worker to try: powers of two and the largest count that fits, so that
+    workers x threads <= cores."""
+    limit = num_cores // workers
+    values = {1 << k for k in range(limit.bit_length()) if 1 << k <= limit}
+    if limit >= 1:
+        values.add(limit)
+    return sorted(values)
+
+
+def build_space(
+    recipe_batch_size: int,
+    cores: Sequence[int],
+    bf16_native: bool,
+    numa_nodes: Sequence[Sequence[int]] | None = None,
+    batch_multipliers: Sequence[int] = BATCH_MULTIPLIERS,
+    max_workers: int | None = None,
+) -> Space:
+    """Every candidate for a machine with `cores` (usable core ids) and the NUMA map given.
+
+    Pure: the machine facts are parameters (see `machine_space` for this machine's).
+    """
+    from trainscale.parallel.affinity import plan_cpu
+
+    if recipe_batch_size < 1:
+        raise ConfigError(f"batch size must be positive, got {recipe_batch_size}")
+    if not batch_multipliers or any(
+        not isinstance(m, int) or isinstance(m, bool) or m < 1 for m in batch_multipliers
+    ):
+        raise ConfigError(
+            f"batch multipliers must be whole numbers >= 1, got {list(batch_multipliers)}"
+        )
+    available = sorted(set(cores))
+    num_cores = len(available)
+    skipped: list[str] = []
+    precisions = ["fp32"]
+    if bf16_native:
+        precisions.append("bf16")
+    else:
+        skipped.append(BF16_SKIP_REASON)
+    counts = worker_counts(num_cores)
+    if max_workers is not None:
+        if max_workers < 1:
+            raise ConfigError(f"--max-workers must be >= 1, got {max_workers}")
+        left_out = [n for n in counts if n > max_workers]
+        counts = [n for n in counts if n <= max_workers]
+        if left_out:
+            skipped.append(
+                f"workers {', '.join(map(str, left_out))} skipped: above --max-workers "
+                f"{max_workers}"
+            )
+
+    placements: list[tuple[int, int, str, tuple[tuple[int, ...], ...]]] = []
+    duplicates: list[tuple[str, str]] = []
+    for workers in counts:
+        for threads in thread_counts(num_cores, workers):
+            seen: dict[tuple[tuple[int, ...], ...], str] = {}
+            for affinity in AFFINITIES:
+                try:
+                    plan = plan_cpu(
+                        workers, threads, affinity, available_cores=available, numa_nodes=numa_nodes
+                    )
+                except ConfigError as error:
+                    skipped.append(f"{workers}w x {threads}t {affinity} skipped: {error}")
+                    continue
+                if plan.oversubscribed:  # cannot happen without allow_oversubscribe; be sure
+                    continue
+                sets = tuple(sorted(plan.core_sets or ()))
+                if sets in seen:
+                    duplicates.append(
+                        (
+                            f"{workers}w x {threads}t {affinity}",
+                            f"{workers}w x {threads}t {seen[sets]}",
+                        )
+                    )
+                    continue
+                seen[sets] = affinity
+                placements.append((workers, threads, affinity, plan.core_sets or ()))
+
+    candidates = [
+        Candidate(workers, threads, affinity, precision, recipe_batch_size * multiplier, sets)
+        for workers, threads, affinity, sets in placements
+        for precision in precisions
+        for multiplier in dict.fromkeys(batch_multipliers)
+    ]
+    # The serial reference: the setting every speedup is against. It is a candidate too
+    # whenever the recipe's own batch (multiplier 1) is searched.
+    baseline = Candidate(1, 1, "compact", "fp32", recipe_batch_size, ((available[0],),))
+    return Space(candidates, baseline, skipped, duplicates)
+
+
+def machine_space(
+    workload: str,
+    batch_multipliers: Sequence[int] = BATCH_MULTIPLIERS,
+    max_workers: int | None = None,
+    env: dict[str, Any] | None = None,
+) -> Space:
+    """The search space of `workload` on this machine (usable cores, NUMA map, bf16).
+
+    `env` is `trainscale.system.collect_environment()`'s dict, collected here when not given.
+    """
+    from trainscale.workloads import get_workload
+
+    if env is None:
+        from trainscale.system import collect_environment
+
+        env = collect_environment()
+    return build_space(
+        get_workload(workload).recipe.batch_size,
+        env["usable_cores"],
+        bool(env["bf16_native"]),
+        numa_nodes=[node["cpus"] for node in env["numa_nodes"]] or None,
+        batch_multipliers=batch_multipliers,
+        max_workers=max_workers,
+    )

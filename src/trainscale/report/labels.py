@@ -1,0 +1,120 @@
+"""Keys and names of configurations: which runs belong together, and what to call them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trainscale.results.store import RunRecord
+
+# Keys of a resolved config that never name a configuration: labels, derived values, paths.
+LABEL_SKIP = frozenset({"tag", "core_sets", "oversubscribed", "data_dir", "download"})
+
+# The settings people think in, first; the rest follow alphabetically.
+_LABEL_FIRST = (
+    "workload",
+    "data",
+    "emulation",
+    "workers",
+    "threads_per_worker",
+    "affinity",
+    "precision",
+    "global_batch_size",
+    "batch_size",
+    "lr_scaling",
+)
+
+
+def configuration_key(record: RunRecord) -> str:
+    """The configuration a run belongs to: its config hash, else a hash-like key of its config.
+
+    A run stored before config hashes existed is keyed by its config without the tag; a run
+    that failed before its config was known stands alone.
+    """
+    if record.config_hash:
+        return record.config_hash
+    if record.config:
+        settings = {k: v for k, v in record.config.items() if k != "tag"}
+        return "config:" + json.dumps(settings, sort_keys=True, default=str)
+    return "run:" + record.run_id
+
+
+def labels_from_differences(
+    configs: Mapping[str, Mapping[str, Any]], taken: Iterable[str] = ()
+) -> dict[str, str]:
+    """Names for configurations from the config keys whose values differ between them.
+
+    Derived values (per-worker batch, the scaled lr, core sets) are left out when what they
+    follow from is shown. Two configurations that would get the same name (or a name already
+    `taken`) get their key's first 8 characters added.
+    """
+    differing = differing_keys(configs.values(), LABEL_SKIP)
+    shown = set(differing)
+    if "batch_size" in shown and shown & {"workers", "global_batch_size"}:
+        differing.remove("batch_size")
+    if "lr" in shown and shown & {"base_lr", "lr_scaling", "global_batch_size", "workers"}:
+        differing.remove("lr")
+    labels: dict[str, str] = {}
+    for key, config in configs.items():
+        if differing:
+            text = ", ".join(f"{name}={value_text(name, config.get(name))}" for name in differing)
+        else:
+            text = (
+                f"workers={config.get('workers', '?')}, threads_per_worker="
+                f"{value_text('threads_per_worker', config.get('threads_per_worker', '?'))}"
+            )
+        labels[key] = text
+    used = list(labels.values()) + list(taken)
+    for key, text in labels.items():
+        if used.count(text) > 1:
+            labels[key] = f"{text} [{key.split(':')[-1][:8]}]"
+    return labels
+
+
+def differing_keys(configs: Iterable[Mapping[str, Any]], skip: frozenset[str]) -> list[str]:
+    configs = list(configs)
+    if len(configs) < 2:
+        return []
+    names = {name for config in configs for name in config} - skip
+    differing = [
+        name
+        for name in names
+        if len({json.dumps(c.get(name), sort_keys=True, default=str) for c in configs}) > 1
+    ]
+    first = [name for name in _LABEL_FIRST if name in differing]
+    return first + sorted(name for name in differing if name not in first)
+
+
+def value_text(name: str, value: Any) -> str:
+    if value is None and name == "threads_per_worker":
+        return "torch-default"
+    if name == "emulation":
+        return emulation_text(value)
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "{}"
+    return str(value)
+
+
+def unique_labels(names: Mapping[str, str]) -> dict[str, str]:
+    """Labels with a key suffix where two configurations share one (a label names one)."""
+    values = list(names.values())
+    return {
+        key: f"{text} [{key.split(':')[-1][:8]}]" if values.count(text) > 1 else text
+        for key, text in names.items()
+    }
+
+
+def emulation_text(settings: Any) -> str:
+    """An emulation's settings (config["emulation"]) in a few words: 'sync x4', 'local-sgd
+    x4 H=8', 'async x4 spread=0.2'; 'none' for a run that is no emulation."""
+    if not isinstance(settings, dict):
+        return "none"
+    text = f"{settings.get('mode')} x{settings.get('workers')}"
+    if settings.get("local_steps") is not None:
+        text += f" H={settings['local_steps']}"
+    if settings.get("staleness_spread") is not None:
+        text += f" spread={settings['staleness_spread']}"
+    if settings.get("staleness_aware_lr"):
+        text += " staleness-aware-lr"
+    return text

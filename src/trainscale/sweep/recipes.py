@@ -1,0 +1,191 @@
+"""Built-in sweeps that reproduce the classic studies of parallel training on this machine.
+
+Each recipe is a small function of the machine (usable cores) and `quick`, returning a sweep
+spec as a dict, the same shape as a sweep file, so `trainscale sweep --recipe NAME
+--dry-run` shows exactly what it will run. Worker counts never exceed the usable cores: a
+recipe measures this machine, and predicting beyond it is `trainscale simulate`'s job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainscale.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    summary: str
+    """One line for `trainscale recipes`."""
+    study: str
+    """Which classic study it follows, and what it shows."""
+    build: Callable[[Sequence[int], bool], dict[str, Any]]
+    """(usable core ids, quick) -> sweep spec dict."""
+
+
+def _powers_of_two_up_to(limit: int) -> list[int]:
+    values, n = [], 1
+    while n <= limit:
+        values.append(n)
+        n *= 2
+    return values
+
+
+def cpu_parallel(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
+    """MNIST CNN serial vs parallel on CPU (with the naive pitfall), and the tweet network
+    over affinity sets of 1, 2, 4, 8 cores: the classic table of processing time and % gain."""
+    cores = len(core_ids)
+    n = str(cores)
+    cnn: list[dict[str, Any]] = [
+        {"label": "cnn serial 1 core", "workers": 1, "threads_per_worker": 1},
+        {"label": f"cnn 1 process x {n} threads", "workers": 1, "threads_per_worker": cores},
+    ]
+    if cores > 1:
+        cnn += [
+            {
+                "label": f"cnn {n} pinned workers x 1 thread",
+                "workers": cores,
+                "threads_per_worker": 1,
+                "affinity": "compact",
+            },
+            {
+                "label": f"cnn naive DDP: {n} unpinned workers, torch-default threads",
+                "workers": cores,
+                "threads_per_worker": "torch-default",
+                "affinity": "none",
+                "allow_oversubscribe": True,
+            },
+        ]
+    text = [
+        {
+            "label": f"text affinity set {size} core(s)",
+            "workload": "tweets-text",
+            "workers": 1,
+            "threads_per_worker": size,
+            "affinity": ",".join(str(core) for core in core_ids[:size]),
+        }
+        for size in _powers_of_two_up_to(min(cores, 8))
+    ]
+    points = [{**point, "workload": "mnist-cnn"} for point in cnn] + text
+    return {
+        "name": "cpu-parallel",
+        "repeats": 2 if quick else 3,
+        # One global batch for every setting of a workload: only the parallelism changes.
+        "base": {"steps": 20 if quick else 60, "evaluate": False, "global_batch_size": 64},
+        "points": points,
+    }
+
+
+def scaling(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
+    """ResNet-44 on CIFAR-10 over 1, 2, 4, ... workers: throughput speedup and efficiency
+    under weak scaling (fixed per-worker batch), as the multi-GPU studies measure it."""
+    cores = len(core_ids)
+    return {
+        "name": "scaling",
+        "repeats": 2 if quick else 3,
+        "base": {
+            "workload": "cifar10-resnet44",
+            "data": "synthetic",  # throughput only: CIFAR-10 is rarely at hand, its shape is
+            "steps": 8 if quick else 30,
+            "warmup_steps_untimed": 2 if quick else 5,
+            "batch_size": 32 if quick else 64,
+            "threads_per_worker": 1,
+            "affinity": "compact",
+        },
+        "grid": {"workers": _powers_of_two_up_to(cores)},
+    }
+
+
+def distributed_accuracy(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
+    """How more workers (a larger global batch at a fixed per-worker batch) and the lr
+    scaling rule change final accuracy and time to accuracy (Goyal et al. 2017)."""
+    cores = len(core_ids)
+    points: list[dict[str, Any]] = [{"label": "1 worker", "workers": 1, "lr_scaling": "none"}]
+    for workers in _powers_of_two_up_to(cores)[1:]:
+        for rule in ("none", "linear", "sqrt"):
+            points.append(
+                {"label": f"{workers} workers, lr {rule}", "workers": workers, "lr_scaling": rule}
+            )
+    return {
+        "name": "distributed-accuracy",
+        "repeats": 1 if quick else 2,
+        "base": {
+            "workload": "mnist-cnn",
+            "data": "real",
+            "batch_size": 64,
+            "threads_per_worker": 1,
+            "epochs": 0.5 if quick else 2.0,
+        },
+        "points": points,
+    }
+
+
+def platforms(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
+    """CNN and DBN on MNIST, BiLSTM and BiGRU on IMDB, serial and parallel on the CPU, over
+    batch size and epochs: training time and accuracy per platform (Kaur et al. style).
+    Workloads whose data is missing here are skipped and listed."""
+    cores = len(core_ids)
+    settings: list[dict[str, Any]] = [
+        {"label": "cpu serial", "workers": 1, "threads_per_worker": 1}
+    ]
+    if cores > 1:
+        settings.append(
+            {"label": f"cpu {cores} workers", "workers": cores, "threads_per_worker": 1}
+        )
+    return {
+        "name": "platforms",
+        "repeats": 1,
+        "skip_invalid": True,
+        "base": {"data": "real"},
+        "points": settings,
+        "grid": {
+            "workload": ["mnist-cnn", "mnist-dbn", "imdb-bilstm", "imdb-bigru"],
+            "global_batch_size": [64, 256] if quick else [64, 128, 256],
+            "epochs": [0.25] if quick else [1.0, 2.0],
+        },
+    }
+
+
+RECIPES = {
+    recipe.name: recipe
+    for recipe in (
+        Recipe(
+            "platforms",
+            "CNN, DBN, BiLSTM, BiGRU on every device present, over batch size and epochs",
+            "Time and accuracy of the same workloads on CPU serial, CPU parallel and GPU.",
+            platforms,
+        ),
+        Recipe(
+            "scaling",
+            "ResNet-44 on CIFAR-10 over 1, 2, 4, ... workers: speedup and efficiency",
+            "Weak-scaling throughput of data parallelism, with an Amdahl fit in the report.",
+            scaling,
+        ),
+        Recipe(
+            "distributed-accuracy",
+            "workers (global batch) x lr scaling rule: final accuracy and time to accuracy",
+            "What distribution costs in accuracy, and what the lr rule wins back.",
+            distributed_accuracy,
+        ),
+        Recipe(
+            "cpu-parallel",
+            "MNIST CNN serial vs parallel on CPU; the text network over CPU-affinity sets",
+            "Oversubscription against pinned workers; the affinity-set table with % gain.",
+            cpu_parallel,
+        ),
+    )
+}
+
+
+def recipe_spec(name: str, quick: bool, core_ids: Sequence[int] | None = None) -> dict[str, Any]:
+    """The sweep spec of recipe `name` for this machine (or for the cores `core_ids`)."""
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}")
+    if core_ids is None:
+        from trainscale.system import usable_cores
+
+        core_ids = usable_cores()
+    return RECIPES[name].build(list(core_ids), quick)

@@ -1,0 +1,194 @@
+"""`trainscale compare` on a fixture store: runs, sweeps, unlike runs and bad ids."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from cli_helpers import one_error_line, run_cli
+
+from trainscale.cli import main
+from trainscale.results.store import RunStore
+
+WARMUP = 3
+
+
+def add_run(
+    store: RunStore,
+    run_id: str,
+    median_s: float,
+    *,
+    seed: int,
+    workload: str = "mnist-cnn",
+    global_batch: int = 64,
+    status: str = "completed",
+    sweep: tuple[str, int, str, int] | None = None,
+    num_steps: int = 60,
+) -> None:
+    """A stored run whose timed steps scatter around `median_s`; warm-up steps are slow."""
+    store.create_run(
+        run_id,
+        workload,
+        {"workload": workload},
+        {"hostname": "fixture", "cpu_model": "fixture cpu"},
+        data_kind="synthetic",
+        world_size=1,
+        threads_per_worker=1,
+        affinity="compact",
+        precision="fp32",
+        global_batch_size=global_batch,
+        config_hash=sweep[2] if sweep else None,
+        sweep_id=sweep[0] if sweep else None,
+        sweep_item=sweep[1] if sweep else None,
+        repeat_index=sweep[3] if sweep else None,
+    )
+    if status == "failed":
+        store.fail_run(run_id, "worker 1 crashed")
+        return
+    if status == "running":
+        return
+    rng = np.random.default_rng(seed)
+    timed = list(median_s * np.exp(rng.normal(0, 0.05, size=num_steps)))
+    # Warm-up steps ten times slower: they must not reach the comparison.
+    steps = [median_s * 10] * WARMUP + timed
+    summary = {"samples_per_s": global_batch / median_s, "warmup_steps_excluded": WARMUP}
+    store.complete_run(run_id, summary, [], steps)
+
+
+@pytest.fixture
+def fixture_store(tmp_path):
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        add_run(store, "aaaa0001", 0.050, seed=1)
+        add_run(store, "aaaa0002", 0.050, seed=2)
+        add_run(store, "bbbb0001", 0.060, seed=3)  # 20% slower
+        add_run(store, "cccc0001", 0.050, seed=4, workload="mnist-dbn", global_batch=128)
+        add_run(store, "dddd0001", 0.050, seed=5, status="failed")
+        add_run(store, "eeee0001", 0.050, seed=6, status="running")
+        store.create_run(
+            "ffff0001",
+            "mnist-cnn",
+            {},
+            {},
+            data_kind="synthetic",
+            world_size=1,
+            threads_per_worker=1,
+            affinity="compact",
+            precision="fp32",
+            global_batch_size=64,
+        )
+        store.complete_run("ffff0001", {"warmup_steps_excluded": 5}, [], [0.1] * 5)
+        # Two sweeps, two configurations each, two repeats: B's 'w2' is 20% faster.
+        for sweep_id in ("5weep0aa", "5weep0bb"):
+            plan = []
+            for item, (label, chash) in enumerate((("w1", "h1"), ("w2", "h2"))):
+                plan += [
+                    {"item": item, "label": label, "config_hash": chash, "repeat": r}
+                    for r in range(2)
+                ]
+            store.create_sweep(sweep_id, sweep_id, "test", sweep_id, {}, plan)
+        seed = 10
+        for sweep_id, w2_median in (("5weep0aa", 0.05), ("5weep0bb", 0.04)):
+            for label, chash, median in (("w1", "h1", 0.05), ("w2", "h2", w2_median)):
+                for repeat in range(2):
+                    seed += 1
+                    add_run(
+                        store,
+                        f"{sweep_id}-{label}-{repeat}",
+                        median * (1 + 0.01 * repeat),
+                        seed=seed,
+                        sweep=(sweep_id, 0, chash, repeat),
+                    )
+        # A single-configuration sweep with one failed repeat.
+        store.create_sweep(
+            "0ne0cfg0", "one", "test", "x", {}, [{"label": "base", "config_hash": "h9"}]
+        )
+        add_run(store, "0ne0cfg0-r0", 0.05, seed=30, sweep=("0ne0cfg0", 0, "h9", 0))
+        add_run(store, "0ne0cfg0-r1", 0.05, seed=31, sweep=("0ne0cfg0", 0, "h9", 1))
+        add_run(
+            store, "0ne0cfg0-r2", 0.05, seed=32, sweep=("0ne0cfg0", 0, "h9", 2), status="failed"
+        )
+    return path
+
+
+def compare_json(capsys, store, *args) -> dict:
+    code = main(["compare", *args, "--store", str(store), "--json", "--resamples", "500"])
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_two_runs_twenty_percent_apart(fixture_store, capsys):
+    data = compare_json(capsys, fixture_store, "aaaa0001", "bbbb0001")
+    (row,) = data["comparisons"]
+    assert data["a"]["kind"] == "run" and data["a"]["id"] == "aaaa0001"
+    assert row["step_time_ratio"] == pytest.approx(1.2, rel=0.03)
+    assert row["throughput_ratio"] == pytest.approx(1 / 1.2, rel=0.03)
+    assert row["significant"] is True
+    # The warm-up steps (10x slower) were left out.
+    assert row["a"]["num_steps"] == 60
+    assert row["a"]["median_step_s"] == pytest.approx(0.05, rel=0.03)
+    assert any("one run on a side" in w for w in row["warnings"])
+
+
+def test_close_runs_are_not_significant(fixture_store, capsys):
+    (row,) = compare_json(capsys, fixture_store, "aaaa0001", "aaaa0002")["comparisons"]
+    assert row["significant"] is False
+    low, high = row["throughput_ratio_ci"]
+    assert low <= 1.0 <= high
+
+
+def test_table_output_and_unlike_runs_flagged(fixture_store, capsys):
+    code = main(["compare", "aaaa0001", "cccc0001", "--store", str(fixture_store)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "throughput B/A" in out and "significant" in out
+    assert "different workloads" in out
+    assert "different global batch" in out
+
+
+def test_multi_configuration_sweeps_match_by_label(fixture_store, capsys):
+    data = compare_json(capsys, fixture_store, "5weep0aa", "5weep0bb")
+    rows = {row["label"]: row for row in data["comparisons"]}
+    assert set(rows) == {"w1", "w2"}
+    assert rows["w1"]["hierarchical"] and rows["w1"]["a"]["num_runs"] == 2
+    assert rows["w2"]["step_time_ratio"] == pytest.approx(0.8, rel=0.04)
+    assert rows["w2"]["throughput_ratio"] > 1.0
+
+
+def test_config_picks_one_configuration(fixture_store, capsys):
+    data = compare_json(capsys, fixture_store, "5weep0aa", "aaaa0001", "--config", "w2")
+    (row,) = data["comparisons"]
+    assert row["label"] == "w2" and row["a"]["num_runs"] == 2 and row["b"]["num_runs"] == 1
+
+
+def test_single_configuration_sweep_uses_its_completed_runs(fixture_store, capsys):
+    data = compare_json(capsys, fixture_store, "0ne0", "aaaa0001")
+    (row,) = data["comparisons"]
+    assert row["a"]["num_runs"] == 2
+    assert data["a"]["skipped_runs"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["nosuch", "aaaa0001"], "no run or sweep 'nosuch'"),
+        (["aaaa", "bbbb0001"], "matches 2 runs"),
+        (["dddd0001", "aaaa0001"], "failed (worker 1 crashed)"),
+        (["aaaa0001", "eeee0001"], "still running"),
+        (["ffff0001", "aaaa0001"], "no timed steps"),
+        (["5weep0aa", "aaaa0001"], "--config"),
+        (["5weep0aa", "5weep0bb", "--config", "w9"], "no completed configuration 'w9'"),
+        (["aaaa0001", "bbbb0001", "--confidence", "1.5"], "--confidence"),
+    ],
+)
+def test_mistakes_cost_one_line(fixture_store, capsys, args, fragment):
+    code = run_cli(["compare", *args, "--store", str(fixture_store)])
+    assert code == 2
+    assert fragment in one_error_line(capsys)
+
+
+def test_missing_store_is_one_line(tmp_path, capsys):
+    code = run_cli(["compare", "a", "b", "--store", str(tmp_path / "none.db")])
+    assert code == 2
+    assert "no results store" in one_error_line(capsys)

@@ -1,0 +1,162 @@
+"""`trainscale report` through the real entry point: the files, and one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from report_store import build_store, cpu_parallel_configs, run_id
+
+from trainscale.cli import main
+from trainscale.results.store import RunStore
+
+SWEEP = "5eed0000"
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Keep a developer's $TRAINSCALE_STORE from leaking into the tests.
+    monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
+    path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
+    with RunStore(path) as store:
+        store.create_sweep("e0e0e0e0ffff", "empty", "tests", "h", {"name": "empty"}, [])
+        store.create_sweep("fa11fa11ffff", "all-failed", "tests", "h2", {"name": "x"}, [])
+        store.create_run(
+            "f0000000dead",
+            "mnist-cnn",
+            {},
+            {},
+            data_kind="real",
+            world_size=1,
+            threads_per_worker=1,
+            affinity="compact",
+            precision="fp32",
+            global_batch_size=64,
+            sweep_id="fa11fa11ffff",
+            sweep_item=0,
+            repeat_index=0,
+        )
+        store.fail_run("f0000000dead", "DataError: MNIST files not found")
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_report_of_a_sweep(store_path: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "report"
+    code, stdout, stderr = _run(
+        capsys, "report", "--sweep", SWEEP, "--out", str(out), "--store", str(store_path)
+    )
+    assert code == 0, stderr
+    assert str(out / "report.html") in stdout
+    assert "6 configuration(s)" in stdout and "1 run(s) not completed" in stdout
+    assert "plot not drawn: throughput (tweets-text)" in stdout
+    for name in ("report.html", "report.md", "report.csv", "speedup-mnist-cnn.png"):
+        assert (out / name).is_file(), name
+
+
+def test_report_of_runs_with_baseline(store_path: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "report"
+    code, stdout, stderr = _run(
+        capsys,
+        "report",
+        "--runs",
+        run_id(0, 0)[:6],
+        run_id(2, 0),
+        run_id(2, 1),
+        "--baseline",
+        run_id(2, 0)[:6],
+        "--out",
+        str(out),
+        "--store",
+        str(store_path),
+    )
+    assert code == 0, stderr
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "chosen with --baseline" in page
+    assert "<td>workers=4 (baseline)</td>" in page  # only the worker count differs
+
+
+def test_store_from_environment(
+    store_path: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINSCALE_STORE", str(store_path))
+    code, _, stderr = _run(capsys, "report", "--sweep", SWEEP, "--out", str(tmp_path / "r"))
+    assert code == 0, stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweep", "nosuch"], "no sweep 'nosuch'"),
+        (["--sweep", "e0e0"], "has no runs yet"),
+        (["--sweep", "fa11"], "no completed runs"),
+        (["--runs", "nosuch"], "no run 'nosuch'"),
+        (["--runs", "c"], "matches"),  # every fixture run id starts with 'c'
+        (["--runs", run_id(2, 2)], "no completed runs"),  # the failed run alone
+        (["--runs", "  "], "no run ids given"),
+        (["--sweep", SWEEP, "--baseline", "fastest"], "neither a configuration label"),
+    ],
+)
+def test_bad_input_is_one_line(
+    store_path: Path, tmp_path: Path, capsys, args: list[str], message: str
+) -> None:
+    out = tmp_path / "report"
+    code, stdout, stderr = _run(
+        capsys, "report", *args, "--out", str(out), "--store", str(store_path)
+    )
+    assert code == 2
+    assert stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("trainscale: error: ")
+    assert message in lines[0]
+    assert not out.exists()  # nothing written for a report that could not be made
+
+
+def test_missing_store_is_one_line(tmp_path: Path, capsys) -> None:
+    code, _, stderr = _run(
+        capsys,
+        "report",
+        "--sweep",
+        SWEEP,
+        "--out",
+        str(tmp_path / "r"),
+        "--store",
+        str(tmp_path / "missing.db"),
+    )
+    assert code == 2
+    assert stderr.count("\n") == 1 and "no results store" in stderr
+    assert not (tmp_path / "missing.db").exists()  # reading never creates a store
+
+
+def test_unwritable_out_dir_is_one_line(store_path: Path, tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for out in (blocker, blocker / "sub"):
+        code, _, stderr = _run(
+            capsys, "report", "--sweep", SWEEP, "--out", str(out), "--store", str(store_path)
+        )
+        assert code == 2
+        assert stderr.count("\n") == 1 and "trainscale: error: cannot" in stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--out", "x"],  # neither --sweep nor --runs
+        ["--sweep", SWEEP],  # no --out
+        ["--sweep", SWEEP, "--runs", "a", "--out", "x"],  # both
+        ["--runs", "--out", "x"],  # --runs without ids
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", *args])
+    assert exit_info.value.code == 2
+    stderr = capsys.readouterr().err
+    assert stderr.count("\n") == 1 and "error:" in stderr

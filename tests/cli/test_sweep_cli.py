@@ -1,0 +1,126 @@
+"""`trainscale sweep` end to end: bad files, a real sweep, and SIGKILL then --resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from cli_helpers import run_cli
+
+from trainscale.results.store import RunStore
+
+TINY = """
+name = "tiny"
+repeats = {repeats}
+[base]
+workload = "mnist-cnn"
+data = "synthetic"
+steps = {steps}
+evaluate = false
+batch_size = 8
+threads_per_worker = 1
+warmup_steps = 1
+[grid]
+seed = [0, 1]
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ('[base]\nworkload = "mnist-cnn"\ncolour = "red"\n', "base.colour: unknown run option"),
+        ('[base]\nworkload = "mnist-cnn"\n[grid]\nworkers = []\n', "grid.workers: is empty"),
+        ('[base]\nworkload = "mnist-cnn"\nworkers = "2"\n', "base.workers"),
+        ('[base]\nworkload = "no-such"\n', "valid workloads"),
+        ("[base\n", "not valid TOML"),
+    ],
+)
+def test_bad_sweep_files_fail_in_one_line_before_any_run(tmp_path, capsys, content, fragment):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(content)
+    store = tmp_path / "s.db"
+    assert run_cli(["sweep", str(spec), "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert fragment in err
+    assert not store.exists() or not RunStore(store).list_runs()
+
+
+def test_quick_needs_a_recipe_and_unknown_recipes_are_named(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[base]\nworkload = "mnist-cnn"\n')
+    assert run_cli(["sweep", str(spec), "--quick", "--store", str(tmp_path / "s.db")]) == 2
+    assert "--quick" in capsys.readouterr().err
+    assert run_cli(["sweep", "--recipe", "nope", "--store", str(tmp_path / "s.db")]) == 2
+    assert "valid recipes" in capsys.readouterr().err
+
+
+def test_dry_run_lists_the_plan_and_runs_nothing(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY.format(repeats=2, steps=3))
+    store = tmp_path / "s.db"
+    assert run_cli(["sweep", str(spec), "--store", str(store), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(None, 1)[0] for line in out] == ["0", "1", "2", "3"]
+    assert not RunStore(store).list_runs()
+
+
+def _count(store: Path, status: str) -> int:
+    if not store.exists():
+        return 0
+    try:
+        with RunStore(store) as s:
+            return len(s.list_runs(status=status))
+    except Exception:  # the file may be mid-creation
+        return 0
+
+
+def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(TINY.format(repeats=2, steps=30))
+    store = tmp_path / "s.db"
+    cmd = [sys.executable, "-m", "trainscale", "sweep", str(spec), "--store", str(store)]
+    env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 120
+        # Kill it while its second run is training: one completed, one running.
+        while time.monotonic() < deadline:
+            if _count(store, "completed") >= 1 and _count(store, "running") == 1:
+                break
+            assert proc.poll() is None, "the sweep ended before it could be killed"
+            time.sleep(0.2)
+        else:
+            pytest.fail("the sweep never reached its second run")
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGKILL)  # no clean-up of any kind
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # Workers die with their launcher instead of running on as orphans.
+    gone, alive = psutil.wait_procs(workers, timeout=15)
+    assert not [p for p in alive if "spawn_main" in " ".join(p.cmdline())]
+
+    with RunStore(store) as s:
+        assert len(s.list_runs(status="running")) == 1
+    resumed = subprocess.run(
+        [*cmd, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "already" in resumed.stderr
+    with RunStore(store) as s:
+        (sweep,) = s.list_sweeps()
+        runs = s.sweep_runs(sweep.sweep_id)
+    completed = sorted((r.sweep_item, r.repeat_index) for r in runs if r.status == "completed")
+    assert completed == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert [r.status for r in runs].count("failed") == 1
+    assert not [r for r in runs if r.status == "running"]

@@ -1,0 +1,417 @@
+"""The recommend search space, successive halving with fake trials, and run_command."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from dataclasses import replace
+
+import pytest
+
+from trainscale.cli.command_line import parse_run_command, run_command
+from trainscale.config import RunOptions
+from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.recommend.search import SearchSettings, run_search
+from trainscale.recommend.space import (
+    BF16_SKIP_REASON,
+    Candidate,
+    build_space,
+    thread_counts,
+    worker_counts,
+)
+from trainscale.runner import RunFailed
+
+# -- the space ---------------------------------------------------------------------------
+
+
+def test_worker_and_thread_counts():
+    assert worker_counts(1) == [1]
+    assert worker_counts(2) == [1, 2]
+    assert worker_counts(6) == [1, 2, 3, 4, 6]
+    assert worker_counts(8) == [1, 2, 4, 8]
+    assert thread_counts(6, 4) == [1]
+    assert thread_counts(6, 1) == [1, 2, 4, 6]
+    assert thread_counts(8, 2) == [1, 2, 4]
+
+
+@pytest.mark.parametrize("num_cores", [1, 2, 3, 4, 6, 8, 12, 16])
+@pytest.mark.parametrize("numa", [False, True])
+def test_space_never_oversubscribes(num_cores, numa):
+    cores = list(range(100, 100 + num_cores))
+    nodes = [cores[: num_cores // 2], cores[num_cores // 2 :]] if numa and num_cores > 1 else None
+    space = build_space(64, cores, bf16_native=True, numa_nodes=nodes)
+    assert space.candidates
+    for candidate in space.candidates:
+        assert candidate.workers * candidate.threads_per_worker <= num_cores
+        used = [core for cores_ in candidate.core_sets for core in cores_]
+        assert len(used) == len(set(used)), candidate  # no core shared between workers
+        assert set(used) <= set(cores)
+        assert all(len(s) == candidate.threads_per_worker for s in candidate.core_sets)
+    labels = [c.label for c in space.candidates]
+    assert len(labels) == len(set(labels))
+
+
+def test_one_numa_node_dedups_affinities_with_identical_cores():
+    space = build_space(64, [0, 1], bf16_native=False)
+    placements = {(c.workers, c.threads_per_worker, c.affinity) for c in space.candidates}
+    # On 2 cores every spread plan pins exactly like compact: only compact is kept.
+    assert placements == {(1, 1, "compact"), (1, 2, "compact"), (2, 1, "compact")}
+    assert ("1w x 1t spread", "1w x 1t compact") in space.duplicates
+    assert len(space.candidates) == 3 * 2  # x two batch sizes
+    assert {c.batch_size for c in space.candidates} == {64, 128}
+
+
+def test_spread_kept_where_it_pins_differently():
+    cores = list(range(8))
+    space = build_space(32, cores, bf16_native=False, batch_multipliers=(1,))
+    two = {
+        c.affinity: c.core_sets
+        for c in space.candidates
+        if (c.workers, c.threads_per_worker) == (2, 2)
+    }
+    # Without a NUMA map spread strides over the cores (OpenMP's spread).
+    assert two == {"compact": ((0, 1), (2, 3)), "spread": ((0, 2), (1, 3))}
+    numa = build_space(32, cores, False, numa_nodes=[[0, 1, 2, 3], [4, 5, 6, 7]])
+    pinned = {
+        c.affinity: c.core_sets
+        for c in numa.candidates
+        if (c.workers, c.threads_per_worker) == (2, 4)
+    }
+    assert set(pinned) == {"compact"}  # spread over 2 nodes x 4 cores is the compact plan
+
+
+def test_bf16_only_with_native_support():
+    without = build_space(64, [0, 1], bf16_native=False)
+    assert {c.precision for c in without.candidates} == {"fp32"}
+    assert BF16_SKIP_REASON in without.skipped
+    assert "emulated" in BF16_SKIP_REASON
+    native = build_space(64, [0, 1], bf16_native=True)
+    assert {c.precision for c in native.candidates} == {"fp32", "bf16"}
+    assert not any("bf16" in s for s in native.skipped)
+
+
+def test_baseline_is_the_serial_fp32_recipe_setting():
+    space = build_space(64, [4, 5], bf16_native=True)
+    assert space.baseline == Candidate(1, 1, "compact", "fp32", 64, ((4,),))
+    assert space.baseline in space.candidates
+
+
+def test_max_workers_and_bad_multipliers():
+    space = build_space(64, range(4), False, max_workers=2)
+    assert max(c.workers for c in space.candidates) == 2
+    assert any("above --max-workers 2" in s for s in space.skipped)
+    with pytest.raises(ConfigError):
+        build_space(64, range(4), False, batch_multipliers=(0,))
+
+
+def test_candidate_options_replace_the_batch_and_placement():
+    candidate = Candidate(2, 1, "spread", "bf16", 128)
+    base = RunOptions(workload="mnist-cnn", global_batch_size=256, allow_oversubscribe=True)
+    options = candidate.options(base)
+    assert (options.workers, options.threads_per_worker, options.affinity) == (2, 1, "spread")
+    assert (options.batch_size, options.global_batch_size, options.precision) == (128, None, "bf16")
+    assert options.allow_oversubscribe is False
+    assert candidate.global_batch_size == 256 and candidate.cores == 2
+
+
+# -- the search, with fake trials --------------------------------------------------------
+
+
+class FakeTrials:
+    """Deterministic trials: throughput and accuracy per label, time on a fake clock."""
+
+    OVERHEAD_S = 4.0
+
+    def __init__(self, space, rates, accuracy=None, fail=()):
+        self.rates = rates
+        self.accuracy = accuracy or {}
+        self.fail = set(fail)
+        self.now = 0.0
+        self.calls: list[tuple[str, str, int | None]] = []
+        self.labels = {
+            (c.workers, c.threads_per_worker, c.affinity, c.precision, c.batch_size): c.label
+            for c in space.candidates
+        }
+
+    def clock(self) -> float:
+        return self.now
+
+    def label(self, options: RunOptions) -> str:
+        key = (
+            options.workers,
+            options.threads_per_worker,
+            options.affinity,
+            options.precision,
+            options.batch_size,
+        )
+        return self.labels[key]
+
+    def __call__(self, options: RunOptions) -> dict:
+        label = self.label(options)
+        kind = "accuracy" if options.evaluate else "throughput"
+        self.calls.append((label, kind, options.steps))
+        rate = self.rates[label]
+        if kind == "accuracy":
+            samples = int(options.epochs * 60_000)
+        else:
+            samples = options.steps * options.batch_size * options.workers
+        train_s = samples / rate
+        self.now += self.OVERHEAD_S + train_s
+        if label in self.fail:
+            raise RunFailed(f"id-{len(self.calls)}", "worker 0 exited with code 1")
+        return {
+            "run_id": f"id-{len(self.calls)}",
+            "samples_per_s": rate,
+            "train_time_s": train_s,
+            "num_samples": samples,
+            "test_accuracy": self.accuracy.get(label, 0.98) if kind == "accuracy" else None,
+        }
+
+
+SPACE = build_space(64, [0, 1], bf16_native=False)
+RATES = {
+    "1w x 1t compact fp32 b64": 1000.0,  # the baseline
+    "1w x 1t compact fp32 b128": 1100.0,
+    "1w x 2t compact fp32 b64": 1500.0,
+    "1w x 2t compact fp32 b128": 1700.0,
+    "2w x 1t compact fp32 b64": 1800.0,
+    "2w x 1t compact fp32 b128": 2000.0,
+}
+THROUGHPUT_BASE = RunOptions(workload="mnist-cnn", data="synthetic", tag="recommend:test")
+ACCURACY_BASE = RunOptions(workload="mnist-cnn", data="real", tag="recommend:test")
+
+
+def search(fake, settings=None, accuracy=True):
+    return run_search(
+        SPACE,
+        THROUGHPUT_BASE,
+        ACCURACY_BASE if accuracy else None,
+        settings or SearchSettings(budget_s=10_000),
+        fake,
+        clock=fake.clock,
+    )
+
+
+def test_best_survives_successive_halving():
+    fake = FakeTrials(SPACE, RATES)
+    result = search(fake)
+    assert result.best.label == "2w x 1t compact fp32 b128"
+    assert result.rungs_completed == 3 and not result.stopped_by_budget
+    throughput = [(label, steps) for label, kind, steps in fake.calls if kind == "throughput"]
+    by_rung = [[label for label, s in throughput if s == steps] for steps in (15, 35, 95)]
+    assert len(by_rung[0]) == 6  # every candidate, the baseline first
+    assert by_rung[0][0] == SPACE.baseline.label
+    # Rung 1: the top third (2 of 6) plus the baseline as reference; rung 2: 1 plus baseline.
+    assert by_rung[1] == [
+        SPACE.baseline.label,
+        "2w x 1t compact fp32 b128",
+        "2w x 1t compact fp32 b64",
+    ]
+    assert by_rung[2] == [SPACE.baseline.label, "2w x 1t compact fp32 b128"]
+    assert result.best_rung == 2
+    assert result.speedup == pytest.approx(2.0)
+    assert result.baseline_samples_per_s == 1000.0
+    # The baseline's accuracy run comes first, then the winner's.
+    accuracy = [label for label, kind, _ in fake.calls if kind == "accuracy"]
+    assert accuracy == [SPACE.baseline.label, "2w x 1t compact fp32 b128"]
+    assert result.accuracy_checked and result.best_accuracy == 0.98
+    ranked = [r.candidate.label for r in result.ranking]
+    assert ranked[:2] == ["2w x 1t compact fp32 b128", "2w x 1t compact fp32 b64"]
+    assert any("global batch (256)" in note for note in result.notes)
+
+
+def test_regressing_accuracy_is_rejected_and_the_next_one_chosen():
+    accuracy = {SPACE.baseline.label: 0.980, "2w x 1t compact fp32 b128": 0.970}
+    fake = FakeTrials(SPACE, RATES, accuracy)
+    result = search(fake)
+    assert result.best.label == "2w x 1t compact fp32 b64"
+    (rejection,) = result.rejected
+    assert rejection.candidate.label == "2w x 1t compact fp32 b128"
+    assert "1.00 points below" in rejection.reason and rejection.test_accuracy == 0.970
+    assert result.best_rung == 1  # measured in rung 1, where it was eliminated
+    assert result.speedup == pytest.approx(1.8)
+
+
+def test_drop_within_tolerance_is_kept():
+    accuracy = {SPACE.baseline.label: 0.980, "2w x 1t compact fp32 b128": 0.976}
+    result = search(FakeTrials(SPACE, RATES, accuracy))
+    assert result.best.label == "2w x 1t compact fp32 b128" and not result.rejected
+
+
+def test_every_finalist_rejected_falls_back_to_the_baseline():
+    accuracy = {label: 0.90 for label in RATES} | {SPACE.baseline.label: 0.98}
+    fake = FakeTrials(SPACE, RATES, accuracy)
+    result = search(fake)
+    assert result.best == SPACE.baseline
+    assert result.speedup == pytest.approx(1.0)
+    assert len(result.rejected) == len(RATES) - 1
+
+
+def test_without_real_data_accuracy_is_not_checked():
+    fake = FakeTrials(SPACE, RATES)
+    result = search(fake, accuracy=False)
+    assert result.best.label == "2w x 1t compact fp32 b128"
+    assert not result.accuracy_checked and result.best_accuracy is None
+    assert all(kind == "throughput" for _, kind, _ in fake.calls)
+
+
+def test_budget_is_respected_and_the_stop_is_reported():
+    fake = FakeTrials(SPACE, RATES)
+    # Enough for the baseline accuracy run, rung 0 and part of rung 1.
+    settings = SearchSettings(budget_s=75)
+    result = search(fake, settings)
+    assert result.stopped_by_budget
+    assert result.elapsed_s <= settings.budget_s
+    assert any(note.startswith("budget: stopped") for note in result.notes)
+    assert result.rungs_completed < 3
+    assert result.best.label == "2w x 1t compact fp32 b128"  # still the best measured
+
+
+def test_tiny_budget_still_ranks_what_it_measured():
+    fake = FakeTrials(SPACE, RATES)
+    result = search(fake, SearchSettings(budget_s=1), accuracy=False)
+    # The first trial always runs; nothing after it fits.
+    assert [kind for _, kind, _ in fake.calls] == ["throughput"]
+    assert result.best == SPACE.baseline and result.stopped_by_budget
+
+
+def test_failed_trials_drop_out():
+    fake = FakeTrials(SPACE, RATES, fail={"2w x 1t compact fp32 b128"})
+    result = search(fake)
+    assert result.best.label == "2w x 1t compact fp32 b64"
+    failed = [t for t in result.trials if t.error]
+    assert len(failed) == 1 and "exited" in failed[0].error
+
+
+def test_failed_baseline_accuracy_run_stops_the_search():
+    fake = FakeTrials(SPACE, RATES, fail={SPACE.baseline.label})
+    with pytest.raises(TrainscaleError, match="baseline's accuracy run failed"):
+        search(fake)
+
+
+def test_settings_are_checked():
+    with pytest.raises(TrainscaleError):
+        SearchSettings(rung_steps=())
+    with pytest.raises(TrainscaleError):
+        SearchSettings(budget_s=0)
+    with pytest.raises(TrainscaleError):
+        SearchSettings(keep_fraction=1.0)
+
+
+def test_search_is_deterministic():
+    first = search(FakeTrials(SPACE, RATES)).to_dict()
+    again = search(FakeTrials(SPACE, RATES)).to_dict()
+    assert first == again
+
+
+# -- run_command ---------------------------------------------------------------------------
+
+ROUND_TRIP = [
+    RunOptions(workload="mnist-cnn"),
+    RunOptions(workload="mnist-cnn", workers=2, threads_per_worker=1, batch_size=64),
+    RunOptions(workload="mnist-cnn", threads_per_worker="torch-default", affinity="none"),
+    RunOptions(workload="mnist-cnn", affinity="0,1;2,3", workers=2, allow_oversubscribe=True),
+    RunOptions(
+        workload="imdb-bilstm",
+        data="synthetic",
+        data_dir="/data/my sets",
+        download=False,
+        global_batch_size=256,
+        optimizer="adamw",
+        lr=1e-05,
+        lr_scaling="sqrt",
+        warmup_fraction=0.1,
+        schedule="cosine",
+        weight_decay=0.05,
+        precision="bf16",
+        epochs=0.5,
+        eval_every=100,
+        evaluate=False,
+        target_accuracy=0.87,
+        seed=3,
+        warmup_steps_untimed=0,
+        timeout_s=30.5,
+        tag="-starts with a dash; and $pecial 'quotes'",
+        workload_options={"max_len": "200", "vocab": "a b"},
+    ),
+    RunOptions(workload="mnist-cnn", steps=90, warmup_steps_untimed=2),
+    RunOptions(
+        workload="cifar10-resnet44",
+        device="auto",
+        compile=True,
+        bucket_cap_mb=50.0,
+        grad_accum=2,
+        breakdown_every=10,
+        nnodes=2,
+        rdzv_endpoint="node0.cluster:29400",
+        rdzv_id="job-7",
+        rdzv_timeout_s=60.0,
+    ),
+]
+
+
+@pytest.mark.parametrize("options", ROUND_TRIP)
+def test_run_command_round_trips_through_the_real_parser(options):
+    command = run_command(options)
+    assert command.startswith("trainscale run ")
+    assert parse_run_command(command) == options
+
+
+def test_run_command_writes_only_non_defaults_unless_asked():
+    assert run_command(RunOptions(workload="mnist-cnn")) == "trainscale run mnist-cnn"
+    options = Candidate(2, 1, "compact", "fp32", 64).options(RunOptions(workload="mnist-cnn"))
+    assert run_command(options) == (
+        "trainscale run mnist-cnn --workers 2 --threads-per-worker 1 --batch-size 64"
+    )
+    explicit = ("workers", "threads_per_worker", "affinity", "precision", "batch_size")
+    command = run_command(options, explicit=explicit)
+    assert command == (
+        "trainscale run mnist-cnn --workers 2 --threads-per-worker 1 --affinity compact "
+        "--batch-size 64 --precision fp32"
+    )
+    assert parse_run_command(command) == options
+
+
+def test_run_command_quotes_for_the_shell():
+    command = run_command(RunOptions(workload="mnist-cnn", affinity="0;1", workers=2))
+    assert "'0;1'" in command
+    assert shlex.split(command)[-1] == "0;1"
+
+
+@pytest.mark.parametrize("candidate", build_space(64, range(4), True).candidates[:12])
+def test_every_candidate_round_trips(candidate):
+    options = candidate.options(RunOptions(workload="mnist-cnn"))
+    assert parse_run_command(run_command(options, explicit=("affinity",))) == options
+
+
+def test_round_trip_covers_every_option():
+    # Every RunOptions field is set to a non-default value in some ROUND_TRIP case.
+    defaults = RunOptions(workload="x")
+    covered = {
+        name
+        for options, name in itertools.product(ROUND_TRIP, RunOptions.__dataclass_fields__)
+        if getattr(options, name) != getattr(defaults, name)
+    }
+    assert covered == set(RunOptions.__dataclass_fields__)
+
+
+def test_replace_keeps_round_trip_for_searched_options():
+    options = replace(ROUND_TRIP[1], precision="bf16", affinity="spread")
+    assert parse_run_command(run_command(options)) == options
+
+
+def test_a_rung_cut_short_does_not_change_the_ranking():
+    # The baseline runs first in every rung; were it ranked on a rung cut short right after
+    # it, it would jump ahead of faster settings measured only on the shorter rung.
+    fake = FakeTrials(SPACE, RATES)
+    full = search(fake, accuracy=False)
+    first_rung_1 = next(i for i, t in enumerate(full.trials) if t.rung == 1)
+    # Just enough time for the rung-1 baseline trial, not the one after it.
+    budget = fake.now - sum(t.wall_s for t in full.trials[first_rung_1 + 1 :]) + 0.5
+    fake = FakeTrials(SPACE, RATES)
+    result = search(fake, SearchSettings(budget_s=budget), accuracy=False)
+    assert result.stopped_by_budget and result.rungs_completed == 1
+    assert [t.rung for t in result.trials].count(1) == 1  # the baseline only
+    assert result.best.label == "2w x 1t compact fp32 b128"
+    assert result.best_rung == 0
+    assert result.speedup == pytest.approx(2.0)

@@ -1,0 +1,392 @@
+"""Report figures, plots and pages from small fixture stores (no training)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import pytest
+from report_store import (
+    build_store,
+    cpu_parallel_configs,
+    run_id,
+    scaling_configs,
+)
+
+from trainscale.report import ReportError
+from trainscale.report.build import build_report, load_report_data, write_report
+from trainscale.report.csv_table import CSV_COLUMNS
+from trainscale.report.labels import labels_from_differences
+from trainscale.report.model import ReportData
+from trainscale.report.plots import render_plots
+
+SWEEP = "5eed0000"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def cpu_store(tmp_path: Path) -> Path:
+    return build_store(tmp_path / "runs.db", cpu_parallel_configs())
+
+
+@pytest.fixture
+def cpu_report(cpu_store: Path) -> ReportData:
+    return load_report_data(cpu_store, sweep_id=SWEEP)
+
+
+def _config(data: ReportData, label: str):
+    return next(c for c in data.configurations if c.label == label)
+
+
+# -- aggregation --------------------------------------------------------------------------
+
+
+def test_configurations_keep_plan_order_and_labels(cpu_report: ReportData) -> None:
+    assert [s.workload for s in cpu_report.workloads] == ["mnist-cnn", "tweets-text"]
+    assert [c.label for c in cpu_report.configurations] == [c.label for c in cpu_parallel_configs()]
+
+
+def test_medians_spread_and_repeats(cpu_report: ReportData) -> None:
+    serial = _config(cpu_report, "cnn serial 1 core")
+    assert serial.repeats == 3
+    assert serial.samples_per_s_median == pytest.approx(100.0)
+    assert serial.samples_per_s_iqr == pytest.approx(2.0)  # quartiles 99 and 101
+    assert serial.step_time_s_median == pytest.approx(64 / 100)
+    assert serial.step_time_rel_iqr == pytest.approx(0.02)
+    assert serial.peak_memory_bytes == pytest.approx(300 * 2**20)
+    pinned = _config(cpu_report, "cnn 4 pinned workers x 1 thread")
+    assert pinned.repeats == 2 and pinned.num_failed == 1
+    assert pinned.samples_per_s_median == pytest.approx(305.0)
+    # The largest worker's peak, not the first one's.
+    assert pinned.peak_memory_bytes == pytest.approx(303 * 2**20)
+
+
+def test_default_baseline_is_single_worker_with_fewest_cores(cpu_report: ReportData) -> None:
+    mnist, text = cpu_report.workloads
+    assert mnist.baseline is not None and mnist.baseline.label == "cnn serial 1 core"
+    assert "fewest cores" in mnist.baseline_rule
+    # Per workload: the text network has its own baseline.
+    assert text.baseline is not None and text.baseline.label == "text affinity set 1 core(s)"
+    assert [c.is_baseline for c in mnist.configurations] == [True, False, False, False]
+
+
+def test_speedup_and_efficiency(cpu_report: ReportData) -> None:
+    threads = _config(cpu_report, "cnn 1 process x 4 threads")
+    assert threads.speedup == pytest.approx(2.55)
+    assert threads.efficiency_per_worker == pytest.approx(2.55)  # still one worker
+    assert threads.cores == 4
+    assert threads.efficiency_per_core == pytest.approx(2.55 / 4)
+    pinned = _config(cpu_report, "cnn 4 pinned workers x 1 thread")
+    assert pinned.speedup == pytest.approx(3.05)
+    assert pinned.efficiency_per_worker == pytest.approx(3.05 / 4)
+    assert pinned.efficiency_per_core == pytest.approx(3.05 / 4)
+    text = _config(cpu_report, "text affinity set 2 core(s)")
+    assert text.speedup == pytest.approx(710 / 405)
+
+
+def test_oversubscribed_naive_setting_is_flagged_noisy(cpu_report: ReportData) -> None:
+    naive = _config(cpu_report, "cnn naive DDP: 4 unpinned workers, torch-default threads")
+    assert naive.oversubscribed and not naive.pinned
+    assert naive.total_threads == 16 and naive.cores == 4
+    assert naive.threads_setting == "torch-default"
+    assert naive.noisy
+    notes = " ".join(naive.notes)
+    assert "throughput IQR across 3 repeats is 33%" in notes
+    assert "step-time IQR within runs is 30%" in notes
+    assert "oversubscribed: 16 threads on 4 cores" in notes
+    assert not _config(cpu_report, "cnn serial 1 core").noisy
+
+
+def test_time_to_target_and_accuracy(cpu_report: ReportData) -> None:
+    serial = _config(cpu_report, "cnn serial 1 core")
+    assert serial.time_to_target_s == pytest.approx(31.0)  # median of the 2 that reached it
+    assert (serial.num_reached, serial.num_evaluated) == (2, 3)
+    assert serial.test_accuracy == pytest.approx(0.975)
+    assert "target reached in 2 of 3 runs" in serial.notes
+    naive = _config(cpu_report, "cnn naive DDP: 4 unpinned workers, torch-default threads")
+    assert naive.time_to_target_s is None and naive.num_reached == 0
+    assert len(serial.accuracy_curves) == 3
+
+
+def test_no_accuracy_from_synthetic_data(cpu_report: ReportData, tmp_path: Path) -> None:
+    # The fixture's synthetic summaries carry test_accuracy 0.5 and a time to target.
+    for label in ("text affinity set 1 core(s)", "text affinity set 2 core(s)"):
+        config = _config(cpu_report, label)
+        assert config.synthetic
+        assert config.test_accuracy is None
+        assert config.time_to_target_s is None
+        assert config.accuracy_curves == []
+    plots, skipped = render_plots(cpu_report)
+    assert not [p for p in plots if p.workload == "tweets-text" and p.kind == "accuracy"]
+    reasons = {s.kind: s.reason for s in skipped if s.workload == "tweets-text"}
+    assert "synthetic" in reasons["accuracy"]
+
+
+def test_failed_runs_are_listed_with_their_reason(cpu_report: ReportData) -> None:
+    (failed,) = cpu_report.not_completed
+    assert failed.run_id == run_id(2, 2)
+    assert failed.label == "cnn 4 pinned workers x 1 thread"
+    assert failed.status == "failed"
+    assert "worker 1 exited" in failed.reason
+
+
+def test_retried_and_running_runs_are_listed(cpu_store: Path) -> None:
+    from trainscale.results.store import RunStore
+
+    serial = cpu_parallel_configs()[0]
+    with RunStore(cpu_store) as store:
+        for rid, repeat in (("c0r0a1" + "f" * 26, 0), ("c0r9a0" + "f" * 26, 9)):
+            store.create_run(
+                rid,
+                serial.workload,
+                serial.config(),
+                {},
+                data_kind="real",
+                world_size=1,
+                threads_per_worker=1,
+                affinity="compact",
+                precision="fp32",
+                global_batch_size=64,
+                config_hash=serial.key(),
+                sweep_id="5eed0000aaaabbbbccccddddeeeeffff",
+                sweep_item=0,
+                repeat_index=repeat,
+            )
+        store.fail_run("c0r0a1" + "f" * 26, "interrupted: the sweep process stopped")
+    data = load_report_data(cpu_store, sweep_id=SWEEP)
+    by_id = {run.run_id[:6]: run for run in data.not_completed}
+    assert by_id["c0r0a1"].retried  # repeat 0 of this configuration did complete
+    assert by_id["c0r9a0"].status == "running" and not by_id["c0r9a0"].retried
+    assert "still running" in by_id["c0r9a0"].reason
+    # Neither changes the configuration's figures.
+    assert _config(data, "cnn serial 1 core").repeats == 3
+
+
+def test_baseline_without_a_single_worker_configuration(tmp_path: Path) -> None:
+    store = build_store(tmp_path / "two-up.db", scaling_configs(0.1)[1:])  # 2 and 4 workers
+    (section,) = load_report_data(store, sweep_id=SWEEP).workloads
+    assert section.baseline is not None and section.baseline.label == "workers=2"
+    assert "no 1-worker configuration" in section.baseline_rule
+    four = section.configuration(section.series[0].keys[-1])
+    assert four.efficiency_per_worker == pytest.approx(four.speedup / 2)  # 4 vs 2 workers
+    # Amdahl over n = 4/2 = 2 relative to the baseline: one point, fitted exactly.
+    assert section.amdahl is not None and section.amdahl.num_points == 1
+
+
+def test_amdahl_fit_on_the_baseline_series(tmp_path: Path) -> None:
+    store = build_store(tmp_path / "scaling.db", scaling_configs(0.1))
+    data = load_report_data(store, sweep_id=SWEEP)
+    (section,) = data.workloads
+    assert section.amdahl is not None
+    assert section.amdahl.serial_fraction == pytest.approx(0.1)
+    assert "s = 0.100" in section.amdahl_note
+    # Weak scaling: the global batch grows with the workers, and the report says so.
+    four = _config(data, "workers=4")
+    assert any("weak scaling" in note for note in four.notes)
+
+
+def test_amdahl_fit_in_cpu_parallel_uses_pinned_series(cpu_report: ReportData) -> None:
+    mnist = cpu_report.workloads[0]
+    # Series with 1 thread per worker, pinned: serial (n=1) and 4 workers (speedup 3.05).
+    assert mnist.amdahl is not None
+    assert mnist.amdahl.serial_fraction == pytest.approx((1 / 3.05 - 0.25) / 0.75)
+    assert cpu_report.workloads[1].amdahl is None  # one worker count only
+    assert "no Amdahl fit" in cpu_report.workloads[1].amdahl_note
+
+
+def test_affinity_table_shows_pitfall_beside_pinned(cpu_report: ReportData) -> None:
+    mnist = cpu_report.workloads[0]
+    rows = {row.label: row for row in mnist.affinity_rows}
+    naive = rows["cnn naive DDP: 4 unpinned workers, torch-default threads"]
+    assert naive.gain_vs_slowest_pct == pytest.approx(0.0)  # the slowest
+    assert naive.oversubscribed and "oversubscribed" in naive.setting
+    # gain = 1 - t / t_slowest = 1 - 90 / rate (same global batch)
+    assert rows["cnn serial 1 core"].gain_vs_slowest_pct == pytest.approx(10.0)
+    # Step time is the median of the runs' medians: 64/300 s and 64/310 s.
+    pinned_step_s = (64 / 300 + 64 / 310) / 2
+    assert rows["cnn 4 pinned workers x 1 thread"].step_time_ms == pytest.approx(
+        1000 * pinned_step_s
+    )
+    assert rows["cnn 4 pinned workers x 1 thread"].gain_vs_slowest_pct == pytest.approx(
+        100 * (1 - pinned_step_s / (64 / 90))
+    )
+    assert "pinned (compact)" in rows["cnn 4 pinned workers x 1 thread"].setting
+    text_rows = cpu_report.workloads[1].affinity_rows
+    assert [r.label for r in text_rows] == [
+        "text affinity set 1 core(s)",
+        "text affinity set 2 core(s)",
+    ]
+
+
+def test_baseline_override_by_label_and_by_run_id(cpu_store: Path) -> None:
+    by_label = load_report_data(cpu_store, sweep_id=SWEEP, baseline="cnn 1 process x 4 threads")
+    mnist = by_label.workloads[0]
+    assert mnist.baseline is not None and mnist.baseline.label == "cnn 1 process x 4 threads"
+    assert "--baseline" in mnist.baseline_rule
+    assert _config(by_label, "cnn serial 1 core").speedup == pytest.approx(100 / 255)
+    # Efficiency is relative to the baseline's cores: 4 pinned workers vs 1 process on 4 cores.
+    pinned = _config(by_label, "cnn 4 pinned workers x 1 thread")
+    assert pinned.efficiency_per_core == pytest.approx(305 / 255)
+    # The other workload keeps its default.
+    assert by_label.workloads[1].baseline.label == "text affinity set 1 core(s)"
+
+    by_run = load_report_data(cpu_store, sweep_id=SWEEP, baseline=run_id(2, 1)[:6])
+    assert by_run.workloads[0].baseline.label == "cnn 4 pinned workers x 1 thread"
+
+
+@pytest.mark.parametrize(
+    ("baseline", "message"),
+    [
+        ("no such config", "neither a configuration label nor a run id"),
+        ("c", "matches"),  # every fixture run id starts with 'c'
+        (run_id(2, 2), "is failed"),
+    ],
+)
+def test_bad_baseline(cpu_store: Path, baseline: str, message: str) -> None:
+    with pytest.raises(ReportError, match=message):
+        load_report_data(cpu_store, sweep_id=SWEEP, baseline=baseline)
+
+
+def test_runs_labelled_by_the_keys_that_differ(tmp_path: Path) -> None:
+    store = build_store(tmp_path / "loose.db", cpu_parallel_configs()[:4], sweep_id=None)
+    ids = [run_id(i, 0) for i in range(4)] + [run_id(0, 1)]
+    data = load_report_data(store, run_ids=ids)
+    labels = [c.label for c in data.configurations]
+    assert labels == [
+        "workers=1, threads_per_worker=1, affinity=compact",
+        "workers=1, threads_per_worker=4, affinity=compact",
+        "workers=4, threads_per_worker=1, affinity=compact",
+        "workers=4, threads_per_worker=torch-default, affinity=none",
+    ]
+    # Two runs of the first configuration were named: they are its repeats.
+    assert data.configurations[0].repeats == 2
+    assert data.source.startswith("runs c0r0a0")
+
+
+def test_labels_from_differences_disambiguates() -> None:
+    configs = {"aaaaaaaa1": {"workers": 2, "lr": 0.1}, "bbbbbbbb2": {"workers": 2, "lr": 0.1}}
+    labels = labels_from_differences(configs)
+    assert labels == {
+        "aaaaaaaa1": "workers=2, threads_per_worker=? [aaaaaaaa]",
+        "bbbbbbbb2": "workers=2, threads_per_worker=? [bbbbbbbb]",
+    }
+
+
+def test_no_completed_runs_is_an_error(tmp_path: Path) -> None:
+    configs = cpu_parallel_configs()[:1]
+    configs[0].rates = [None, None]
+    store = build_store(tmp_path / "failed.db", configs)
+    with pytest.raises(ReportError, match="no completed runs.*worker 1 exited"):
+        load_report_data(store, sweep_id=SWEEP)
+
+
+# -- files --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("report")
+    store = build_store(root / "runs.db", cpu_parallel_configs())
+    return build_report(store, sweep_id=SWEEP, out_dir=root / "out" / "nested")
+
+
+def test_write_report_files(written) -> None:
+    out = written.html.parent
+    names = sorted(p.name for p in out.iterdir())
+    assert {"report.html", "report.md", "report.csv"} <= set(names)
+    assert not [n for n in names if n.endswith(".tmp")]  # atomic writes leave no temp files
+    kinds = {(p.name.split("-")[0]) for p in written.plots}
+    assert {"throughput", "speedup", "efficiency", "accuracy", "time", "breakdown"} <= kinds
+
+
+def test_plots_are_real_pngs(written) -> None:
+    from matplotlib.image import imread
+
+    assert len(written.plots) >= 6
+    for path in written.plots:
+        content = path.read_bytes()
+        assert content.startswith(PNG_SIGNATURE), path
+        assert len(content) > 5_000, path  # a drawn chart, not an empty canvas
+        pixels = imread(path)
+        assert pixels.shape[0] > 200 and pixels.shape[1] > 400
+        assert pixels.std() > 0.01  # not a blank image
+
+
+def test_html_is_self_contained(written) -> None:
+    page = written.html.read_text(encoding="utf-8")
+    assert "http://" not in page and "https://" not in page
+    # Every src/href is an embedded data URI (no protocol-relative //host/x.png either).
+    references = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', page)
+    assert references and all(ref.startswith("data:") for ref in references)
+    assert "url(" not in page  # no CSS that loads anything
+    assert "<script" not in page and "<link" not in page
+    sources = re.findall(r'<img src="([^"]+)"', page)
+    assert len(sources) == len(written.plots)
+    assert all(src.startswith("data:image/png;base64,") for src in sources)
+    assert "Content-Security-Policy" in page
+
+
+def test_html_and_markdown_name_baseline_machine_and_notes(written) -> None:
+    page = written.html.read_text(encoding="utf-8")
+    markdown = written.markdown.read_text(encoding="utf-8")
+    for text in (page, markdown):
+        assert "Test CPU 9000" in text and "2.13.0+cpu" in text
+        assert "&#x27;cnn serial 1 core&#x27;" in text or "'cnn serial 1 core'" in text
+        assert "synthetic data" in text
+        assert "noisy" in text
+        assert "% gain vs slowest" in text
+        assert "oversubscribed: 16 threads on 4 cores" in text
+        assert "S(n) = 1 / (s + (1 - s) / n)" in text
+        assert "worker 1 exited with code 1" in text  # the failed run and its reason
+        assert "Step-time breakdown: mnist-cnn" in text  # recorded for one mnist setting
+        assert "Step-time breakdown: no run recorded a step-time breakdown" in text  # text
+        assert "only one worker count (1) was measured" in text  # tweets-text: skipped plots
+    # Markdown links the PNGs that sit beside it.
+    for path in written.plots:
+        assert f"]({path.name})" in markdown
+
+
+def test_same_figures_in_markdown_html_and_csv(written) -> None:
+    markdown = written.markdown.read_text(encoding="utf-8")
+    page = written.html.read_text(encoding="utf-8")
+    for cell in ("305.0", "3.05x", "76%", "31.0 (2/3)", "0.9750"):
+        assert cell in markdown and cell in page
+    rows = list(csv.DictReader(io.StringIO(written.csv.read_text(encoding="utf-8"))))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    pinned = next(r for r in rows if r["configuration"] == "cnn 4 pinned workers x 1 thread")
+    assert float(pinned["speedup"]) == pytest.approx(3.05)
+    assert pinned["failed_runs"] == "1"
+    text = next(r for r in rows if r["configuration"] == "text affinity set 1 core(s)")
+    assert text["test_accuracy"] == "" and text["time_to_target_s"] == ""
+    assert text["baseline"] == "True"
+
+
+def test_write_report_returns_html_and_rewrites_in_place(cpu_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = write_report(cpu_store, sweep_id=SWEEP, out_dir=out)
+    second = write_report(
+        cpu_store, sweep_id=SWEEP, out_dir=out, baseline="cnn 1 process x 4 threads"
+    )
+    assert first == second == out / "report.html"
+    assert "chosen with --baseline" in second.read_text(encoding="utf-8")
+
+
+def test_unwritable_out_dir(cpu_store: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ReportError, match="cannot"):
+        write_report(cpu_store, sweep_id=SWEEP, out_dir=blocker)
+    with pytest.raises(ReportError, match="cannot create report directory"):
+        write_report(cpu_store, sweep_id=SWEEP, out_dir=blocker / "sub")
+
+
+def test_plots_do_not_touch_pyplot_state(cpu_report: ReportData) -> None:
+    import sys
+
+    render_plots(cpu_report)
+    if "matplotlib.pyplot" in sys.modules:  # another test imported it: no figure of ours there
+        import matplotlib.pyplot as plt
+
+        assert plt.get_fignums() == []

@@ -1,0 +1,122 @@
+"""Sweep execution: one run at a time, failures recorded, resume without loss or duplicates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainscale.errors import TrainscaleError
+from trainscale.results.store import RunStore
+from trainscale.runner import RunFailed, create_run_row
+from trainscale.sweep.execute import INTERRUPTED, execute_sweep
+from trainscale.sweep.plan import make_plan
+from trainscale.sweep.spec import parse_spec
+
+BASE = {"workload": "mnist-cnn", "data": "synthetic", "steps": 3, "threads_per_worker": 1}
+
+
+def spec_of(**raw):
+    return parse_spec({"base": dict(BASE), **raw}, default_name="t")
+
+
+class FakeRunner:
+    """Stands in for execute_run: records the run in the store like the real one does."""
+
+    def __init__(self, fail_items=(), stop_after=None):
+        self.fail_items = set(fail_items)
+        self.stop_after = stop_after
+        self.calls: list[int] = []
+
+    def __call__(self, options, store_path, quiet, slot, config):
+        if self.stop_after is not None and len(self.calls) == self.stop_after:
+            # The process dies mid-run: the row was created, never finished.
+            with RunStore(store_path) as store:
+                create_run_row(store, f"killed-{slot.item}", config, slot)
+            raise KeyboardInterrupt
+        self.calls.append(slot.item)
+        run_id = f"run-{slot.sweep_id[:6]}-{slot.item}-{len(self.calls)}"
+        with RunStore(store_path) as store:
+            create_run_row(store, run_id, config, slot)
+            if slot.item in self.fail_items:
+                store.fail_run(run_id, "worker rank 1 failed: injected")
+                raise RunFailed(run_id, "worker rank 1 failed: injected")
+            store.complete_run(run_id, {"samples_per_s": 100.0 + slot.item}, [], [0.1, 0.1])
+        return {"run_id": run_id, "samples_per_s": 100.0 + slot.item}
+
+
+def test_every_planned_run_runs_once_in_order_and_is_linked(tmp_path: Path):
+    spec = spec_of(grid={"batch_size": [8, 16]}, repeats=2)
+    plan = make_plan(spec)
+    fake = FakeRunner()
+    outcome = execute_sweep(spec, plan, tmp_path / "s.db", "x.toml", run_one=fake)
+    assert fake.calls == [0, 1, 2, 3]
+    with RunStore(tmp_path / "s.db") as store:
+        runs = store.sweep_runs(outcome.sweep_id)
+        sweep = store.get_sweep(outcome.sweep_id[:8])
+    assert [(r.sweep_item, r.repeat_index) for r in runs] == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert [r.config_hash for r in runs] == [p.config_hash for p in plan.runs]
+    assert {r.tag for r in runs} == {f"sweep:{outcome.sweep_id[:8]}"}
+    assert [p["label"] for p in sweep.plan] == [p.label for p in plan.runs]
+
+
+def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path):
+    spec = spec_of(grid={"batch_size": [8, 16, 32]})
+    outcome = execute_sweep(
+        spec, make_plan(spec), tmp_path / "s.db", "x", run_one=FakeRunner(fail_items={1})
+    )
+    assert len(outcome.completed) == 2
+    assert [reason for _, reason in outcome.failed] == ["worker rank 1 failed: injected"]
+    with RunStore(tmp_path / "s.db") as store:
+        statuses = [r.status for r in store.sweep_runs(outcome.sweep_id)]
+    assert statuses == ["completed", "failed", "completed"]
+
+
+def test_resume_after_a_kill_skips_completed_and_redoes_the_interrupted(tmp_path: Path):
+    store_path = tmp_path / "s.db"
+    spec = spec_of(grid={"batch_size": [8, 16]}, repeats=2)
+    with pytest.raises(KeyboardInterrupt):
+        execute_sweep(spec, make_plan(spec), store_path, "x", run_one=FakeRunner(stop_after=2))
+
+    fake = FakeRunner()
+    outcome = execute_sweep(spec, make_plan(spec), store_path, "x", resume=True, run_one=fake)
+    assert outcome.resumed and outcome.skipped_done == 2
+    assert fake.calls == [2, 3]
+    with RunStore(store_path) as store:
+        runs = store.sweep_runs(outcome.sweep_id)
+        assert len(store.list_sweeps()) == 1
+    completed = [(r.sweep_item, r.repeat_index) for r in runs if r.status == "completed"]
+    assert sorted(completed) == [(0, 0), (1, 0), (2, 1), (3, 1)]  # each exactly once
+    (interrupted,) = [r for r in runs if r.status == "failed"]
+    assert interrupted.run_id == "killed-2" and interrupted.error == INTERRUPTED
+    assert not [r for r in runs if r.status == "running"]
+
+    # A second resume has nothing left to do.
+    again = FakeRunner()
+    execute_sweep(spec, make_plan(spec), store_path, "x", resume=True, run_one=again)
+    assert again.calls == []
+
+
+def test_resume_without_an_earlier_sweep_starts_a_new_one(tmp_path: Path):
+    spec = spec_of(grid={"batch_size": [8]})
+    outcome = execute_sweep(
+        spec, make_plan(spec), tmp_path / "s.db", "x", resume=True, run_one=FakeRunner()
+    )
+    assert not outcome.resumed and len(outcome.completed) == 1
+
+
+def test_without_resume_the_same_spec_makes_a_new_sweep(tmp_path: Path):
+    spec = spec_of(grid={"batch_size": [8]})
+    first = execute_sweep(spec, make_plan(spec), tmp_path / "s.db", "x", run_one=FakeRunner())
+    second = execute_sweep(spec, make_plan(spec), tmp_path / "s.db", "x", run_one=FakeRunner())
+    assert first.sweep_id != second.sweep_id
+
+
+def test_resume_refuses_a_plan_that_resolves_differently(tmp_path: Path):
+    spec = spec_of(grid={"batch_size": [8]})
+    execute_sweep(spec, make_plan(spec), tmp_path / "s.db", "x", run_one=FakeRunner())
+    plan = make_plan(spec)
+    changed = plan.runs[0].config.with_(threads_per_worker=7)
+    object.__setattr__(plan.runs[0], "config", changed)  # as if resolved on another machine
+    with pytest.raises(TrainscaleError, match="resolve differently"):
+        execute_sweep(spec, plan, tmp_path / "s.db", "x", resume=True, run_one=FakeRunner())

@@ -1,0 +1,151 @@
+"""Sweep specs: validation that names the key, configurations, plans, recipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.sweep.plan import make_plan
+from trainscale.sweep.recipes import RECIPES, recipe_spec
+from trainscale.sweep.spec import load_spec_file, parse_spec
+
+BASE = {"workload": "mnist-cnn", "data": "synthetic", "steps": 3, "threads_per_worker": 1}
+
+
+def spec_of(**raw):
+    return parse_spec({"base": dict(BASE), **raw}, default_name="t")
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ({"colour": "blue"}, "colour: unknown key"),
+        ({"repeats": 0}, "repeats: must be a whole number >= 1"),
+        ({"repeats": True}, "repeats: must be a whole number"),
+        ({"order": "shuffled"}, "order: must be one of interleaved, random"),
+        ({"grid": {"workers": []}}, "grid.workers: is empty"),
+        ({"grid": {"workers": 2}}, "grid.workers: must be a list"),
+        ({"grid": {"wrokers": [1, 2]}}, "grid.wrokers: unknown run option"),
+        ({"grid": {"workers": [1, "two"]}}, "grid.workers[1]: input should be a valid integer"),
+        ({"grid": {"workers": [1, True]}}, "grid.workers[1]: input should be a valid integer"),
+        ({"base": {"workload": "mnist-cnn", "evaluate": "yes"}}, "base.evaluate"),
+        ({"base": {"workload": "mnist-cnn", "lr": "fast"}}, "base.lr"),
+        ({"base": {"steps": 3}}, "base.workload: missing"),
+        ({"points": [{"workers": 2}], "grid": {"workers": [1]}}, "is also a grid axis"),
+        ({"points": {"workers": 2}}, "points: must be an array of tables"),
+        ({"skip_invalid": "yes"}, "skip_invalid: must be true or false"),
+    ],
+)
+def test_invalid_specs_name_the_key(raw, fragment):
+    merged = {"base": dict(BASE), **raw}
+    with pytest.raises(ConfigError) as error:
+        parse_spec(merged, default_name="t", where="sweep file x.toml")
+    message = str(error.value)
+    assert fragment in message, message
+    assert message.startswith("sweep file x.toml: ")
+    assert "\n" not in message
+
+
+def test_cli_spellings_and_numbers_as_floats_are_accepted():
+    spec = parse_spec(
+        {
+            "base": {**BASE, "threads-per-worker": 1, "timeout": 30, "lr": 1},
+            "grid": {"batch-size": [8, 16]},
+        },
+        default_name="t",
+    )
+    assert spec.base["threads_per_worker"] == 1
+    assert spec.base["timeout_s"] == 30.0 and spec.base["lr"] == 1.0
+    assert spec.grid == {"batch_size": [8, 16]}
+
+
+def test_configurations_cross_points_with_the_grid():
+    spec = spec_of(
+        grid={"batch_size": [8, 16]},
+        points=[{"label": "serial", "workers": 1}, {"label": "ddp", "workers": 2}],
+    )
+    configs = spec.configurations()
+    assert [label for label, _ in configs] == [
+        "serial, batch_size=8",
+        "serial, batch_size=16",
+        "ddp, batch_size=8",
+        "ddp, batch_size=16",
+    ]
+    assert configs[3][1] == {"workers": 2, "batch_size": 16}
+
+
+def test_spec_hash_changes_with_the_spec_only():
+    assert spec_of(repeats=2).spec_hash() == spec_of(repeats=2).spec_hash()
+    assert spec_of(repeats=2).spec_hash() != spec_of(repeats=3).spec_hash()
+
+
+def test_plan_interleaves_repeats_and_random_order_is_seeded():
+    spec = spec_of(grid={"batch_size": [8, 16]}, repeats=2)
+    plan = make_plan(spec)
+    assert [(p.label, p.repeat) for p in plan.runs] == [
+        ("batch_size=8", 0),
+        ("batch_size=16", 0),
+        ("batch_size=8", 1),
+        ("batch_size=16", 1),
+    ]
+    assert [p.item for p in plan.runs] == [0, 1, 2, 3]
+    # Equal settings, equal hash; the repeats of one configuration share it.
+    assert plan.runs[0].config_hash == plan.runs[2].config_hash != plan.runs[1].config_hash
+
+    shuffled = [
+        (p.label, p.repeat)
+        for p in make_plan(spec_of(grid={"batch_size": [8, 16]}, repeats=3, order="random")).runs
+    ]
+    again = [
+        (p.label, p.repeat)
+        for p in make_plan(spec_of(grid={"batch_size": [8, 16]}, repeats=3, order="random")).runs
+    ]
+    assert shuffled == again and sorted(shuffled) == sorted(set(shuffled))
+
+
+def test_plan_refuses_an_invalid_configuration_before_any_run():
+    spec = spec_of(grid={"workers": [1, 4096]})
+    with pytest.raises(TrainscaleError, match="configuration 'workers=4096'"):
+        make_plan(spec)
+
+
+def test_skip_invalid_leaves_out_and_lists_refused_configurations():
+    plan = make_plan(spec_of(grid={"workers": [1, 4096]}, skip_invalid=True))
+    assert [p.label for p in plan.runs] == ["workers=1"]
+    assert [label for label, _ in plan.skipped] == ["workers=4096"]
+    with pytest.raises(TrainscaleError, match="no runnable configuration"):
+        make_plan(spec_of(grid={"workers": [4096]}, skip_invalid=True))
+
+
+def test_spec_file_errors(tmp_path: Path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_spec_file(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[base\nworkload = 1\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_spec_file(bad)
+    good = tmp_path / "good.toml"
+    good.write_text('[base]\nworkload = "mnist-cnn"\n[grid]\nworkers = [1, 2]\n')
+    spec = load_spec_file(good)
+    assert spec.name == "good" and spec.grid == {"workers": [1, 2]}
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+@pytest.mark.parametrize("cores", [[0], [0, 1], list(range(8))])
+def test_recipes_are_valid_specs_within_the_machine(name, cores):
+    raw = recipe_spec(name, quick=True, core_ids=cores)
+    spec = parse_spec(raw, default_name=name)
+    for _, overrides in spec.configurations():
+        fields = {**spec.base, **overrides}
+        workers = fields.get("workers", 1)
+        assert workers <= len(cores)
+        threads = fields.get("threads_per_worker")
+        if isinstance(threads, int) and not fields.get("allow_oversubscribe"):
+            assert workers * threads <= len(cores)
+
+
+def test_unknown_recipe_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match="valid recipes: platforms"):
+        recipe_spec("nope", quick=True, core_ids=[0])
