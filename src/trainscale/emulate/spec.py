@@ -1,0 +1,192 @@
+"""What to emulate, checked in one place, and the resolved config an emulation trains with.
+
+An emulation runs in one process, so its `RunConfig` is that of a one-worker run, with two
+emulation-specific readings of its fields: `batch_size` is the *per-worker* batch b of the
+emulated workers, and `global_batch_size` is B, the samples behind one global optimizer
+step (N*b for sync and local SGD, b for asynchronous SGD, where one step applies one
+worker's gradient). The lr scaling rule and the warm-up rule are those of `config.resolve`
+applied at B, so a sync emulation of N workers gets exactly the lr and warm-up of a real
+N-worker run at per-worker batch b.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from trainscale.config import RunConfig, RunOptions, resolve
+from trainscale.errors import ConfigError
+
+MODES = ("sync", "async", "local-sgd")
+DEFAULT_LOCAL_STEPS = 8
+"""Local steps between averagings for local SGD (Lin et al. 2020 use H in 2..16)."""
+DEFAULT_STALENESS_SPREAD = 0.2
+"""Sigma of the lognormal compute time of one gradient (mean 1): about +-20% jitter."""
+
+
+@dataclass(frozen=True)
+class EmulationSpec:
+    """One emulated setting: how N workers would train. None means "the default"."""
+
+    mode: str
+    """'sync', 'async' or 'local-sgd'."""
+    workers: int
+    """N, the number of emulated workers."""
+    per_worker_batch_size: int | None = None
+    """b, each worker's batch; None = the workload's reference batch."""
+    local_steps: int | None = None
+    """H, local steps between averagings (local-sgd only; None = DEFAULT_LOCAL_STEPS)."""
+    staleness_spread: float | None = None
+    """Sigma of the lognormal per-gradient compute time, mean 1 (async only; 0 = equal
+    times; None = DEFAULT_STALENESS_SPREAD)."""
+    staleness_aware_lr: bool = False
+    """Divide the lr of each asynchronous update by its staleness (async only)."""
+
+    @property
+    def samples_per_step(self) -> int:
+        """B: samples behind one global optimizer step (needs a resolved spec)."""
+        if self.per_worker_batch_size is None:
+            raise ValueError("resolve the spec first: the per-worker batch is not known")
+        if self.mode == "async":
+            return self.per_worker_batch_size
+        return self.workers * self.per_worker_batch_size
+
+    def settings(self) -> dict[str, Any]:
+        """The spec as stored in the run's config (part of its config hash)."""
+        return asdict(self)
+
+
+def _whole(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"--{name} must be a whole number >= 1, got {value!r}")
+
+
+def check_spec(spec: EmulationSpec) -> None:
+    """Reject impossible or contradictory settings with one line naming the option."""
+    if spec.mode not in MODES:
+        raise ConfigError(f"--mode must be one of {', '.join(MODES)}; got {spec.mode!r}")
+    _whole("workers", spec.workers)
+    if spec.per_worker_batch_size is not None:
+        _whole("per-worker-batch-size", spec.per_worker_batch_size)
+    if spec.local_steps is not None:
+        if spec.mode != "local-sgd":
+            raise ConfigError(
+                f"--local-steps applies to --mode local-sgd only, not --mode {spec.mode}"
+            )
+        _whole("local-steps", spec.local_steps)
+    if spec.staleness_spread is not None:
+        if spec.mode != "async":
+            raise ConfigError(
+                f"--staleness-spread applies to --mode async only, not --mode {spec.mode}"
+            )
+        spread = spec.staleness_spread
+        if not (isinstance(spread, (int, float)) and math.isfinite(spread) and spread >= 0):
+            raise ConfigError(f"--staleness-spread must be a number >= 0, got {spread!r}")
+    if spec.staleness_aware_lr and spec.mode != "async":
+        raise ConfigError(
+            f"--staleness-aware-lr applies to --mode async only, not --mode {spec.mode}"
+        )
+
+
+def resolve_spec(spec: EmulationSpec, reference_batch_size: int) -> EmulationSpec:
+    """The spec with every default filled in (the per-worker batch from the workload's
+    reference batch); checks it first."""
+    check_spec(spec)
+    return replace(
+        spec,
+        per_worker_batch_size=spec.per_worker_batch_size or reference_batch_size,
+        local_steps=(spec.local_steps or DEFAULT_LOCAL_STEPS) if spec.mode == "local-sgd" else None,
+        staleness_spread=(
+            (DEFAULT_STALENESS_SPREAD if spec.staleness_spread is None else spec.staleness_spread)
+            if spec.mode == "async"
+            else None
+        ),
+    )
+
+
+def parse_workers(text: str) -> list[int]:
+    """`--workers 1,2,4,8` as a list of distinct whole numbers >= 1."""
+    counts = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError(
+                f"--workers takes whole numbers separated by commas (e.g. 1,2,4,8), got {text!r}"
+            ) from None
+        if value < 1:
+            raise ConfigError(f"--workers must be >= 1, got {value} in {text!r}")
+        if value in counts:
+            raise ConfigError(f"--workers lists {value} twice in {text!r}")
+        counts.append(value)
+    return counts
+
+
+def check_options(opts: RunOptions) -> None:
+    """Refuse run options that an emulation cannot honour."""
+    if opts.data != "real":
+        raise ConfigError(
+            "emulation needs real data: it measures accuracy, and synthetic data (random "
+            "labels) makes no accuracy claim; give the dataset with --data-dir"
+        )
+    if not opts.evaluate:
+        raise ConfigError("emulation measures accuracy: it cannot run without evaluation")
+
+
+def emulation_options(opts: RunOptions, spec: EmulationSpec) -> RunOptions:
+    """The one-process run options whose lr scaling and warm-up are those at B.
+
+    `resolve` scales the lr to the global batch and lengthens the warm-up when a scaled lr
+    grows; asking it for one worker at batch B applies exactly those rules at B.
+    """
+    check_options(opts)
+    return replace(
+        opts,
+        workers=1,
+        batch_size=spec.samples_per_step,
+        global_batch_size=None,
+        grad_accum=1,
+        # The emulating process is not pinned: it is one process doing the work of N.
+        affinity="none",
+        device="cpu",
+    )
+
+
+def emulation_config(
+    opts: RunOptions,
+    spec: EmulationSpec,
+    located: dict[tuple[Any, ...], str] | None = None,
+    locate_data: bool = True,
+) -> RunConfig:
+    """The resolved config of one emulation (`spec` resolved); see the module docstring.
+
+    With `locate_data` the real dataset is found (and checked) as for a run, `located`
+    caching where, so several emulations over one dataset look once.
+    """
+    if spec.per_worker_batch_size is None:
+        raise ValueError("resolve the spec first (resolve_spec)")
+    run_opts = emulation_options(opts, spec)
+    if locate_data:
+        from trainscale.runner import prepare
+
+        config = prepare(run_opts, located)
+    else:
+        config = resolve(run_opts)
+    return config.with_(batch_size=spec.per_worker_batch_size)
+
+
+def stored_config(config: RunConfig, spec: EmulationSpec) -> dict[str, Any]:
+    """What is stored as the run's config: the resolved config plus the emulation settings."""
+    return {**config.to_dict(), "emulation": spec.settings()}
+
+
+def stored_config_hash(stored: dict[str, Any]) -> str:
+    """`RunConfig.settings_hash` over the stored config, emulation settings included: two
+    emulations share a hash only when they trained the same way (N and mode included)."""
+    settings = {k: v for k, v in stored.items() if k != "tag"}
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,561 @@
+"""Cluster specs: devices per node, device compute, the intra-node link and the network.
+
+A cluster is a TOML file (or a shipped preset, `simulate/presets/*.toml`, or `local`, the
+machine at hand). Every quantity carries its unit ("100 Gb/s", "5 us", "15.7 TFLOP/s") and
+every section may say where its figures come from (`source`); the presets always do.
+
+```toml
+name = "my-cluster"
+source = "where the figures come from"
+nodes = 4                  # optional: at most this many nodes (default: as many as asked)
+devices_per_node = 4
+
+[device]
+kind = "cuda"              # 'cpu' or 'cuda'
+name = "V100 SXM2"
+match = ["V100-SXM2"]      # optional: which stored runs measured this device (by name)
+peak_flops = { fp32 = "15.7 TFLOP/s", fp16 = "125 TFLOP/s" }   # or one string
+efficiency = 0.35          # share of the peak training reaches (when no run measured it)
+memory_bandwidth = "900 GB/s"   # optional: the optimizer's memory-bound time
+op_overhead = "10 us"      # optional: fixed cost per dispatched operator (without a run)
+straggler_sigma = 0.02     # optional: lognormal spread of per-worker compute time
+source = "..."
+
+[intra_node]               # between the devices of one node
+alpha = "5 us"
+bandwidth = "50 GB/s"
+source = "..."
+
+[inter_node]               # one network link per node; needed unless nodes = 1
+alpha = "5 us"
+bandwidth = "100 Gb/s"
+source = "..."
+
+[communication]            # optional
+algorithm = "ring"         # ring, tree, halving-doubling, hierarchical, parameter-server, auto
+overlap = 1.0              # share of communication that can run beside backward compute
+servers = 1                # parameter servers
+server_bandwidth = "100 Gb/s"
+```
+
+Mistakes (a missing or unknown key, a negative count, a unit that does not parse) raise
+`ClusterError`: one line that names the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from trainscale.errors import ConfigError
+from trainscale.simulate.collectives import ALGORITHMS, Link, Topology
+from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEVICE_KINDS = ("cpu", "cuda")
+PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")
+LOCAL = "local"
+"""The name of the generated cluster that describes the machine at hand."""
+
+DEFAULT_LOOPBACK_ALPHA_S = 50e-6
+DEFAULT_LOOPBACK_BANDWIDTH = 1e9
+"""gloo over loopback TCP between processes of one machine, when no probe measured it:
+conservative figures (a quiet machine does better; a busy one worse). `trainscale probe`
+replaces them with measured ones."""
+DEFAULT_PCIE_ALPHA_S = 10e-6
+DEFAULT_PCIE_BANDWIDTH = 10e9
+"""GPUs of one machine without a probe: PCIe 3.0 x16 as NCCL typically reaches it."""
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "source",
+    "nodes",
+    "devices_per_node",
+    "device",
+    "intra_node",
+    "inter_node",
+    "communication",
+}
+_DEVICE_KEYS = {
+    "kind",
+    "name",
+    "match",
+    "peak_flops",
+    "efficiency",
+    "memory_bandwidth",
+    "op_overhead",
+    "cores",
+    "straggler_sigma",
+    "source",
+}
+_LINK_KEYS = {"name", "alpha", "bandwidth", "source"}
+_COMM_KEYS = {"algorithm", "overlap", "servers", "server_bandwidth", "source"}
+
+
+class ClusterError(ConfigError):
+    """A cluster file or preset that cannot be used, said in one line."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device: a GPU, or a CPU worker process with its cores."""
+
+    kind: str
+    """'cpu' or 'cuda'."""
+    name: str
+    match: tuple[str, ...] = ()
+    """Names (case-insensitive substrings of a run's CPU model or GPU name, or its host)
+    that say a stored run measured this device; empty = the device name itself."""
+    peak_flops: dict[str, float] = field(default_factory=dict)
+    """Dense peak FLOP/s per precision ('*' = any precision)."""
+    efficiency: float | None = None
+    """Share of the peak that training reaches, used when no stored run measured the device."""
+    memory_bandwidth: float | None = None
+    """Bytes/s; the optimizer step is memory-bound and is costed from it without a run."""
+    op_overhead_s: float | None = None
+    """Fixed cost of one dispatched operator (eager dispatch, kernel launch), used without a
+    run: the part of a step that does not shrink with the batch."""
+    cores: int | None = None
+    """CPU cores of one worker (CPU devices only)."""
+    straggler_sigma: float | None = None
+    """Lognormal sigma of a worker's compute time, when no run measured its spread."""
+    source: str = ""
+
+    def peak_for(self, precision: str) -> float | None:
+        """The peak FLOP/s at `precision`, or None if the spec does not give one."""
+        return self.peak_flops.get(precision, self.peak_flops.get("*"))
+
+    def matches(self, env: dict[str, Any]) -> bool:
+        """Whether a stored run's environment ran on this device (by name)."""
+        names = [env.get("cpu_model") or "", env.get("hostname") or ""]
+        for gpu in env.get("gpus") or []:
+            names.append(gpu.get("name", "") if isinstance(gpu, dict) else str(gpu))
+        haystack = " | ".join(names).lower()
+        needles = self.match or (self.name,)
+        return any(needle.lower() in haystack for needle in needles if needle)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link as the file gives it."""
+
+    alpha_s: float
+    bandwidth_bytes_per_s: float
+    name: str = ""
+    source: str = ""
+
+    @property
+    def link(self) -> Link:
+        return Link.from_bandwidth(self.alpha_s, self.bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A validated cluster."""
+
+    name: str
+    devices_per_node: int
+    device: DeviceSpec
+    intra_node: LinkSpec
+    inter_node: LinkSpec | None = None
+    nodes: int | None = None
+    """At most this many nodes; None = as many as a prediction asks for."""
+    algorithm: str = "ring"
+    overlap: float = 1.0
+    """Share of gradient communication that can run beside backward compute: 1 for GPUs
+    (NCCL on its own stream), 0 for CPU workers whose cores are all busy computing (gloo's
+    threads then take their time from the compute)."""
+    servers: int = 1
+    server_bandwidth: float | None = None
+    description: str = ""
+    source: str = ""
+    origin: str = ""
+    """Where it came from: a file path, 'preset:NAME' or 'local'."""
+
+    @property
+    def max_devices(self) -> int | None:
+        """Devices in the whole cluster, None when the node count is open."""
+        return None if self.nodes is None else self.nodes * self.devices_per_node
+
+    def topology(self) -> Topology:
+        """The links the collectives are costed on."""
+        inter = self.inter_node.link if self.inter_node else None
+        server = None
+        if self.server_bandwidth is not None:
+            alpha = (self.inter_node or self.intra_node).alpha_s
+            server = Link.from_bandwidth(alpha, self.server_bandwidth)
+        return Topology(
+            devices_per_node=self.devices_per_node,
+            intra=self.intra_node.link,
+            inter=inter,
+            server=server,
+            servers=self.servers,
+        )
+
+    def check_workers(self, workers: int) -> None:
+        """ClusterError unless `workers` devices fit in this cluster."""
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ClusterError(f"workers must be whole numbers >= 1, got {workers!r}")
+        limit = self.max_devices
+        if limit is not None and workers > limit:
+            raise ClusterError(
+                f"cluster {self.name!r} has {limit} devices ({self.nodes} node(s) x "
+                f"{self.devices_per_node}); {workers} workers do not fit"
+            )
+        if self.inter_node is None and workers > self.devices_per_node:
+            raise ClusterError(
+                f"cluster {self.name!r} is one node of {self.devices_per_node} devices and "
+                f"has no [inter_node] network; {workers} workers do not fit"
+            )
+
+    def with_links(
+        self, intra: LinkSpec | None = None, inter: LinkSpec | None = None
+    ) -> ClusterSpec:
+        """The same cluster with measured links in place of the file's."""
+        return replace(
+            self,
+            intra_node=intra or self.intra_node,
+            inter_node=inter or self.inter_node,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The cluster as JSON-ready facts, for --json output."""
+
+        def link(spec: LinkSpec | None) -> dict[str, Any] | None:
+            if spec is None:
+                return None
+            return {
+                "name": spec.name,
+                "alpha_s": spec.alpha_s,
+                "bandwidth_bytes_per_s": spec.bandwidth_bytes_per_s,
+                "source": spec.source,
+            }
+
+        return {
+            "name": self.name,
+            "origin": self.origin,
+            "description": self.description,
+            "source": self.source,
+            "nodes": self.nodes,
+            "devices_per_node": self.devices_per_node,
+            "device": {
+                "kind": self.device.kind,
+                "name": self.device.name,
+                "peak_flops": self.device.peak_flops,
+                "efficiency": self.device.efficiency,
+                "memory_bandwidth_bytes_per_s": self.device.memory_bandwidth,
+                "op_overhead_s": self.device.op_overhead_s,
+                "cores": self.device.cores,
+                "straggler_sigma": self.device.straggler_sigma,
+                "source": self.device.source,
+            },
+            "intra_node": link(self.intra_node),
+            "inter_node": link(self.inter_node),
+            "algorithm": self.algorithm,
+            "overlap": self.overlap,
+            "servers": self.servers,
+            "server_bandwidth_bytes_per_s": self.server_bandwidth,
+        }
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Typed reads of one table with errors that name the file and the key."""
+
+    def __init__(self, where: str, table: dict[str, Any], prefix: str = "") -> None:
+        self.where = where
+        self.table = table
+        self.prefix = prefix
+
+    def fail(self, key: str, message: str) -> ClusterError:
+        return ClusterError(f"cluster {self.where}: {self.prefix}{key}: {message}")
+
+    def check_keys(self, allowed: set[str]) -> None:
+        unknown = sorted(set(self.table) - allowed)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown key; allowed: {', '.join(sorted(allowed))}")
+
+    def required(self, key: str) -> Any:
+        if key not in self.table:
+            raise ClusterError(f"cluster {self.where}: {self.prefix}{key} is missing")
+        return self.table[key]
+
+    def text(self, key: str, default: str = "") -> str:
+        value = self.table.get(key, default)
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {value!r}")
+        return value
+
+    def whole(self, key: str, *, required: bool = False, default: int | None = None) -> int | None:
+        value = self.required(key) if required else self.table.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.fail(key, f"must be a whole number >= 1, got {value!r}")
+        return value
+
+    def fraction(self, key: str, default: float | None = None, *, open_zero: bool = False):
+        value = self.table.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"must be a number, got {value!r}")
+        low_ok = value > 0 if open_zero else value >= 0
+        if not (math.isfinite(value) and low_ok and value <= 1):
+            bound = "(0, 1]" if open_zero else "[0, 1]"
+            raise self.fail(key, f"must be in {bound}, got {value!r}")
+        return float(value)
+
+    def non_negative(self, key: str) -> float | None:
+        value = self.table.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"must be a number, got {value!r}")
+        if not (math.isfinite(value) and value >= 0):
+            raise self.fail(key, f"must be a number >= 0, got {value!r}")
+        return float(value)
+
+    def quantity(self, key: str, parse, *, required: bool = False) -> float | None:
+        if key not in self.table:
+            if required:
+                raise ClusterError(f"cluster {self.where}: {self.prefix}{key} is missing")
+            return None
+        try:
+            return parse(self.table[key])
+        except ValueError as error:
+            raise self.fail(key, str(error)) from None
+
+    def sub(self, key: str, *, required: bool = False) -> _Reader | None:
+        if key not in self.table:
+            if required:
+                raise ClusterError(f"cluster {self.where}: [{key}] section is missing")
+            return None
+        value = self.table[key]
+        if not isinstance(value, dict):
+            raise self.fail(key, "must be a table ([section])")
+        return _Reader(self.where, value, f"{key}.")
+
+
+def _link(reader: _Reader) -> LinkSpec:
+    reader.check_keys(_LINK_KEYS)
+    alpha = reader.quantity("alpha", parse_time, required=True)
+    bandwidth = reader.quantity("bandwidth", parse_bandwidth, required=True)
+    assert alpha is not None and bandwidth is not None
+    return LinkSpec(
+        alpha_s=alpha,
+        bandwidth_bytes_per_s=bandwidth,
+        name=reader.text("name"),
+        source=reader.text("source"),
+    )
+
+
+def _device(reader: _Reader) -> DeviceSpec:
+    reader.check_keys(_DEVICE_KEYS)
+    kind = reader.required("kind")
+    if kind not in DEVICE_KINDS:
+        raise reader.fail("kind", f"must be one of {', '.join(DEVICE_KINDS)}, got {kind!r}")
+    match = reader.table.get("match", [])
+    if isinstance(match, str):
+        match = [match]
+    if not isinstance(match, list) or not all(isinstance(m, str) and m for m in match):
+        raise reader.fail("match", f"must be a list of non-empty strings, got {match!r}")
+    peaks: dict[str, float] = {}
+    raw_peak = reader.table.get("peak_flops")
+    if isinstance(raw_peak, dict):
+        for precision, text in raw_peak.items():
+            if precision not in PRECISION_KEYS:
+                raise reader.fail(
+                    f"peak_flops.{precision}",
+                    f"unknown precision; use {', '.join(PRECISION_KEYS)}",
+                )
+            try:
+                peaks[precision] = parse_flops(text)
+            except ValueError as error:
+                raise reader.fail(f"peak_flops.{precision}", str(error)) from None
+    elif raw_peak is not None:
+        peak = reader.quantity("peak_flops", parse_flops)
+        assert peak is not None
+        peaks["*"] = peak
+    sigma = reader.non_negative("straggler_sigma")
+    return DeviceSpec(
+        kind=kind,
+        name=reader.text("name", kind),
+        match=tuple(match),
+        peak_flops=peaks,
+        efficiency=reader.fraction("efficiency", open_zero=True),
+        memory_bandwidth=reader.quantity("memory_bandwidth", parse_bandwidth),
+        op_overhead_s=reader.quantity("op_overhead", parse_time),
+        cores=reader.whole("cores"),
+        straggler_sigma=sigma,
+        source=reader.text("source"),
+    )
+
+
+def parse_cluster(data: dict[str, Any], where: str, default_name: str = "cluster") -> ClusterSpec:
+    """Validate a cluster table (as read from TOML); ClusterError names `where` and the key."""
+    top = _Reader(where, data)
+    top.check_keys(_TOP_KEYS)
+    devices_per_node = top.whole("devices_per_node", required=True)
+    assert devices_per_node is not None
+    nodes = top.whole("nodes")
+    device_reader = top.sub("device", required=True)
+    intra_reader = top.sub("intra_node", required=True)
+    assert device_reader is not None and intra_reader is not None
+    device = _device(device_reader)
+    intra = _link(intra_reader)
+    inter_reader = top.sub("inter_node")
+    inter = _link(inter_reader) if inter_reader is not None else None
+    if inter is None and nodes != 1:
+        raise ClusterError(
+            f"cluster {where}: [inter_node] section is missing (needed unless nodes = 1)"
+        )
+    algorithm, overlap, servers, server_bandwidth = "ring", 1.0, 1, None
+    comm = top.sub("communication")
+    if comm is not None:
+        comm.check_keys(_COMM_KEYS)
+        algorithm = comm.text("algorithm", "ring")
+        if algorithm not in ALGORITHMS:
+            raise comm.fail("algorithm", f"must be one of {', '.join(ALGORITHMS)}")
+        overlap = comm.fraction("overlap", 1.0)
+        servers = comm.whole("servers", default=1)
+        server_bandwidth = comm.quantity("server_bandwidth", parse_bandwidth)
+    return ClusterSpec(
+        name=top.text("name", default_name) or default_name,
+        devices_per_node=devices_per_node,
+        device=device,
+        intra_node=intra,
+        inter_node=inter,
+        nodes=nodes,
+        algorithm=algorithm,
+        overlap=overlap if overlap is not None else 1.0,
+        servers=servers or 1,
+        server_bandwidth=server_bandwidth,
+        description=top.text("description"),
+        source=top.text("source"),
+        origin=where,
+    )
+
+
+def load_cluster_file(path: Path) -> ClusterSpec:
+    """Read and validate a cluster TOML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ClusterError(f"cannot read cluster file {path}: {error.strerror or error}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ClusterError(f"cluster file {path} is not valid TOML: {error}") from None
+    return parse_cluster(data, str(path), default_name=path.stem)
+
+
+# -- presets ---------------------------------------------------------------------------------
+
+
+def preset_names() -> list[str]:
+    """The shipped presets (`simulate/presets/*.toml`), sorted, plus 'local'."""
+    folder = resources.files("trainscale.simulate") / "presets"
+    names = [p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml")]
+    return sorted(names) + [LOCAL]
+
+
+def load_preset(name: str) -> ClusterSpec:
+    """A shipped preset by name ('local' is generated: see `local_cluster`)."""
+    folder = resources.files("trainscale.simulate") / "presets"
+    resource = folder / f"{name}.toml"
+    if not resource.is_file():
+        raise ClusterError(f"unknown cluster preset {name!r}; presets: {', '.join(preset_names())}")
+    data = tomllib.loads(resource.read_text(encoding="utf-8"))
+    return parse_cluster(data, f"preset:{name}", default_name=name)
+
+
+def resolve_cluster_argument(value: str) -> ClusterSpec | None:
+    """A cluster file path or preset name; None for 'local' (built by the caller, who knows
+    the calibration and the store). ClusterError for anything else."""
+    if value == LOCAL:
+        return None
+    path = Path(value).expanduser()
+    if path.suffix == ".toml" or path.exists() or "/" in value:
+        if not path.is_file():
+            raise ClusterError(f"no cluster file {value}")
+        return load_cluster_file(path)
+    return load_preset(value)
+
+
+def local_cluster(
+    env: dict[str, Any],
+    *,
+    device_kind: str = "cpu",
+    cores_per_worker: int = 1,
+    intra: LinkSpec | None = None,
+    min_devices: int = 1,
+) -> ClusterSpec:
+    """The machine at hand (or the machine of a stored run's `env`) as a one-node cluster.
+
+    On a CPU a device is a worker process pinned to `cores_per_worker` cores, so the node
+    holds usable cores // cores_per_worker of them; the link between them is gloo over
+    loopback, from a probe (`intra`) or else conservative defaults. gloo's threads run on
+    the workers' own cores, so communication does not overlap compute (overlap 0). On a
+    GPU machine a device is a GPU and the link, without a probe, PCIe.
+    `min_devices` widens the node (for validating a stored run that used more workers than
+    the machine had devices: the prediction then says it does not model oversubscription).
+    """
+    host = env.get("hostname") or "this machine"
+    if device_kind == "cuda":
+        gpus = env.get("gpus") or []
+        name = (gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None) or "GPU"
+        count = max(len(gpus), min_devices, 1)
+        link = intra or LinkSpec(
+            DEFAULT_PCIE_ALPHA_S,
+            DEFAULT_PCIE_BANDWIDTH,
+            "PCIe (default)",
+            "default: PCIe 3.0 x16 as NCCL typically reaches it; `trainscale probe` measures it",
+        )
+        device = DeviceSpec(kind="cuda", name=name, match=(name,), source=f"GPUs of {host}")
+        overlap = 1.0
+    else:
+        usable = env.get("usable_cores") or []
+        cores = len(usable) if isinstance(usable, list) and usable else env.get("logical_cores")
+        count = max((cores or 1) // max(1, cores_per_worker), min_devices, 1)
+        link = intra or LinkSpec(
+            DEFAULT_LOOPBACK_ALPHA_S,
+            DEFAULT_LOOPBACK_BANDWIDTH,
+            "loopback (default)",
+            "default: conservative figures for gloo over loopback TCP; `trainscale probe` "
+            "measures them",
+        )
+        name = env.get("cpu_model") or "cpu"
+        device = DeviceSpec(
+            kind="cpu",
+            name=name,
+            match=(host,) if env.get("hostname") else (name,),
+            cores=cores_per_worker,
+            source=f"CPU cores of {host}",
+        )
+        overlap = 0.0
+    return ClusterSpec(
+        name=LOCAL,
+        devices_per_node=count,
+        device=device,
+        intra_node=link,
+        inter_node=None,
+        nodes=1,
+        algorithm="ring",
+        overlap=overlap,
+        description=f"{host}: {count} {device_kind} device(s)",
+        source="generated from the machine's environment"
+        + (" and a stored probe" if intra is not None else ""),
+        origin=LOCAL,
+    )

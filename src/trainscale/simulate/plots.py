@@ -1,0 +1,215 @@
+"""The simulator's plots as PNG bytes, in the report's style.
+
+Each plot is its own `matplotlib.figure.Figure` on an Agg canvas: pyplot is never imported,
+so no state is shared between plots or with a caller, and nothing needs a display. The same
+data gives the same bytes (no date metadata).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trainscale.report.plots import slug
+from trainscale.simulate.predict import Prediction
+from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow
+from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
+
+_DPI = 100
+_WIDTH_IN = 7.0
+_IDEAL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.2}
+
+
+@dataclass(frozen=True)
+class SimPlot:
+    """One drawn plot."""
+
+    file_name: str
+    title: str
+    png: bytes
+
+
+def _figure(height: float = 4.2):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(_WIDTH_IN, height), dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _workers_axis(axes, workers: Sequence[int]) -> None:
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(list(workers))
+    axes.set_xticklabels([str(w) for w in workers])
+    axes.set_xlabel("workers")
+    axes.grid(True, alpha=0.3)
+
+
+def scaling_plots(predictions: Sequence[Prediction], workload: str, cluster: str) -> list[SimPlot]:
+    """Predicted throughput and speedup against workers (with the ideal line), and the step
+    split into compute, exposed communication, straggler wait and optimizer."""
+    rows = sorted(predictions, key=lambda p: p.workers)
+    workers = [p.workers for p in rows]
+    name = f"{slug(workload)}-{slug(cluster)}"
+    out = []
+
+    figure, axes = _figure()
+    # The predicted one-worker throughput, from any row: speedup = samples/s over it.
+    base = rows[0].samples_per_s / (rows[0].speedup or 1.0)
+    axes.plot(workers, [p.samples_per_s for p in rows], marker="o", label="predicted")
+    axes.plot(
+        workers, [base * w for w in workers], label="ideal (linear in workers)", **_IDEAL_STYLE
+    )
+    _workers_axis(axes, workers)
+    # Log-log: the ideal line is straight, and every doubling of workers gets equal room.
+    axes.set_yscale("log")
+    axes.set_ylabel("global samples/s (predicted)")
+    axes.legend(fontsize="small")
+    title = f"Predicted throughput: {workload} on {cluster}"
+    axes.set_title(title, fontsize="medium")
+    out.append(SimPlot(f"throughput-{name}.png", title, _png(figure)))
+
+    figure, axes = _figure()
+    axes.plot(workers, [p.speedup or 0.0 for p in rows], marker="o", label="predicted speedup")
+    axes.plot(workers, workers, label="ideal", **_IDEAL_STYLE)
+    _workers_axis(axes, workers)
+    from matplotlib.ticker import ScalarFormatter
+
+    axes.set_yscale("log", base=2)
+    axes.yaxis.set_major_formatter(ScalarFormatter())
+    axes.set_ylabel("speedup vs 1 worker (predicted)")
+    axes.legend(fontsize="small")
+    title = f"Predicted speedup: {workload} on {cluster}"
+    axes.set_title(title, fontsize="medium")
+    out.append(SimPlot(f"speedup-{name}.png", title, _png(figure)))
+
+    figure, axes = _figure()
+    positions = list(range(len(rows)))
+    parts = (
+        ("compute (data, forward, backward)", lambda p: p.data_s + p.forward_s + p.backward_s),
+        ("exposed communication", lambda p: p.exposed_comm_s),
+        ("waiting for the slowest worker", lambda p: p.straggler_s),
+        ("optimizer", lambda p: p.optimizer_s),
+    )
+    # Shares of the step, not milliseconds: under strong scaling the steps shrink by orders
+    # of magnitude and the exposed share is what the plot is for.
+    bottom = [0.0] * len(rows)
+    for label, value in parts:
+        heights = [100 * value(p) / p.step_time_s if p.step_time_s else 0.0 for p in rows]
+        axes.bar(positions, heights, bottom=bottom, label=label)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    for x, p, top in zip(positions, rows, bottom, strict=True):
+        axes.annotate(
+            f"{1000 * p.step_time_s:.3g} ms",
+            (x, top),
+            ha="center",
+            va="bottom",
+            fontsize="x-small",
+        )
+    axes.set_xticks(positions)
+    axes.set_xticklabels([str(w) for w in workers])
+    axes.set_xlabel("workers")
+    axes.set_ylabel("% of the predicted step (median step over each bar)")
+    axes.set_ylim(0, 112)
+    axes.legend(fontsize="small", loc="lower left")
+    axes.grid(True, axis="y", alpha=0.3)
+    title = f"Predicted step and exposed communication: {workload} on {cluster}"
+    axes.set_title(title, fontsize="medium")
+    out.append(SimPlot(f"breakdown-{name}.png", title, _png(figure)))
+    return out
+
+
+def validation_plots(report: ValidationReport) -> list[SimPlot]:
+    """Predicted against measured step time (with the +-10% band), and each run's error."""
+    if not report.rows:
+        return []
+    out = []
+    figure, axes = _figure(4.8)
+    settings = sorted({r.setting for r in report.rows})
+    for setting in settings:
+        rows = [r for r in report.rows if r.setting == setting]
+        axes.scatter(
+            [1000 * r.measured_step_s for r in rows],
+            [1000 * r.predicted_step_s for r in rows],
+            label=setting,
+            marker="x" if rows[0].oversubscribed else "o",
+        )
+    values = [1000 * v for r in report.rows for v in (r.measured_step_s, r.predicted_step_s)]
+    low, high = min(values) * 0.8, max(values) * 1.25
+    line = [low, high]
+    axes.plot(line, line, label="predicted = measured", **_IDEAL_STYLE)
+    band = TARGET_MEDIAN_ABS_ERROR
+    axes.fill_between(
+        line,
+        [v * (1 - band) for v in line],
+        [v * (1 + band) for v in line],
+        color="0.85",
+        alpha=0.5,
+        label=f"+-{band:.0%}",
+    )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("measured median step (ms)")
+    axes.set_ylabel("predicted median step (ms)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="x-small")
+    title = "Simulator validation: predicted vs measured step time"
+    axes.set_title(title, fontsize="medium")
+    out.append(SimPlot("validation-scatter.png", title, _png(figure)))
+
+    figure, axes = _figure(max(3.0, 0.22 * len(report.rows) + 1.2))
+    labels = [f"{r.workload} b{r.global_batch} {r.setting} [{r.run_id[:8]}]" for r in report.rows]
+    errors = [100 * r.step_error for r in report.rows]
+    colors = ["tab:red" if r.oversubscribed else "tab:blue" for r in report.rows]
+    axes.barh(range(len(errors)), errors, color=colors)
+    axes.axvline(0, color="0.3", linewidth=0.8)
+    for edge in (-100 * band, 100 * band):
+        axes.axvline(edge, **_IDEAL_STYLE)
+    axes.set_yticks(range(len(labels)))
+    axes.set_yticklabels(labels, fontsize="x-small")
+    axes.invert_yaxis()
+    axes.set_xlabel("step-time error, predicted / measured - 1 (%); red: oversubscribed")
+    axes.grid(True, axis="x", alpha=0.3)
+    title = "Simulator validation: error per held-out run"
+    axes.set_title(title, fontsize="medium")
+    out.append(SimPlot("validation-errors.png", title, _png(figure)))
+    return out
+
+
+def time_to_accuracy_plot(
+    rows: Sequence[TimeToAccuracyRow], workload: str, cluster: str
+) -> list[SimPlot]:
+    """Predicted time to target against workers, one line per mode and per-worker batch."""
+    reached = [r for r in rows if r.time_to_target_s is not None]
+    if not reached:
+        return []
+    figure, axes = _figure()
+    lines: dict[tuple[str, int], list[TimeToAccuracyRow]] = {}
+    for row in reached:
+        key = (row.setting.mode, row.setting.per_worker_batch_size)
+        lines.setdefault(key, []).append(row)
+    for (mode, batch), members in sorted(lines.items()):
+        members.sort(key=lambda r: r.setting.workers)
+        axes.plot(
+            [r.setting.workers for r in members],
+            [r.time_to_target_s for r in members],
+            marker="o",
+            label=f"{mode}, {batch} per worker",
+        )
+    workers = sorted({r.setting.workers for r in reached})
+    _workers_axis(axes, workers)
+    axes.set_ylabel("predicted time to target (s)")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    title = f"Predicted time to accuracy: {workload} on {cluster}"
+    axes.set_title(title, fontsize="medium")
+    name = f"time-to-accuracy-{slug(workload)}-{slug(cluster)}.png"
+    return [SimPlot(name, title, _png(figure))]

@@ -1,0 +1,256 @@
+"""From the command line's words to a cluster, a calibration and a gradient layout.
+
+Shared by `trainscale simulate` and `trainscale predict-time-to-accuracy`: which cluster
+(file, preset or the machine at hand, with a stored probe's link), which stored runs
+calibrate the workload on its device (given, or found), and the model's buckets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from trainscale.errors import ConfigError
+from trainscale.results.store import RunRecord, RunStore
+from trainscale.simulate.buckets import GradientLayout, workload_layout
+from trainscale.simulate.calibrate import (
+    Calibration,
+    CalibrationError,
+    calibrate_from_peak,
+    calibrate_from_runs,
+    check_calibration_run,
+    cores_per_worker,
+    device_kind,
+    fit_effective_link,
+    is_measured,
+    matching_serial_runs,
+    per_worker_batch,
+    probe_link,
+    shared_spread_sigma,
+    training_flops_per_sample,
+)
+from trainscale.simulate.cluster import ClusterSpec, local_cluster, resolve_cluster_argument
+from trainscale.simulate.predict import predict_one
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a prediction needs."""
+
+    workload: str
+    cluster: ClusterSpec
+    calibration: Calibration
+    layout: GradientLayout
+
+
+@lru_cache(maxsize=32)
+def cached_layout(workload: str, bucket_cap_mb: float | None) -> GradientLayout:
+    """A workload's gradient layout, built once per process (it builds and runs the model)."""
+    return workload_layout(workload, bucket_cap_mb)
+
+
+def parse_workers(text: str) -> list[int]:
+    """'1,2,4,8' -> [1, 2, 4, 8]; ConfigError for anything but whole numbers >= 1."""
+    counts = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) < 1:
+            raise ConfigError(
+                f"--workers takes whole numbers >= 1 separated by commas, like 1,2,4,8; "
+                f"got {text!r}"
+            )
+        counts.append(int(item))
+    return sorted(set(counts))
+
+
+def default_workers(cluster: ClusterSpec) -> list[int]:
+    """Powers of two up to the cluster's devices (up to 8 nodes' worth for an open cluster)."""
+    limit = cluster.max_devices or cluster.devices_per_node * 8
+    limit = min(max(limit, 1), 1024)
+    counts, n = [], 1
+    while n <= limit:
+        counts.append(n)
+        n *= 2
+    return counts
+
+
+def load_runs(store: RunStore | None, run_ids: Sequence[str]) -> list[RunRecord]:
+    """The runs named on the command line (ids or unique prefixes)."""
+    if not run_ids:
+        return []
+    if store is None:
+        raise ConfigError("--calibrate-from needs a results store, and there is none")
+    return [store.get_run(run_id) for run_id in run_ids]
+
+
+def open_store(path: Path, *, required: bool) -> RunStore | None:
+    """The results store, or None when it does not exist and is not required."""
+    if not path.exists() and not required:
+        return None
+    return RunStore(path, create=False)
+
+
+def resolve_cluster(
+    value: str,
+    store: RunStore | None,
+    *,
+    device: str | None = None,
+    threads_per_worker: int | None = None,
+    workload: str | None = None,
+    env: dict[str, Any] | None = None,
+) -> ClusterSpec:
+    """A preset, a file, or 'local': this machine, with its stored probe's link if any.
+
+    On a CPU, a local worker computes on `threads_per_worker` cores; without it, on as many
+    as the newest stored serial run of `workload` on this machine did (else 1), so that
+    the runs the user made calibrate the prediction.
+    """
+    cluster = resolve_cluster_argument(value)
+    if cluster is not None:
+        return cluster
+    if env is None:
+        from trainscale.system import collect_environment
+
+        env = collect_environment()
+    kind = device or ("cuda" if env.get("gpus") else "cpu")
+    if threads_per_worker is None:
+        threads_per_worker = _stored_cores(store, workload, env.get("hostname")) or 1
+    link = probe_link(store, env.get("hostname"), kind) if store is not None else None
+    return local_cluster(env, device_kind=kind, cores_per_worker=threads_per_worker, intra=link)
+
+
+def _stored_cores(store: RunStore | None, workload: str | None, host: str | None) -> int | None:
+    if store is None or workload is None:
+        return None
+    for record in store.list_runs(workload=workload, status="completed"):
+        if (
+            (record.world_size or 1) == 1
+            and record.env.get("hostname") == host
+            and device_kind(record) == "cpu"
+            and is_measured(record)
+            and not cores_per_worker(record)[1]
+        ):
+            return cores_per_worker(record)[0]
+    return None
+
+
+def calibrate(
+    workload: str,
+    cluster: ClusterSpec,
+    store: RunStore | None,
+    *,
+    run_ids: Sequence[str] = (),
+    precision: str = "fp32",
+    bucket_cap_mb: float | None = None,
+    sigma_override: float | None = None,
+) -> Setup:
+    """Calibrate `workload` for `cluster`'s device from the given or the matching runs."""
+    from trainscale.workloads import get_workload
+
+    get_workload(workload)  # an unknown name fails here, with the list of names
+    given = load_runs(store, run_ids)
+    for record in given:
+        check_calibration_run(record, workload)
+        if device_kind(record) != cluster.device.kind:
+            raise CalibrationError(
+                f"calibration run {record.short_id} ran on {device_kind(record)}, but the "
+                f"devices of cluster {cluster.name!r} are {cluster.device.kind}"
+            )
+    layout = cached_layout(workload, bucket_cap_mb)
+    all_runs = store.list_runs(workload=workload, status="completed") if store else []
+    device_runs = (
+        [r for r in store.list_runs(status="completed") if cluster.device.matches(r.env)]
+        if store is not None
+        else []
+    )
+    fallback, note = shared_spread_sigma(workload, device_runs)
+    if given:
+        serial = [r for r in given if (r.world_size or 1) == 1]
+        calibration = calibrate_from_runs(
+            serial,
+            workload,
+            sigma_override=sigma_override,
+            fallback_sigma=fallback,
+            fallback_note=note,
+        )
+        parallel = [r for r in given if (r.world_size or 1) > 1]
+        if parallel:
+            calibration = fit_network(calibration, parallel, layout, cluster)
+    else:
+        cores = cluster.device.cores if cluster.device.kind == "cpu" else None
+        found = matching_serial_runs(all_runs, workload, cluster.device, precision, cores=cores)
+        if found:
+            kind = found[0].data_kind
+            same = [r for r in found if r.data_kind == kind]
+            calibration = calibrate_from_runs(
+                same,
+                workload,
+                sigma_override=sigma_override,
+                fallback_sigma=fallback,
+                fallback_note=note,
+            )
+            if len(same) < len(found):
+                calibration = _note(
+                    calibration,
+                    f"calibrated on {kind} data; {len(found) - len(same)} run(s) on other "
+                    "data left out",
+                )
+        else:
+            flops = training_flops_per_sample(workload, all_runs)
+            calibration = calibrate_from_peak(
+                workload,
+                cluster.device,
+                precision,
+                flops,
+                layout.num_params,
+                reference_batch_size=get_workload(workload).recipe.batch_size,
+                ops_per_step=layout.ops_per_step,
+                sigma_override=sigma_override,
+            )
+    if calibration.precision != precision and given:
+        calibration = _note(calibration, f"calibration runs are {calibration.precision}")
+    return Setup(workload=workload, cluster=cluster, calibration=calibration, layout=layout)
+
+
+def _note(calibration: Calibration, note: str) -> Calibration:
+    return replace(calibration, notes=(*calibration.notes, note))
+
+
+def fit_network(
+    calibration: Calibration,
+    runs: Sequence[RunRecord],
+    layout: GradientLayout,
+    cluster: ClusterSpec,
+) -> Calibration:
+    """The calibration with an effective intra-node link fitted to multi-worker runs."""
+    usable = [r for r in runs if not cores_per_worker(r)[1]]
+    if not usable:
+        raise CalibrationError(
+            "the multi-worker calibration runs oversubscribed their cores; the model does "
+            "not describe such runs, so they cannot calibrate the network"
+        )
+    if cluster.inter_node is not None and cluster.devices_per_node < max(
+        int(r.world_size or 1) for r in usable
+    ):
+        raise CalibrationError(
+            "multi-worker calibration runs fit the intra-node link; they used more workers "
+            f"than a node of cluster {cluster.name!r} holds"
+        )
+
+    def predict_step(link, workers: int, batch: int) -> float:
+        trial = replace(calibration, network=link)
+        return predict_one(trial, layout, cluster, workers, batch, samples=400).step_time_s
+
+    points = [
+        (int(r.world_size or 1), per_worker_batch(r), float(r.summary["step_time_s_median"]))
+        for r in usable
+    ]
+    link = fit_effective_link(points, predict_step, cluster.intra_node)
+    return replace(
+        calibration,
+        network=link,
+        run_ids=(*calibration.run_ids, *(r.run_id for r in usable)),
+    )

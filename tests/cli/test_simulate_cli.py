@@ -1,0 +1,274 @@
+"""`trainscale simulate` and `trainscale predict-time-to-accuracy` on fixture stores."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import one_error_line, run_cli
+from simulate_fixtures import add_emulation, add_measured_run, run_id
+
+from trainscale.results.store import RunStore
+
+BREAKDOWN = {"data": 0.001, "forward": 0.03, "backward": 0.06, "optimizer": 0.009}
+
+CLUSTER = """
+name = "two-cores"
+source = "a test"
+nodes = 1
+devices_per_node = 2
+
+[device]
+kind = "cpu"
+name = "Test CPU 9000"
+match = ["sim-host"]
+cores = 1
+
+[intra_node]
+alpha = "50 us"
+bandwidth = "1 GB/s"
+
+[communication]
+overlap = 0.0
+"""
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    path = tmp_path / "sim.db"
+    with RunStore(path) as store:
+        add_measured_run(store, run_id(1), batch_size=64, step_s=0.1, breakdown=BREAKDOWN)
+        add_measured_run(
+            store, run_id(2), batch_size=64, step_s=0.104, breakdown=BREAKDOWN, repeat=1
+        )
+        add_measured_run(store, run_id(3), workers=2, batch_size=32, step_s=0.055)
+        add_measured_run(store, run_id(4), workers=2, threads=None, pinned=False, step_s=0.3)
+        add_measured_run(store, run_id(5), workload="tweets-text", step_s=0.05)
+        for n, workers in enumerate((1, 2, 4, 8)):
+            add_emulation(
+                store,
+                run_id(10 + n),
+                workers=workers,
+                per_worker_batch=64,
+                steps_to_target=[2000, 1100, 700, 650][n],
+            )
+    return path
+
+
+@pytest.fixture
+def cluster_file(tmp_path):
+    path = tmp_path / "two-cores.toml"
+    path.write_text(CLUSTER)
+    return path
+
+
+def test_predict_from_stored_runs_as_json(store_path, cluster_file, capsys):
+    code = run_cli(
+        [
+            "simulate",
+            "mnist-cnn",
+            "--cluster",
+            str(cluster_file),
+            "--workers",
+            "1,2",
+            "--store",
+            str(store_path),
+            "--samples",
+            "501",
+            "--json",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert out["calibration"]["source"] == "runs"
+    assert set(out["calibration"]["run_ids"]) == {run_id(1), run_id(2)}
+    one, two = out["predictions"]
+    # the serial prediction is the calibrated serial step (median of the two runs' parts)
+    assert one["step_time_s"] == pytest.approx(0.102, rel=0.03)
+    assert two["workers"] == 2 and two["global_batch"] == 128
+    assert two["comm_s"] > 0 and two["exposed_comm_s"] > 0
+    assert 0 < two["exposed_comm_share"] < 1
+    assert out["gradients"]["buckets"][0]["bytes"] > 0
+    assert out["cluster"]["name"] == "two-cores"
+
+
+def test_predict_on_a_preset_from_the_peak_with_plots(tmp_path, capsys):
+    plots = tmp_path / "plots"
+    code = run_cli(
+        [
+            "simulate",
+            "mnist-cnn",
+            "--cluster",
+            "v100-nvlink-ib",
+            "--workers",
+            "1,4,16",
+            "--global-batch-size",
+            "512",
+            "--store",
+            str(tmp_path / "none.db"),
+            "--plot",
+            str(plots),
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "v100-nvlink-ib" in out and "peak" in out
+    names = sorted(p.name for p in plots.iterdir())
+    assert names == [
+        "breakdown-mnist-cnn-v100-nvlink-ib.png",
+        "speedup-mnist-cnn-v100-nvlink-ib.png",
+        "throughput-mnist-cnn-v100-nvlink-ib.png",
+    ]
+    assert all((plots / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in names)
+
+
+def test_validate_reports_held_out_runs(store_path, tmp_path, capsys):
+    plots = tmp_path / "v"
+    code = run_cli(
+        ["simulate", "--validate", "--store", str(store_path), "--json", "--plot", str(plots)]
+    )
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    held_out = {row["run_id"]: row for row in out["rows"]}
+    assert set(held_out) == {run_id(2), run_id(3), run_id(4)}
+    assert held_out[run_id(4)]["modelled"] is False
+    errors = sorted(abs(r["step_error"]) for r in out["rows"])
+    assert out["median_abs_step_error"] == pytest.approx(errors[1])
+    assert len(out["plots"]) == 2
+    # and the table form
+    assert run_cli(["simulate", "--validate", "--store", str(store_path)]) == 0
+    text = capsys.readouterr().out
+    assert "median |step-time error|" in text and "oversubscribed" in text
+
+
+def test_list_clusters(capsys):
+    assert run_cli(["simulate", "--list-clusters", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    names = {p["name"] for p in out["presets"]}
+    assert {"v100-nvlink-ib", "k80-pcie-ib", "cpu-25gbe"} <= names
+    assert all(p["source"] for p in out["presets"])
+
+
+def test_predict_time_to_accuracy(store_path, cluster_file, capsys, tmp_path):
+    wide = tmp_path / "eight.toml"
+    wide.write_text(CLUSTER.replace("devices_per_node = 2", "devices_per_node = 8"))
+    code = run_cli(
+        [
+            "predict-time-to-accuracy",
+            "mnist-cnn",
+            "--cluster",
+            str(wide),
+            "--store",
+            str(store_path),
+            "--samples",
+            "301",
+            "--json",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["workers"]: r for r in out["rows"]}
+    assert sorted(rows) == [1, 2, 4, 8]
+    for row in rows.values():
+        assert row["time_to_target_s"] == pytest.approx(row["steps_to_target"] * row["step_time_s"])
+    assert out["best_by_mode"]["sync"]["fastest_workers"] in (4, 8)
+    # a cluster too small for some settings says so on their rows, it does not fail
+    assert (
+        run_cli(
+            [
+                "predict-time-to-accuracy",
+                "mnist-cnn",
+                "--cluster",
+                str(cluster_file),
+                "--store",
+                str(store_path),
+                "--samples",
+                "101",
+            ]
+        )
+        == 0
+    )
+    assert "do not fit" in capsys.readouterr().out
+
+
+# -- mistakes: one line, exit 2 ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("devices_per_node = 2\n", ""), "devices_per_node is missing"),
+        (("devices_per_node = 2", "devices_per_node = -2"), "devices_per_node: must be a whole"),
+        (('bandwidth = "1 GB/s"', 'bandwidth = "1 gigabyte"'), "intra_node.bandwidth: cannot"),
+        (('alpha = "50 us"', 'alpha = "-50 us"'), "intra_node.alpha: a time must not be negative"),
+        (("overlap = 0.0", "overlap = 2"), "communication.overlap: must be in [0, 1]"),
+    ],
+)
+def test_bad_cluster_files(tmp_path, store_path, capsys, edit, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(CLUSTER.replace(*edit))
+    code = run_cli(["simulate", "mnist-cnn", "--cluster", str(path), "--store", str(store_path)])
+    assert code == 2
+    assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers", "0"], "--workers takes whole numbers >= 1"),
+        (["--workers", "1,two"], "--workers takes whole numbers >= 1"),
+        (["--workers", "4"], "4 workers do not fit"),
+        (["--calibrate-from", run_id(5)], "is of workload tweets-text, not mnist-cnn"),
+        (["--calibrate-from", run_id(10)], "is an accuracy emulation"),
+        (["--calibrate-from", "nosuchrun"], "no run 'nosuchrun'"),
+        (["--global-batch-size", "63", "--workers", "1,2"], "not divisible by 2 workers"),
+        (["--samples", "0"], "--samples must be at least 1"),
+    ],
+)
+def test_bad_arguments(store_path, cluster_file, capsys, args, message):
+    base = ["simulate", "mnist-cnn", "--cluster", str(cluster_file), "--store", str(store_path)]
+    assert run_cli(base + args) == 2
+    assert message in one_error_line(capsys)
+
+
+def test_other_mistakes(store_path, tmp_path, capsys):
+    assert run_cli(["simulate", "--store", str(store_path)]) == 2
+    assert "give a WORKLOAD" in one_error_line(capsys)
+    assert run_cli(["simulate", "no-such-workload", "--cluster", "cpu-25gbe"]) == 2
+    assert "unknown workload" in one_error_line(capsys)
+    assert run_cli(["simulate", "mnist-cnn", "--cluster", "nope"]) == 2
+    assert "unknown cluster preset" in one_error_line(capsys)
+    assert run_cli(["simulate", "--validate", "--store", str(tmp_path / "none.db")]) == 2
+    assert "no results store" in one_error_line(capsys)
+    assert run_cli(["predict-time-to-accuracy", "tweets-text", "--store", str(store_path)]) == 2
+    assert "no completed emulation of tweets-text" in one_error_line(capsys)
+
+
+def test_calibrate_from_serial_and_parallel_runs(store_path, cluster_file, capsys):
+    code = run_cli(
+        [
+            "simulate",
+            "mnist-cnn",
+            "--cluster",
+            str(cluster_file),
+            "--workers",
+            "1,2",
+            "--batch-size",
+            "32",
+            "--calibrate-from",
+            run_id(1)[:8],
+            run_id(3)[:8],
+            "--store",
+            str(store_path),
+            "--samples",
+            "501",
+            "--json",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert out["calibration"]["network"]["source"].startswith("fitted")
+    # the 2-worker run it was fitted to (0.055 s at 32 per worker) comes back
+    two = out["predictions"][1]
+    assert two["per_worker_batch"] == 32
+    assert two["step_time_s"] == pytest.approx(0.055, rel=0.03)
