@@ -251,3 +251,32 @@ def test_bad_limit_is_usage_error(store_path: Path, capsys: pytest.CaptureFixtur
         main(["runs", "list", "--limit", "0", "--store", str(store_path)])
     assert info.value.code == 2
     assert "at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("test_accuracy", "expected"),
+    [(0.95, "missed"), (None, "-")],
+    ids=["evaluated-below-target", "never-evaluated"],
+)
+def test_time_to_target_says_missed_only_for_evaluated_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], test_accuracy: float | None, expected: str
+) -> None:
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        store.create_run(
+            "cccc4444",
+            "mnist-cnn",
+            {},
+            {},
+            data_kind="real",
+            world_size=1,
+            threads_per_worker=1,
+            affinity="compact",
+            precision="fp32",
+            global_batch_size=64,
+        )
+        summary = {"samples_per_s": 500.0, "target_accuracy": 0.99, "time_to_target_s": None}
+        store.complete_run("cccc4444", {**summary, "test_accuracy": test_accuracy}, [], [0.1])
+    code, out, _ = _run(capsys, "runs", "list", "--store", str(path))
+    assert code == 0
+    assert out.splitlines()[1].split()[-1] == expected

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, write_random_mnist
 
 from trainscale.results.store import RunStore
 
@@ -124,3 +124,20 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert completed == [(0, 0), (1, 0), (2, 1), (3, 1)]
     assert [r.status for r in runs].count("failed") == 1
     assert not [r for r in runs if r.status == "running"]
+
+
+def test_cpu_parallel_recipe_without_tweets_skips_only_the_text_points(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    data = write_random_mnist(tmp_path / "data", 64, 16)  # MNIST here, no tweets.csv
+    argv = ["sweep", "--recipe", "cpu-parallel", "--quick", "--dry-run", "--data-dir", str(data)]
+    assert run_cli([*argv, "--store", str(tmp_path / "s.db")]) == 0
+    captured = capsys.readouterr()
+    planned = [line for line in captured.out.splitlines() if line.strip()[:1].isdigit()]
+    assert planned and all("cnn" in line for line in planned)  # 4 or 8 runs by core count
+    said = " ".join((captured.out + captured.err).split())  # the console wraps long lines
+    assert "skipped (skip_invalid): text affinity set 1 core(s): no tweet file found" in said

@@ -352,5 +352,7 @@ def _time_to_target_cell(record: RunRecord) -> str:
         return "-"
     seconds = record.summary.get("time_to_target_s")
     if seconds is None:
-        return "missed" if record.summary.get("target_accuracy") is not None else "-"
+        # "missed" only where the run was evaluated: a --no-eval run never looked.
+        evaluated = record.summary.get("test_accuracy") is not None
+        return "missed" if evaluated and record.summary.get("target_accuracy") is not None else "-"
     return _number(seconds, ".1f")
