@@ -377,21 +377,8 @@ class RunStore:
             raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
-        clauses: list[str] = []
-        params: list[Any] = []
-        filters = (("workload", workload), ("status", status), ("tag", tag), ("sweep_id", sweep_id))
-        for column, value in filters:
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        sql = "SELECT * FROM runs"
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        # rowid breaks ties between runs created within the same microsecond.
-        sql += " ORDER BY created_at DESC, rowid DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
+        filters = {"workload": workload, "status": status, "tag": tag, "sweep_id": sweep_id}
+        sql, params = _newest_first_query("runs", filters, limit)
         with self._read() as conn:
             return [_record(row) for row in conn.execute(sql, params).fetchall()]
 
@@ -552,20 +539,8 @@ class RunStore:
         limit: int | None = None,
     ) -> list[ProbeRecord]:
         """Stored probes matching all the given filters, newest first."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        filters = (("kind", kind), ("host", host), ("device", device), ("device_type", device_type))
-        for column, value in filters:
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        sql = "SELECT * FROM probes"
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        sql += " ORDER BY created_at DESC, rowid DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
+        filters = {"kind": kind, "host": host, "device": device, "device_type": device_type}
+        sql, params = _newest_first_query("probes", filters, limit)
         with self._read() as conn:
             return [_probe_record(row) for row in conn.execute(sql, params).fetchall()]
 
@@ -763,3 +738,22 @@ def _sweep_record(row: sqlite3.Row) -> SweepRecord:
         spec=_loads(row["spec_json"]),
         plan=plan if isinstance(plan, list) else [],
     )
+
+
+def _newest_first_query(
+    table: str, filters: dict[str, Any], limit: int | None
+) -> tuple[str, list[Any]]:
+    """`SELECT * FROM table` with `column = ?` for every filter that is not None, newest
+    first, at most `limit` rows. Table and column names come from this module, never from
+    the user; values are bound as parameters."""
+    clauses = [f"{column} = ?" for column, value in filters.items() if value is not None]
+    params: list[Any] = [value for value in filters.values() if value is not None]
+    sql = f"SELECT * FROM {table}"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    # rowid breaks ties between rows created within the same microsecond.
+    sql += " ORDER BY created_at DESC, rowid DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return sql, params
