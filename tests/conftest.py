@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,3 +82,28 @@ def tiny_config(**changes):
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "runs.db"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(base URL, served directory) of an HTTP server on 127.0.0.1 in a thread: the loaders'
+    verified downloads are tested against it, never against the network."""
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(served))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/", served
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()

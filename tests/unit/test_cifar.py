@@ -7,15 +7,11 @@ downloads come from a local http.server: nothing touches the real home or the in
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import os
 import pickle
 import tarfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -302,30 +298,6 @@ def test_missing_files_list_every_place(env: Path, monkeypatch: pytest.MonkeyPat
 
 
 # --- verified download and safe extraction -----------------------------------------------------
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """(base URL, served directory) of an HTTP server on 127.0.0.1 in a thread."""
-    served = tmp_path / "served"
-    served.mkdir()
-    handler = functools.partial(_QuietHandler, directory=str(served))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/", served
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, payload: bytes, **info) -> None:

@@ -8,13 +8,9 @@ or the internet.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import http.server
 import os
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -296,30 +292,6 @@ def test_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 # --- downloads from a local server ---------------------------------------------------------
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """(base URL, served directory) of an HTTP server on 127.0.0.1 in a thread."""
-    served = tmp_path / "served"
-    served.mkdir()
-    handler = functools.partial(_QuietHandler, directory=str(served))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/", served
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def _md5(path: Path) -> str:

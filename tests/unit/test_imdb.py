@@ -3,14 +3,10 @@ the restricted unpickler, the search path, and checksummed downloads from a loca
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import tarfile
-import threading
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -203,27 +199,6 @@ def test_published_checksums() -> None:
 
 
 # --- downloads from a local server ---------------------------------------------------------
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    served = tmp_path / "served"
-    served.mkdir()
-    handler = functools.partial(_QuietHandler, directory=str(served))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/", served
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 def _sha256(path: Path) -> str:
