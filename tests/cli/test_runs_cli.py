@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -280,3 +281,86 @@ def test_time_to_target_says_missed_only_for_evaluated_runs(
     code, out, _ = _run(capsys, "runs", "list", "--store", str(path))
     assert code == 0
     assert out.splitlines()[1].split()[-1] == expected
+
+
+# -- runs sweeps ------------------------------------------------------------------------------
+
+
+def test_sweeps_lists_stored_sweeps_newest_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "runs.db"
+    common = {
+        "data_kind": "synthetic",
+        "world_size": 1,
+        "threads_per_worker": 1,
+        "affinity": "compact",
+        "precision": "fp32",
+        "global_batch_size": 64,
+    }
+    with RunStore(path) as store:
+        plan = [{"label": "w1", "config_hash": "h1", "repeat": r} for r in range(3)]
+        store.create_sweep("0ld0" * 8, "threads [study]", "study.toml", "s1", {}, plan)
+        store.create_sweep("9ew0" * 8, "cpu-parallel", "recipe:cpu-parallel", "s2", {}, plan[:2])
+        # Old sweep: repeat 0 completed twice (a resumed retry), repeat 1 failed, 2 running.
+        for n, (repeat, outcome) in enumerate([(0, "ok"), (0, "ok"), (1, "fail"), (2, "run")]):
+            rid = f"run{n}"
+            store.create_run(
+                rid,
+                "mnist-cnn",
+                {},
+                {},
+                config_hash="h1",
+                sweep_id="0ld0" * 8,
+                sweep_item=0,
+                repeat_index=repeat,
+                **common,
+            )
+            if outcome == "ok":
+                store.complete_run(rid, {}, [], [0.1])
+            elif outcome == "fail":
+                store.fail_run(rid, "boom")
+    code, out, err = _run(capsys, "runs", "sweeps", "--store", str(path))
+    assert code == 0 and err == ""
+    header, *rows = out.splitlines()
+    assert header.split() == ["sweep", "created", "(UTC)", "name", "source", "runs", "done/planned"]
+    assert [row.split()[0] for row in rows] == ["9ew09ew0", "0ld00ld0"]
+    assert "recipe:cpu-parallel" in rows[0] and rows[0].endswith("0/2")
+    assert "threads [study]" in rows[1] and "study.toml" in rows[1] and rows[1].endswith("1/3")
+
+    code, out, _ = _run(capsys, "runs", "sweeps", "--limit", "1", "--store", str(path))
+    assert code == 0 and len(out.splitlines()) == 2 and "9ew09ew0" in out
+
+
+def test_sweeps_of_a_store_without_sweeps(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, "runs", "sweeps", "--store", str(store_path))
+    assert code == 0 and err == "" and out == f"no sweeps in {store_path}\n"
+
+
+def test_sweeps_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["runs", "sweeps", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "newest first" in out and "--store" in out and "--limit" in out
+    with pytest.raises(SystemExit):
+        main(["runs", "--help"])
+    assert "sweeps" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sweep_id", ["nosuch", " "], ids=["unknown", "empty"])
+def test_unknown_sweep_points_to_the_real_command(
+    store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep_id: str
+) -> None:
+    code = main(
+        ["report", "--sweep", sweep_id, "--out", str(tmp_path / "r"), "--store", str(store_path)]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    command = re.search(r"`trainscale ([a-z ]+)` lists the stored sweeps", err)
+    assert command is not None, err
+    # The command the message names exists and lists sweeps.
+    assert main([*command.group(1).split(), "--store", str(store_path)]) == 0
+    assert capsys.readouterr().out.startswith("no sweeps in")

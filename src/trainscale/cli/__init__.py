@@ -7,6 +7,7 @@ imported explicitly (not discovered) so that `trainscale --help` is cheap and pr
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from trainscale import __version__
@@ -46,6 +47,23 @@ SUBCOMMANDS = (
 )
 
 
+class WarningLines(logging.Handler):
+    """The library's warnings (e.g. a damaged stored row left out of a listing) as one
+    `trainscale: warning: ...` line each on stderr, each said once per command."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.said: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = " ".join(record.getMessage().split())  # one line, whatever it holds
+        if message in self.said:
+            return
+        self.said.add(message)
+        # sys.stderr at the time of the warning, not at start-up: tests swap it.
+        print(f"trainscale: warning: {message}", file=sys.stderr)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse prints usage plus the error; a mistake should cost the user one line."""
 
@@ -74,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
+    logger = logging.getLogger("trainscale")
+    warnings = WarningLines()
+    logger.addHandler(warnings)
+    try:
+        return _run(argv)
+    finally:
+        logger.removeHandler(warnings)
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

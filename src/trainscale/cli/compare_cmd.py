@@ -10,7 +10,7 @@ from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.errors import StoreError, TrainscaleError
-from trainscale.results.store import RunRecord, RunStore
+from trainscale.results.store import DamagedRecordError, RunRecord, RunStore
 
 EPILOG = """\
 examples:
@@ -128,7 +128,10 @@ def resolve_side(store: RunStore, ident: str) -> Side:
         return Side("run", run.run_id, [Group(run.short_id, [run])])
     if sweep is not None:
         return _sweep_side(store, sweep)
-    # An ambiguous prefix says more than "not found": show it when there is one.
+    # A damaged row or an ambiguous prefix says more than "not found": show it.
+    for error in (run_error, sweep_error):
+        if isinstance(error, DamagedRecordError):
+            raise error
     for error in (run_error, sweep_error):
         if error is not None and "matches" in str(error):
             raise error

@@ -1,4 +1,4 @@
-"""`trainscale runs`: list, show and export the runs in a results store."""
+"""`trainscale runs`: list, show and export the runs in a results store, and list its sweeps."""
 
 from __future__ import annotations
 
@@ -39,16 +39,26 @@ _LIST_COLUMNS = (
     ("test acc", "right"),
     ("to target (s)", "right"),
 )
+_SWEEP_COLUMNS = (
+    ("sweep", "left"),
+    ("created (UTC)", "left"),
+    ("name", "left"),
+    ("source", "left"),
+    ("runs done/planned", "right"),
+)
 # Wide enough that piped tables never wrap; rich only pads a table to its own width.
 _PLAIN_WIDTH = 240
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register `trainscale runs` and its actions `list`, `show` and `export`."""
+    """Register `trainscale runs` and its actions `list`, `show`, `export` and `sweeps`."""
     parser = subparsers.add_parser(
         "runs",
-        help="list, show and export stored runs",
-        description="Read the results store: list runs, show one run, export runs as CSV/JSON.",
+        help="list, show and export stored runs; list stored sweeps",
+        description=(
+            "Read the results store: list runs, show one run, export runs as CSV/JSON, list "
+            "the stored sweeps."
+        ),
     )
     actions = parser.add_subparsers(dest="runs_action", metavar="ACTION", required=True)
 
@@ -83,6 +93,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, metavar="FILE", help="write to FILE instead of standard output"
     )
     export_parser.set_defaults(runs_handler=_export)
+
+    sweeps_parser = actions.add_parser(
+        "sweeps",
+        parents=[store],
+        help="a table of stored sweeps, newest first",
+        description=(
+            "The stored sweeps, newest first: id, creation time, name, source (a file or "
+            "recipe:NAME) and how many of the planned runs have completed. A sweep id (or a "
+            "unique prefix) goes to `trainscale report --sweep`, `trainscale compare` and "
+            "`trainscale simulate --validate --sweep`."
+        ),
+    )
+    sweeps_parser.add_argument(
+        "--limit", type=_positive_int, metavar="N", help="at most N sweeps (the newest)"
+    )
+    sweeps_parser.set_defaults(runs_handler=_sweeps)
 
     parser.set_defaults(handler=run)
 
@@ -182,6 +208,31 @@ def _export(args: argparse.Namespace) -> int:
         )
     noun = "run" if len(records) == 1 else "runs"
     print(f"wrote {len(records)} {noun} to {args.out}")
+    return 0
+
+
+def _sweeps(args: argparse.Namespace) -> int:
+    with _open_store(args) as store:
+        sweeps = store.list_sweeps(args.limit)
+        done = store.sweep_progress()
+        path = store.path
+    console = _console()
+    if not sweeps:
+        _emit(console, f"no sweeps in {path}")
+        return 0
+    table = _table(console)
+    for header, justify in _SWEEP_COLUMNS:
+        table.add_column(header, justify=justify, no_wrap=True)
+    for sweep in sweeps:
+        table.add_row(
+            sweep.short_id,
+            _short_time(sweep.created_at),
+            # One line each, whatever a multi-line TOML string put there.
+            " ".join(sweep.name.split()),
+            " ".join(sweep.source.split()),
+            f"{done.get(sweep.sweep_id, 0)}/{len(sweep.plan)}",
+        )
+    _emit_unsquashed(console, table)
     return 0
 
 

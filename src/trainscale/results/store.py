@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from trainscale.errors import StoreError
 from trainscale.results.schema import (
@@ -35,6 +36,11 @@ STORE_ENV_VAR = "TRAINSCALE_STORE"
 DEFAULT_STORE_NAME = "trainscale.db"
 BUSY_TIMEOUT_S = 30.0
 """How long a writer waits for another writer's lock before giving up."""
+SWEEPS_COMMAND = "`trainscale runs sweeps`"
+"""The command that lists the stored sweeps, for messages that point to it."""
+
+log = logging.getLogger(__name__)
+_Record = TypeVar("_Record")
 
 
 def default_store_path() -> Path:
@@ -46,6 +52,33 @@ def default_store_path() -> Path:
 def missing_store_message(path: Path) -> str:
     """The one-line message for reading a store that does not exist yet."""
     return f"no results store at {path}; run `trainscale run` first or pass --store"
+
+
+@dataclass(frozen=True)
+class DamagedRow:
+    """A stored row whose JSON columns cannot all be read (edited by hand, cut short by a
+    disk error). The store never hands out such a row half-read: listings leave it out and
+    name it, and asking for it by id is a `DamagedRecordError`."""
+
+    kind: str
+    """'run', 'sweep' or 'probe'."""
+    ident: str
+    """Its full id."""
+    columns: tuple[str, ...]
+    """The JSON columns that cannot be parsed, e.g. ('config_json',)."""
+
+    def describe(self, *, full_id: bool = False) -> str:
+        """'run 1a2b3c4d has damaged stored JSON (config_json)'."""
+        ident = self.ident if full_id else self.ident[:8]
+        return f"{self.kind} {ident} has damaged stored JSON ({', '.join(self.columns)})"
+
+
+class DamagedRecordError(StoreError):
+    """The run, sweep or probe asked for by id is a damaged row."""
+
+    def __init__(self, damaged: DamagedRow) -> None:
+        super().__init__(f"{damaged.describe(full_id=True)}; it cannot be read")
+        self.damaged = damaged
 
 
 @dataclass(frozen=True)
@@ -158,6 +191,13 @@ class RunStore:
         """
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = _connect(self.path, create=create)
+        self._left_out: dict[tuple[str, str], DamagedRow] = {}
+
+    @property
+    def left_out(self) -> list[DamagedRow]:
+        """The damaged rows that listings of this store have left out so far, in the order
+        they were met (each once)."""
+        return list(self._left_out.values())
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -335,7 +375,8 @@ class RunStore:
     def get_run(self, run_id: str) -> RunRecord:
         """The run with this id, or the only run whose id starts with it.
 
-        An empty, unknown or ambiguous id is a StoreError that says what to do instead.
+        An empty, unknown or ambiguous id is a StoreError that says what to do instead; a
+        run whose stored JSON is damaged is a DamagedRecordError naming it.
         """
         prefix = run_id.strip()
         if not prefix:
@@ -372,15 +413,17 @@ class RunStore:
         limit: int | None = None,
         sweep_id: str | None = None,
     ) -> list[RunRecord]:
-        """Stored runs matching all the given filters, newest first, at most `limit` of them."""
+        """Stored runs matching all the given filters, newest first, at most `limit` of them.
+
+        Damaged rows are left out (see `left_out`) and do not count towards `limit`.
+        """
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
         filters = {"workload": workload, "status": status, "tag": tag, "sweep_id": sweep_id}
-        sql, params = _newest_first_query("runs", filters, limit)
-        with self._read() as conn:
-            return [_record(row) for row in conn.execute(sql, params).fetchall()]
+        sql, params = _newest_first_query("runs", filters)
+        return self._readable(sql, params, _record, limit)
 
     def epochs(self, run_id: str) -> list[dict[str, Any]]:
         """Per-epoch rows of a run (full id), in epoch order; empty unless it completed."""
@@ -420,10 +463,11 @@ class RunStore:
             )
 
     def get_sweep(self, sweep_id: str) -> SweepRecord:
-        """The sweep with this id or unique id prefix; StoreError otherwise."""
+        """The sweep with this id or unique id prefix; StoreError otherwise (a
+        DamagedRecordError when its stored JSON is damaged)."""
         prefix = sweep_id.strip()
         if not prefix:
-            raise StoreError("empty sweep id; `trainscale sweeps` lists the stored sweeps")
+            raise StoreError(f"empty sweep id; {SWEEPS_COMMAND} lists the stored sweeps")
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT * FROM sweeps WHERE substr(sweep_id, 1, ?) = ? "
@@ -435,18 +479,29 @@ class RunStore:
             return _sweep_record(exact[0])
         if not rows:
             raise StoreError(
-                f"no sweep {prefix!r} in {self.path}; `trainscale sweeps` lists the stored sweeps"
+                f"no sweep {prefix!r} in {self.path}; {SWEEPS_COMMAND} lists the stored sweeps"
             )
         if len(rows) > 1:
             shown = ", ".join(row["sweep_id"] for row in rows[:5])
             raise StoreError(f"sweep id prefix {prefix!r} matches several sweeps ({shown})")
         return _sweep_record(rows[0])
 
-    def list_sweeps(self) -> list[SweepRecord]:
-        """All stored sweeps, newest first."""
+    def list_sweeps(self, limit: int | None = None) -> list[SweepRecord]:
+        """Stored sweeps, newest first, at most `limit` of them; damaged rows left out."""
+        sql, params = _newest_first_query("sweeps", {})
+        return self._readable(sql, params, _sweep_record, limit)
+
+    def sweep_progress(self) -> dict[str, int]:
+        """Per sweep id, how many of its planned runs have completed. A planned run is a
+        configuration and a repeat, as `trainscale sweep --resume` counts them: a second
+        completed attempt of the same one counts once."""
         with self._read() as conn:
-            rows = conn.execute("SELECT * FROM sweeps ORDER BY created_at DESC").fetchall()
-        return [_sweep_record(row) for row in rows]
+            rows = conn.execute(
+                "SELECT sweep_id, "
+                "count(DISTINCT coalesce(config_hash || ':' || repeat_index, run_id)) "
+                "FROM runs WHERE sweep_id IS NOT NULL AND status = 'completed' GROUP BY sweep_id"
+            ).fetchall()
+        return {sweep_id: count for sweep_id, count in rows}
 
     def latest_sweep_with_spec(self, spec_hash: str) -> SweepRecord | None:
         """The newest sweep made from the same normalised spec, if any (for --resume)."""
@@ -458,13 +513,10 @@ class RunStore:
         return None if row is None else _sweep_record(row)
 
     def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
-        """Every run of a sweep (full id), in plan order, earlier attempts first."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM runs WHERE sweep_id = ? ORDER BY sweep_item, created_at, rowid",
-                (sweep_id,),
-            ).fetchall()
-        return [_record(row) for row in rows]
+        """Every run of a sweep (full id), in plan order, earlier attempts first; damaged
+        rows left out."""
+        sql = "SELECT * FROM runs WHERE sweep_id = ? ORDER BY sweep_item, created_at, rowid"
+        return self._readable(sql, [sweep_id], _record, None)
 
     def fail_interrupted_runs(self, sweep_id: str, reason: str) -> int:
         """Mark a sweep's runs still 'running' as failed (their process was killed).
@@ -538,11 +590,11 @@ class RunStore:
         device_type: str | None = None,
         limit: int | None = None,
     ) -> list[ProbeRecord]:
-        """Stored probes matching all the given filters, newest first."""
+        """Stored probes matching all the given filters, newest first; damaged rows left out
+        (so `latest_probe` finds the newest readable one)."""
         filters = {"kind": kind, "host": host, "device": device, "device_type": device_type}
-        sql, params = _newest_first_query("probes", filters, limit)
-        with self._read() as conn:
-            return [_probe_record(row) for row in conn.execute(sql, params).fetchall()]
+        sql, params = _newest_first_query("probes", filters)
+        return self._readable(sql, params, _probe_record, limit)
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -568,6 +620,39 @@ class RunStore:
             # Locked past the timeout, read-only file, full disk: the user's environment,
             # not a bug. Other sqlite errors (bad values, constraint violations) are bugs.
             raise StoreError(f"cannot write results store {self.path}: {error}") from None
+
+    def _readable(
+        self,
+        sql: str,
+        params: Sequence[Any],
+        parse: Callable[[sqlite3.Row], _Record],
+        limit: int | None,
+    ) -> list[_Record]:
+        """The rows of a listing query as records, at most `limit` of them, leaving out
+        (and naming once, as a warning) the rows whose JSON cannot be read.
+
+        The limit is applied here rather than in SQL, so that a damaged row does not take
+        the place of a readable one; rows are read lazily, so a small limit stays cheap.
+        """
+        records: list[_Record] = []
+        if limit is not None and limit < 1:
+            return records
+        with self._read() as conn, closing(conn.execute(sql, list(params))) as cursor:
+            for row in cursor:
+                try:
+                    records.append(parse(row))
+                except DamagedRecordError as error:
+                    self._leave_out(error.damaged)
+                    continue
+                if limit is not None and len(records) >= limit:
+                    break
+        return records
+
+    def _leave_out(self, damaged: DamagedRow) -> None:
+        key = (damaged.kind, damaged.ident)
+        if key not in self._left_out:
+            self._left_out[key] = damaged
+            log.warning("%s; left out", damaged.describe())
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -680,13 +765,50 @@ def _dumps(value: Any) -> str:
 
 
 def _loads(text: str | None) -> dict[str, Any]:
+    """A JSON object column as a dict; ValueError (or TypeError) when it is not JSON."""
     if not text:
         return {}
     value = json.loads(text)
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _load_plan(text: str) -> list[dict[str, Any]]:
+    """A sweep's plan column: a JSON list of objects, or ValueError."""
+    plan = json.loads(text)
+    if not isinstance(plan, list) or not all(isinstance(item, dict) for item in plan):
+        raise ValueError("a sweep plan is a list of objects")
+    return plan
+
+
+def _parsed(
+    kind: str,
+    row: sqlite3.Row,
+    id_column: str,
+    columns: Mapping[str, Callable[[Any], Any]],
+) -> dict[str, Any]:
+    """Each JSON column of `row` parsed by its reader; DamagedRecordError naming every
+    column that cannot be read, so the row is never handed out half-read."""
+    parsed: dict[str, Any] = {}
+    damaged: list[str] = []
+    for column, read in columns.items():
+        try:
+            parsed[column] = read(row[column])
+        # JSONDecodeError and UnicodeDecodeError are ValueErrors; TypeError is a non-text
+        # value (a number or a blob written by another tool); RecursionError absurd nesting.
+        except (ValueError, TypeError, RecursionError):
+            damaged.append(column)
+    if damaged:
+        raise DamagedRecordError(DamagedRow(kind, str(row[id_column]), tuple(damaged)))
+    return parsed
+
+
+_RUN_JSON = {"config_json": _loads, "env_json": _loads, "summary_json": _loads}
+_SWEEP_JSON = {"spec_json": _loads, "plan_json": _load_plan}
+_PROBE_JSON = {"result_json": _loads, "env_json": _loads}
+
+
 def _record(row: sqlite3.Row) -> RunRecord:
+    parsed = _parsed("run", row, "run_id", _RUN_JSON)
     return RunRecord(
         run_id=row["run_id"],
         created_at=row["created_at"],
@@ -701,9 +823,9 @@ def _record(row: sqlite3.Row) -> RunRecord:
         precision=row["precision"],
         global_batch_size=row["global_batch_size"],
         tag=row["tag"],
-        config=_loads(row["config_json"]),
-        env=_loads(row["env_json"]),
-        summary=_loads(row["summary_json"]),
+        config=parsed["config_json"],
+        env=parsed["env_json"],
+        summary=parsed["summary_json"],
         schema_version=row["schema_version"],
         sweep_id=row["sweep_id"],
         sweep_item=row["sweep_item"],
@@ -713,6 +835,7 @@ def _record(row: sqlite3.Row) -> RunRecord:
 
 
 def _probe_record(row: sqlite3.Row) -> ProbeRecord:
+    parsed = _parsed("probe", row, "probe_id", _PROBE_JSON)
     return ProbeRecord(
         probe_id=row["probe_id"],
         created_at=row["created_at"],
@@ -721,31 +844,29 @@ def _probe_record(row: sqlite3.Row) -> ProbeRecord:
         device_type=row["device_type"],
         device=row["device"],
         workers=row["workers"],
-        result=_loads(row["result_json"]),
-        env=_loads(row["env_json"]),
+        result=parsed["result_json"],
+        env=parsed["env_json"],
         schema_version=row["schema_version"],
     )
 
 
 def _sweep_record(row: sqlite3.Row) -> SweepRecord:
-    plan = json.loads(row["plan_json"])
+    parsed = _parsed("sweep", row, "sweep_id", _SWEEP_JSON)
     return SweepRecord(
         sweep_id=row["sweep_id"],
         name=row["name"],
         created_at=row["created_at"],
         source=row["source"],
         spec_hash=row["spec_hash"],
-        spec=_loads(row["spec_json"]),
-        plan=plan if isinstance(plan, list) else [],
+        spec=parsed["spec_json"],
+        plan=parsed["plan_json"],
     )
 
 
-def _newest_first_query(
-    table: str, filters: dict[str, Any], limit: int | None
-) -> tuple[str, list[Any]]:
+def _newest_first_query(table: str, filters: dict[str, Any]) -> tuple[str, list[Any]]:
     """`SELECT * FROM table` with `column = ?` for every filter that is not None, newest
-    first, at most `limit` rows. Table and column names come from this module, never from
-    the user; values are bound as parameters."""
+    first (`RunStore._readable` applies the limit). Table and column names come from this
+    module, never from the user; values are bound as parameters."""
     clauses = [f"{column} = ?" for column, value in filters.items() if value is not None]
     params: list[Any] = [value for value in filters.values() if value is not None]
     sql = f"SELECT * FROM {table}"
@@ -753,7 +874,4 @@ def _newest_first_query(
         sql += " WHERE " + " AND ".join(clauses)
     # rowid breaks ties between rows created within the same microsecond.
     sql += " ORDER BY created_at DESC, rowid DESC"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(int(limit))
     return sql, params
