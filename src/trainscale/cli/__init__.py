@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from trainscale import __version__
@@ -45,6 +46,13 @@ SUBCOMMANDS = (
     simulate_cmd,
     predict_cmd,
 )
+
+
+EXIT_BROKEN_PIPE = 141
+"""Exit status when standard output is closed early (`trainscale runs export | head -1`):
+128 + SIGPIPE, what the shell reports for `cat`, `yes` and other tools that the same pipe
+stops, so that `set -o pipefail` scripts see trainscale like any of them. 0 would claim the
+whole output was delivered, which it was not."""
 
 
 class WarningLines(logging.Handler):
@@ -96,7 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     warnings = WarningLines()
     logger.addHandler(warnings)
     try:
-        return _run(argv)
+        try:
+            return _run(argv)
+        finally:
+            # Flush here rather than at interpreter exit, so that a reader that has gone
+            # away (`| head -1`) is noticed below and not printed as an ignored exception.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     finally:
         logger.removeHandler(warnings)
 
@@ -113,3 +129,18 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("trainscale: interrupted", file=sys.stderr)
         return 130
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so that what is still buffered is dropped
+    quietly at exit instead of raising BrokenPipeError again (the recipe of Python's
+    `signal` documentation)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (captured in tests): nothing is flushed to a pipe at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
