@@ -179,6 +179,13 @@ def test_single_configuration_sweep_uses_its_completed_runs(fixture_store, capsy
         (["ffff0001", "aaaa0001"], "no timed steps"),
         (["5weep0aa", "aaaa0001"], "--config"),
         (["5weep0aa", "5weep0bb", "--config", "w9"], "no completed configuration 'w9'"),
+        (
+            ["aaaa0001", "bbbb0001", "--config", "bogus"],
+            "--config 'bogus' does not apply: run aaaa0001 and run bbbb0001 have one "
+            "configuration each; --config takes the label of one configuration of a sweep "
+            "side that has several",
+        ),
+        (["0ne0cfg0", "aaaa0001", "--config", "base"], "does not apply: sweep 0ne0cfg0 and"),
         (["aaaa0001", "bbbb0001", "--confidence", "1.5"], "--confidence"),
     ],
 )

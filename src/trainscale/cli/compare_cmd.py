@@ -187,6 +187,12 @@ def pair_groups(a: Side, b: Side, config: str | None) -> list[tuple[str, Group, 
         return matches[0]
 
     if config is not None:
+        if len(a.groups) == 1 and len(b.groups) == 1:
+            raise TrainscaleError(
+                f"--config {config!r} does not apply: {a.name} and {b.name} have one "
+                "configuration each; --config takes the label of one configuration of a "
+                "sweep side that has several"
+            )
         group_a, group_b = pick(a), pick(b)
         return [(config, group_a, group_b)]
     if len(a.groups) == 1 and len(b.groups) == 1:
