@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import io
 from typing import Any
 
 from trainscale.report.model import Configuration, ReportData
+from trainscale.results.csv_cells import write_csv
 
 CSV_COLUMNS = (
     "workload",
@@ -58,12 +58,10 @@ def csv_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 def render_csv(data: ReportData) -> str:
-    """The table as CSV text (header first)."""
+    """The table as CSV text (header first); text that a spreadsheet would read as a formula
+    is quote-prefixed (`write_csv`)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in csv_rows(data):
-        writer.writerow({key: "" if value is None else value for key, value in row.items()})
+    write_csv(out, CSV_COLUMNS, csv_rows(data))
     return out.getvalue()
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from trainscale.results.csv_cells import write_csv
 from trainscale.results.store import RunRecord
 
 SUMMARY_KEYS = (
@@ -133,18 +133,11 @@ def export_runs(
     """Write runs to `out` as CSV (header + one row per run) or JSON (a list of objects).
 
     With `epochs_of` (e.g. `RunStore.epochs`), each JSON object also carries its `epochs`;
-    CSV stays one row per run.
+    CSV stays one row per run, and a text cell a spreadsheet would read as a formula is
+    quote-prefixed (`write_csv`).
     """
     if fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for record in records:
-            writer.writerow(
-                {
-                    key: "" if value is None else value
-                    for key, value in run_to_csv_row(record).items()
-                }
-            )
+        write_csv(out, CSV_COLUMNS, (run_to_csv_row(record) for record in records))
     elif fmt == "json":
         items = []
         for record in records:
