@@ -86,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
         emulated_setting,
         predict_time_to_accuracy,
     )
+    from trainscale.workloads import get_workload
 
+    # An unknown name is the first thing to say, before any store or emulation is looked at.
+    get_workload(args.workload)
     if args.samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {args.samples}")
     if args.threads_per_worker is not None and args.threads_per_worker < 1:

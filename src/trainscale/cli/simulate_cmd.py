@@ -154,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args, store_path)
     if not args.workload:
         raise ConfigError("give a WORKLOAD to simulate (or --validate, or --list-clusters)")
+    from trainscale.workloads import get_workload
+
+    # An unknown name is the first thing to say, before the store or the cluster is read.
+    get_workload(args.workload)
     if args.tag or args.sweep:
         raise ConfigError("--tag and --sweep select runs for --validate only")
     return _predict(args, store_path)
