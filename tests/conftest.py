@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -89,6 +90,22 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def _serve(handler) -> Iterator[str]:
+    """Serve `handler` on 127.0.0.1 from a thread; gives the base URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """(base URL, served directory) of an HTTP server on 127.0.0.1 in a thread: the loaders'
@@ -96,14 +113,32 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     served = tmp_path / "served"
     served.mkdir()
     handler = functools.partial(_QuietHandler, directory=str(served))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/", served
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with _serve(handler) as base:
+        yield base, served
+
+
+CUT_SHORT_PAYLOAD = bytes(range(256)) * 64
+"""What `cut_short_server` means to send: 16 KiB, of which it sends half."""
+
+
+class _CutShortHandler(http.server.BaseHTTPRequestHandler):
+    """Announces all of CUT_SHORT_PAYLOAD in Content-Length, sends half, and hangs up (HTTP/1.0
+    closes the connection when the handler returns), like a transfer cut by the network."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(CUT_SHORT_PAYLOAD)))
+        self.end_headers()
+        self.wfile.write(CUT_SHORT_PAYLOAD[: len(CUT_SHORT_PAYLOAD) // 2])
+        self.wfile.flush()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def cut_short_server() -> Iterator[str]:
+    """Base URL of a server whose every answer stops half-way through its Content-Length."""
+    with _serve(_CutShortHandler) as base:
+        yield base

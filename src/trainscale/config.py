@@ -34,7 +34,8 @@ class RunOptions:
     data: str = "real"
     """'real' (files from the data search path) or 'synthetic' (random tensors, same shapes)."""
     data_dir: str | None = None
-    """Directory holding the dataset files; searched before TRAINSCALE_DATA_DIR and the cache."""
+    """Directory holding the dataset files; when given, the only place looked in (no fallback
+    to TRAINSCALE_DATA_DIR or the cache)."""
     download: bool = True
     """Download into the cache (with checksum verification) when no local copy is found."""
     device: str = "cpu"

@@ -10,7 +10,7 @@ import time
 
 import psutil
 import pytest
-from cli_helpers import one_error_line, run_cli
+from cli_helpers import one_error_line, run_cli, write_random_mnist
 from conftest import has_real_mnist
 
 from trainscale.cli import main
@@ -101,6 +101,29 @@ def test_missing_data_lists_where_it_looked(tmp_path, store_path, capsys, monkey
     assert code == 2
     line = one_error_line(capsys)
     assert str(empty) in line and "TRAINSCALE_DATA_DIR" in line
+
+
+@pytest.mark.parametrize("command", ["run", "emulate"])
+@pytest.mark.parametrize("kind", ["missing", "empty"])
+def test_explicit_data_dir_is_used_or_refused(
+    command, kind, tmp_path, store_path, capsys, monkeypatch
+):
+    # MNIST where the search would find it: an explicit --data-dir must not fall back to it.
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(write_random_mnist(tmp_path / "env", 64, 16)))
+    explicit = tmp_path / kind
+    if kind == "empty":
+        explicit.mkdir()
+    extra = ["--workers", "2", "--mode", "sync"] if command == "emulate" else []
+    code = run_cli(
+        [command, "mnist-cnn", *extra, "--data-dir", str(explicit), "--steps", "5", "--quiet",
+         "--store", str(store_path)]
+    )  # fmt: skip
+    assert code == 2
+    line = one_error_line(capsys)
+    assert f"mnist not found in {explicit} (--data-dir)" in line
+    assert "train-images-idx3-ubyte[.gz]" in line  # what was expected there
+    assert str(tmp_path / "env") not in line
+    assert not store_path.exists() or not RunStore(store_path).list_runs()
 
 
 def test_corrupt_data_names_the_file(tmp_path, store_path, capsys, monkeypatch):

@@ -88,6 +88,18 @@ def test_bad_input_is_one_line_exit_2_nothing_stored(case, tmp_path, store_path,
     assert not (tmp_path / "pwned").exists()
 
 
+@pytest.mark.parametrize("workload", ["tweets-text", "imdb-bilstm"])
+def test_row_without_a_label_is_one_line(workload, tmp_path, store_path, capsys):
+    data = labelled_csv(tmp_path / "posts.csv")
+    lines = data.read_text().splitlines()
+    lines.insert(7, "a post nobody labelled,")
+    data.write_text("\n".join(lines) + "\n")
+    args = ["run", workload, "-o", f"file={data}", "-o", "label_column=label", "--no-download"]
+    assert run_cli([*args, "--store", str(store_path)]) == 2
+    assert f"{data} line 8 has an empty label (column 'label')" in one_error_line(capsys)
+    assert not store_path.exists() or not RunStore(store_path).list_runs()
+
+
 @pytest.mark.parametrize("workload", TEXT_WORKLOADS)
 def test_two_worker_synthetic_run(workload, store_path, capsys):
     code = main(

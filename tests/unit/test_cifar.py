@@ -22,7 +22,7 @@ from cifar_files import NAMES, batch_dict, py2_pickle, write_binary, write_pytho
 from trainscale.data import cifar
 from trainscale.data.augment import random_crop_flip
 from trainscale.data.cifar import (
-    ARCHIVE_MD5,
+    ARCHIVE_SHA256,
     ARCHIVE_URL,
     BIN_FOLDER,
     PY_FOLDER,
@@ -244,7 +244,11 @@ def test_data_dir_beats_env_beats_cache(env: Path, monkeypatch: pytest.MonkeyPat
     assert load_cifar10(download=False).source == str(env / "envdir" / PY_FOLDER)
     monkeypatch.delenv("TRAINSCALE_DATA_DIR")
     assert locate() == (env / "cache" / "cifar10" / BIN_FOLDER, "binary")
-    assert locate(env / "empty") == locate()  # a data_dir without the files falls through
+    # A data_dir without the files is refused: it never falls through to the cache's set.
+    (env / "empty").mkdir()
+    for call in (lambda: locate(env / "empty"), lambda: load_cifar10(env / "empty")):
+        one_line_error(call, f"cifar10 not found in {env / 'empty'} (--data-dir)", PY_FOLDER)
+    one_line_error(lambda: load_cifar10(env / "missing"), "it does not exist")
 
 
 @pytest.mark.parametrize(
@@ -270,21 +274,20 @@ def test_cache_beats_other_tools(env: Path) -> None:
 
 def test_missing_files_list_every_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(env / "envdir"))
-    partial = env / "arg" / PY_FOLDER
+    partial = env / "envdir" / PY_FOLDER
     write_python(partial, PER_BATCH)
     (partial / "test_batch").unlink()
-    places = candidate_dirs(env / "arg")
+    places = candidate_dirs()
     assert places[:6] == [
-        env / "arg",
-        env / "arg" / PY_FOLDER,
-        env / "arg" / BIN_FOLDER,
         env / "envdir",
         env / "envdir" / PY_FOLDER,
         env / "envdir" / BIN_FOLDER,
+        env / "cache" / "cifar10",
+        env / "cache" / "cifar10" / PY_FOLDER,
+        env / "cache" / "cifar10" / BIN_FOLDER,
     ]
-    assert env / "cache" / "cifar10" / PY_FOLDER in places
     assert env / "home" / ".cache" / "torchvision" / PY_FOLDER in places
-    for call in (lambda: locate(env / "arg"), lambda: load_cifar10(env / "arg", download=False)):
+    for call in (lambda: locate(), lambda: load_cifar10(download=False)):
         message = one_line_error(
             call,
             "cifar10 not found",
@@ -295,6 +298,28 @@ def test_missing_files_list_every_place(env: Path, monkeypatch: pytest.MonkeyPat
         )
         for place in places:
             assert str(place) in message
+
+
+def test_explicit_dir_is_the_only_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_python(env / "envdir" / PY_FOLDER, PER_BATCH)
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(env / "envdir"))
+    partial = env / "arg" / PY_FOLDER
+    write_python(partial, PER_BATCH)
+    (partial / "test_batch").unlink()
+    places = candidate_dirs(env / "arg")
+    assert places == [env / "arg", env / "arg" / PY_FOLDER, env / "arg" / BIN_FOLDER]
+    for call in (lambda: locate(env / "arg"), lambda: load_cifar10(env / "arg", download=False)):
+        message = one_line_error(
+            call,
+            f"cifar10 not found in {env / 'arg'} (--data-dir)",
+            "has 5 of 6 python batch files, missing test_batch",
+            "--data-dir",
+            "TRAINSCALE_DATA_DIR",
+            str(env / "cache" / "cifar10"),
+        )
+        for place in places:
+            assert str(place) in message
+        assert str(env / "envdir") not in message
 
 
 # --- verified download and safe extraction -----------------------------------------------------
@@ -309,20 +334,20 @@ def _add_bytes(tar: tarfile.TarFile, name: str, payload: bytes, **info) -> None:
 
 
 def _release_archive(path: Path, source: Path, extra: list[tarfile.TarInfo] | None = None) -> str:
-    """A tar.gz laid out like the release; returns its MD5."""
+    """A tar.gz laid out like the release; returns its SHA-256."""
     with tarfile.open(path, "w:gz") as tar:
         for name in NAMES:
             tar.add(source / name, arcname=f"{PY_FOLDER}/{name}")
         for member in extra or []:
             tar.addfile(member, io.BytesIO(b"x" * member.size) if member.isfile() else None)
-    return hashlib.md5(path.read_bytes()).hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_download_extracts_into_the_cache(env: Path, server: tuple[str, Path]) -> None:
     base, served = server
     write_python(env / "src", PER_BATCH, seed=7)
-    md5 = _release_archive(served / "cifar-10-python.tar.gz", env / "src")
-    data = load_cifar10(url=f"{base}cifar-10-python.tar.gz", md5=md5)
+    sha = _release_archive(served / "cifar-10-python.tar.gz", env / "src")
+    data = load_cifar10(url=f"{base}cifar-10-python.tar.gz", sha256=sha)
     target = env / "cache" / "cifar10" / PY_FOLDER
     assert data.source == str(target) and data.format == "python"
     assert sorted(p.name for p in target.iterdir()) == sorted(NAMES)
@@ -330,7 +355,7 @@ def test_download_extracts_into_the_cache(env: Path, server: tuple[str, Path]) -
     assert sorted(p.name for p in target.parent.iterdir()) == [PY_FOLDER]
     assert data.train_images.shape == (5 * PER_BATCH, 3, 32, 32)
     # Found in the cache next time, without asking the (now unreachable) server.
-    assert load_cifar10(url=f"{base}nothing-here", md5=md5).source == str(target)
+    assert load_cifar10(url=f"{base}nothing-here", sha256=sha).source == str(target)
 
 
 def test_archive_fetched_by_hand_is_checked_and_used(env: Path) -> None:
@@ -338,10 +363,10 @@ def test_archive_fetched_by_hand_is_checked_and_used(env: Path) -> None:
     target = env / "cache" / "cifar10"
     target.mkdir(parents=True)
     archive = target / "cifar-10-python.tar.gz"
-    md5 = _release_archive(archive, env / "src")
+    sha = _release_archive(archive, env / "src")
     offline = "http://127.0.0.1:9/unreachable.tar.gz"
-    one_line_error(lambda: load_cifar10(url=offline, md5="f" * 32), str(archive), "f" * 32)
-    data = load_cifar10(url=offline, md5=md5)
+    one_line_error(lambda: load_cifar10(url=offline, sha256="f" * 64), str(archive), "f" * 64)
+    data = load_cifar10(url=offline, sha256=sha)
     assert data.source == str(target / PY_FOLDER) and not archive.exists()
 
 
@@ -350,9 +375,9 @@ def test_download_wrong_checksum_leaves_nothing(env: Path, server: tuple[str, Pa
     write_python(env / "src", PER_BATCH)
     _release_archive(served / "a.tar.gz", env / "src")
     one_line_error(
-        lambda: load_cifar10(url=f"{base}a.tar.gz", md5="0" * 32),
+        lambda: load_cifar10(url=f"{base}a.tar.gz", sha256="0" * 64),
         "checksum mismatch",
-        "0" * 32,
+        "0" * 64,
         "cifar10 not found",
     )
     assert [p for p in (env / "cache").rglob("*") if p.is_file()] == []
@@ -360,10 +385,8 @@ def test_download_wrong_checksum_leaves_nothing(env: Path, server: tuple[str, Pa
 
 def test_download_disabled_or_offline(env: Path, server: tuple[str, Path]) -> None:
     base, _ = server
-    one_line_error(lambda: load_cifar10(env / "arg", download=False), "download disabled")
-    message = one_line_error(
-        lambda: load_cifar10(env / "arg", url=f"{base}missing.tar.gz"), "404", "--data-dir"
-    )
+    one_line_error(lambda: load_cifar10(download=False), "download disabled")
+    message = one_line_error(lambda: load_cifar10(url=f"{base}missing.tar.gz"), "404", "--data-dir")
     assert f"{base}missing.tar.gz" in message
 
 
@@ -383,16 +406,18 @@ def test_unsafe_archive_is_refused(env: Path, server: tuple[str, Path], member: 
     info.type = member["type"]
     info.linkname = member.get("linkname", "")
     info.size = 3 if info.type == tarfile.REGTYPE else 0
-    md5 = _release_archive(served / "evil.tar.gz", env / "src", [info])
-    one_line_error(lambda: load_cifar10(url=f"{base}evil.tar.gz", md5=md5), "refusing to extract")
+    sha = _release_archive(served / "evil.tar.gz", env / "src", [info])
+    one_line_error(
+        lambda: load_cifar10(url=f"{base}evil.tar.gz", sha256=sha), "refusing to extract"
+    )
     assert not (env / "cache" / "escaped").exists()
     assert not (env / "cache" / "cifar10" / PY_FOLDER).exists()
 
 
 def test_canonical_archive_and_digest() -> None:
-    # torchvision/datasets/cifar.py: CIFAR10.url and CIFAR10.tgz_md5.
+    # keras/src/datasets/cifar10.py: the origin and get_file(file_hash=...).
     assert ARCHIVE_URL == "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-    assert ARCHIVE_MD5 == "c58f30108f718f92721af3b95e74349a"
+    assert ARCHIVE_SHA256 == "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
     assert cifar.CANONICAL_BATCH_SIZE * 5 == 50_000
 
 

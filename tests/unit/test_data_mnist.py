@@ -166,8 +166,17 @@ def test_data_dir_beats_env_beats_cache(env: Path, monkeypatch: pytest.MonkeyPat
     assert int(load_idx_dataset(MNIST, download=False).train_images[0, 0, 0]) == 2
     monkeypatch.delenv("TRAINSCALE_DATA_DIR")
     assert locate(MNIST) == cached
-    # A data_dir without the files falls through to the next place.
-    assert locate(MNIST, env / "empty") == cached
+    # An explicit data_dir without the files is refused: it never falls through to the
+    # next place, even when that place holds a complete set.
+    (env / "empty").mkdir()
+    for data_dir in (env / "empty", env / "missing"):
+        for call in (locate, load_idx_dataset):
+            with pytest.raises(DataError) as info:
+                call(MNIST, data_dir)
+            message = str(info.value)
+            assert message.startswith(f"mnist not found in {data_dir} (--data-dir)")
+            assert "train-images-idx3-ubyte[.gz]" in message and "\n" not in message
+    assert _files_under(env / "cache") == _files_under(cached)  # nothing downloaded
 
 
 def test_cache_beats_other_tools(env: Path) -> None:
@@ -213,11 +222,17 @@ def test_partial_directory_does_not_count(env: Path, monkeypatch: pytest.MonkeyP
     partial = make_dataset(env / "partial", marker=1)
     (partial / "t10k-labels-idx1-ubyte").unlink()
     cached = make_dataset(env / "cache" / "mnist", marker=2)
-    assert locate(MNIST, partial) == cached
+    # Given explicitly, a partial set is refused with what it lacks.
+    with pytest.raises(DataError) as info:
+        locate(MNIST, partial)
+    assert "has 3 of 4 files, missing t10k-labels-idx1-ubyte" in str(info.value)
+    # On the search path, it is passed over for the next complete set.
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(partial))
+    assert locate(MNIST) == cached
     cached_file = cached / "train-labels-idx1-ubyte"
     cached_file.unlink()
     with pytest.raises(DataError) as info:
-        locate(MNIST, partial)
+        locate(MNIST)
     message = str(info.value)
     assert "has 3 of 4 files, missing t10k-labels-idx1-ubyte" in message
     assert "missing train-labels-idx1-ubyte" in message
@@ -225,11 +240,8 @@ def test_partial_directory_does_not_count(env: Path, monkeypatch: pytest.MonkeyP
 
 def test_not_found_lists_every_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(env / "envdir"))
-    places = candidate_dirs(MNIST, env / "arg")
+    places = candidate_dirs(MNIST)
     expected = [
-        env / "arg",
-        env / "arg" / "mnist",
-        env / "arg" / "MNIST" / "raw",
         env / "envdir",
         env / "envdir" / "mnist",
         env / "envdir" / "MNIST" / "raw",
@@ -241,8 +253,8 @@ def test_not_found_lists_every_place(env: Path, monkeypatch: pytest.MonkeyPatch)
     assert home / ".cache" / "torchvision" / "MNIST" / "raw" in places
     assert Path.cwd() / "data" in places
     for call in (
-        lambda: locate(MNIST, env / "arg"),
-        lambda: load_idx_dataset(MNIST, env / "arg", download=False),
+        lambda: locate(MNIST),
+        lambda: load_idx_dataset(MNIST, download=False),
     ):
         with pytest.raises(DataError) as info:
             call()
@@ -254,6 +266,33 @@ def test_not_found_lists_every_place(env: Path, monkeypatch: pytest.MonkeyPatch)
         assert "--data-dir" in message and "TRAINSCALE_DATA_DIR" in message
 
 
+def test_explicit_dir_is_the_only_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(make_dataset(env / "envdir")))
+    places = candidate_dirs(MNIST, env / "arg")
+    assert places == [env / "arg", env / "arg" / "mnist", env / "arg" / "MNIST" / "raw"]
+    (env / "arg" / "MNIST" / "raw").mkdir(parents=True)
+    for call in (
+        lambda: locate(MNIST, env / "arg"),
+        lambda: load_idx_dataset(MNIST, env / "arg", download=False),
+    ):
+        with pytest.raises(DataError) as info:
+            call()
+        message = str(info.value)
+        assert "\n" not in message
+        for place in places:
+            assert str(place) in message
+        assert str(env / "envdir") not in message  # never looked at
+        assert str(env / "cache" / "mnist") in message  # where the search goes without it
+        assert "--data-dir" in message and "TRAINSCALE_DATA_DIR" in message
+
+
+def test_explicit_file_is_refused(env: Path) -> None:
+    not_a_folder = env / "train-images-idx3-ubyte"
+    not_a_folder.write_bytes(b"")
+    with pytest.raises(DataError, match="it is a file, not a folder"):
+        load_idx_dataset(MNIST, not_a_folder)
+
+
 def test_get_spec() -> None:
     assert get_spec("mnist") is MNIST
     assert get_spec("fashion-mnist") is FASHION_MNIST
@@ -262,14 +301,16 @@ def test_get_spec() -> None:
 
 
 def test_specs_hold_the_canonical_digests() -> None:
-    # torchvision/datasets/mnist.py, MNIST.resources and FashionMNIST.resources.
-    assert dict(MNIST.gz_md5)["train-images-idx3-ubyte"] == "f68b3c2dcbeaaa9fbdd348bbdeb94873"
-    assert dict(FASHION_MNIST.gz_md5)["t10k-labels-idx1-ubyte"] == (
-        "bb300cfdad3c16e7a12a480ee83cd310"
+    # TensorFlow Datasets, tensorflow_datasets/url_checksums/mnist.txt and fashion_mnist.txt.
+    assert dict(MNIST.gz_sha256)["train-images-idx3-ubyte"] == (
+        "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"
+    )
+    assert dict(FASHION_MNIST.gz_sha256)["t10k-labels-idx1-ubyte"] == (
+        "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"
     )
     for spec in (MNIST, FASHION_MNIST):
         assert spec.files == STANDARD_FILES
-        assert all(len(md5) == 32 for _, md5 in spec.gz_md5)
+        assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in spec.gz_sha256)
         assert all(m.endswith("/") for m in spec.mirrors)
     assert MNIST.mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist/"
 
@@ -294,15 +335,15 @@ def test_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 # --- downloads from a local server ---------------------------------------------------------
 
 
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _served_spec(served: Path, *mirrors: str) -> IdxDatasetSpec:
     """MNIST with generated .gz files in ``served/mnist`` and their true digests."""
     make_dataset(served / "mnist", marker=7, gzip=True)
-    digests = tuple((name, _md5(served / "mnist" / f"{name}.gz")) for name in STANDARD_FILES)
-    return dataclasses.replace(MNIST, mirrors=mirrors, gz_md5=digests)
+    digests = tuple((name, _sha256(served / "mnist" / f"{name}.gz")) for name in STANDARD_FILES)
+    return dataclasses.replace(MNIST, mirrors=mirrors, gz_sha256=digests)
 
 
 def _files_under(directory: Path) -> list[str]:
@@ -320,7 +361,7 @@ def test_download_verified_lands_in_cache(env: Path, server: tuple[str, Path]) -
     assert data.train_images.shape == (NUM_TRAIN, 28, 28)
     assert _files_under(target) == sorted(f"{name}.gz" for name in STANDARD_FILES)
     for name in STANDARD_FILES:
-        assert _md5(target / f"{name}.gz") == _md5(served / "mnist" / f"{name}.gz")
+        assert _sha256(target / f"{name}.gz") == _sha256(served / "mnist" / f"{name}.gz")
     # The second call finds the cache and never asks the (now useless) mirrors.
     offline = dataclasses.replace(spec, mirrors=(f"{base}nothing-here/",))
     assert load_idx_dataset(offline).source == str(target)
@@ -329,15 +370,15 @@ def test_download_verified_lands_in_cache(env: Path, server: tuple[str, Path]) -
 def test_download_wrong_checksum_leaves_nothing(env: Path, server: tuple[str, Path]) -> None:
     base, served = server
     spec = _served_spec(served, f"{base}mnist/")
-    wrong = tuple((name, "0" * 32) for name, _ in spec.gz_md5)
-    spec = dataclasses.replace(spec, gz_md5=wrong)
+    wrong = tuple((name, "0" * 64) for name, _ in spec.gz_sha256)
+    spec = dataclasses.replace(spec, gz_sha256=wrong)
     with pytest.raises(DataError) as info:
         load_idx_dataset(spec)
     message = str(info.value)
     url = f"{base}mnist/train-images-idx3-ubyte.gz"
-    actual = _md5(served / "mnist" / "train-images-idx3-ubyte.gz")
+    actual = _sha256(served / "mnist" / "train-images-idx3-ubyte.gz")
     assert "checksum mismatch" in message and url in message
-    assert "0" * 32 in message and actual in message
+    assert "0" * 64 in message and actual in message
     assert "\n" not in message
     assert _files_under(env / "cache") == []
 
@@ -346,9 +387,9 @@ def test_offline_gives_one_error_with_everything(env: Path, server: tuple[str, P
     base, served = server
     spec = _served_spec(served, f"{base}a/", f"{base}b/")
     with pytest.raises(DataError) as info:
-        load_idx_dataset(spec, env / "arg")
+        load_idx_dataset(spec)
     message = str(info.value)
-    for place in candidate_dirs(spec, env / "arg"):
+    for place in candidate_dirs(spec):
         assert str(place) in message
     assert f"{base}a/train-images-idx3-ubyte.gz" in message
     assert f"{base}b/train-images-idx3-ubyte.gz" in message

@@ -177,15 +177,36 @@ def test_search_order_and_layouts(env: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert imdb.locate_imdb(npz, "auto", download=False) == npz  # a file given directly
 
 
-def test_not_found_lists_every_place(env: Path) -> None:
+def test_not_found_lists_every_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(env / "envdir"))
     with pytest.raises(DataError) as info:
-        imdb.locate_imdb(env / "arg", "auto", download=False)
+        imdb.locate_imdb(None, "auto", download=False)
     message = str(info.value)
     assert "\n" not in message and "download disabled" in message
-    for place in imdb.candidate_dirs(env / "arg"):
+    for place in imdb.candidate_dirs():
         assert str(place) in message
+    assert str(env / "envdir" / "imdb") in message and str(env / "cache" / "imdb") in message
     assert str(env / "home" / ".keras" / "datasets") in message
     assert "--data-dir" in message and "-o file=PATH" in message
+
+
+def test_explicit_dir_is_the_only_place(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (env / "cache" / "imdb").mkdir()
+    write_imdb_npz(env / "cache" / "imdb" / "imdb.npz")  # would be found without --data-dir
+    assert imdb.locate_imdb(None, "auto", download=False) == env / "cache" / "imdb" / "imdb.npz"
+    wrong = env / "arg" / "aclImdb"
+    (wrong / "train" / "pos").mkdir(parents=True)
+    assert imdb.candidate_dirs(env / "arg") == [env / "arg", env / "arg" / "imdb"]
+    for data_dir, reason in ((env / "arg", "looked in"), (env / "none", "it does not exist")):
+        with pytest.raises(DataError) as info:
+            imdb.locate_imdb(data_dir, "auto", download=True)
+        message = str(info.value)
+        assert message.startswith(f"IMDB not found in {data_dir} (--data-dir): {reason}")
+        assert "\n" not in message and "-o file=PATH" in message
+        assert "TRAINSCALE_DATA_DIR" in message
+    with pytest.raises(DataError, match=r"aclImdb is not an aclImdb tree \(missing train/neg"):
+        imdb.locate_imdb(env / "arg", "auto", download=False)
+    assert not (env / "cache" / "imdb" / "aclImdb").exists()  # nothing downloaded
 
 
 def test_published_checksums() -> None:

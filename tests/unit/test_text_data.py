@@ -142,6 +142,39 @@ def test_bad_tables_are_one_line(tmp_path: Path, content: str, spec: TableSpec, 
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("content", "spec", "line"),
+    [
+        ("text,label\ngood,pos\nbad,\nfine,pos\n", TableSpec(), 3),
+        # Blank lines and a quoted text over two lines: the number is the file's line.
+        ('text,label\n\n"two\nlines",pos\n\nbad,  \n', TableSpec(), 6),
+        ("1\t\tno score\n2\t0.5\tfine\n", TableSpec("2", "1", header=False), 1),
+        ("text,label\ngood,1\nbad,\n", TableSpec(label_threshold=0.5), 3),
+    ],
+    ids=["csv", "line-numbers", "tsv-no-header", "scores"],
+)
+def test_empty_label_is_refused_with_its_line(
+    tmp_path: Path, content: str, spec: TableSpec, line: int
+) -> None:
+    path = write(tmp_path / ("t.tsv" if "\t" in content else "t.csv"), content)
+    with pytest.raises(DataError) as info:
+        read_table(path, spec)
+    message = str(info.value)
+    assert message.startswith(f"{path} line {line} has an empty label"), message
+    assert "\n" not in message
+
+
+def test_empty_label_never_becomes_a_class(tmp_path: Path) -> None:
+    rows = [f"good film {i},pos" if i % 2 else f"bad film {i},neg" for i in range(20)]
+    train = write(tmp_path / "train.csv", "text,label\n" + "\n".join(rows) + "\n")
+    test = write(tmp_path / "test.csv", "text,label\ngood,pos\nno label here,\n")
+    with pytest.raises(DataError, match=rf"{test} line 3 has an empty label"):
+        load_table_splits(train, TableSpec(), test, 0.2, 100, 8, strict_vocab=False)
+    train.write_text("text,label\n" + "\n".join([*rows, "unlabelled,"]) + "\n")
+    with pytest.raises(DataError, match=rf"{train} line 22 has an empty label"):
+        load_table_splits(train, TableSpec(), None, 0.2, 100, 8, strict_vocab=False)
+
+
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist"):
         read_table(tmp_path / "nope.csv", TableSpec())

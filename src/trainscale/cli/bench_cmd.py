@@ -48,7 +48,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto = real data when found, else synthetic with a warning",
     )
-    parser.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="directory with the dataset files; the only place looked in when given",
+    )
     parser.add_argument(
         "--no-download", dest="download", action="store_false", help="never download the dataset"
     )

@@ -98,7 +98,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="real data for the accuracy check; auto = real when found, else skip the check "
         "with a warning; synthetic = skip it (default: auto)",
     )
-    acc.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
+    acc.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="directory with the dataset files; the only place looked in when given",
+    )
     acc.add_argument(
         "--no-download", dest="download", action="store_false", help="never download the dataset"
     )

@@ -19,7 +19,8 @@ examples:
   torchrun --nproc-per-node 2 -m trainscale run mnist-cnn   # joins an external launcher
   trainscale run mnist-cnn --nnodes 2 --rdzv-endpoint node001:29500 --rdzv-id job7  # each node
 
-The data search path is --data-dir, then $TRAINSCALE_DATA_DIR, then the cache
+Data: --data-dir DIR is the only place looked in when given (the data is read from it, or
+the run is refused). Without it: $TRAINSCALE_DATA_DIR, then the cache
 ($TRAINSCALE_CACHE_DIR or ~/.cache/trainscale), then other tools' caches; when online the
 files are downloaded into the cache with checksum verification.
 """
@@ -45,7 +46,11 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def add_dataset_arguments(group: argparse._ArgumentGroup) -> None:
     """--data-dir, -o KEY=VALUE and --no-download: where the data is and how it is read."""
-    group.add_argument("--data-dir", metavar="DIR", help="directory with the dataset files")
+    group.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="directory with the dataset files; the only place looked in when given",
+    )
     group.add_argument(
         "-o",
         "--workload-option",

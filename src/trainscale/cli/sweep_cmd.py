@@ -55,7 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="write the sweep's report (Markdown, CSV, HTML with plots) to DIR afterwards",
     )
     parser.add_argument(
-        "--data-dir", metavar="DIR", help="directory with the dataset files, for every run"
+        "--data-dir",
+        metavar="DIR",
+        help="directory with the dataset files, for every run (the only place looked in)",
     )
     parser.add_argument(
         "--data",

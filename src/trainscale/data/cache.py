@@ -45,8 +45,9 @@ def download(
     """Download ``url`` to ``dest``, verifying the given checksum(s) before it appears.
 
     The body is streamed to a temporary file in ``dest``'s directory and renamed onto
-    ``dest`` only after the checksums match, so ``dest`` is either absent or complete, even
-    if the process is killed half-way.
+    ``dest`` only after it has the length the server announced (``Content-Length``, when
+    there is one) and the checksums match, so ``dest`` is either absent or complete, even
+    if the connection drops or the process is killed half-way.
 
     Args:
         url: what to fetch (any scheme urllib supports; http and https in practice).
@@ -59,8 +60,8 @@ def download(
         ``dest`` as a Path.
 
     Raises:
-        DataError: the download failed, a checksum did not match, or ``dest``'s directory
-            cannot be written.
+        DataError: the download failed or was cut short, a checksum did not match, or
+            ``dest``'s directory cannot be written.
     """
     dest = Path(dest)
     try:
@@ -77,6 +78,8 @@ def download(
         with os.fdopen(fd, "wb") as out:
             log.info("downloading %s -> %s", url, dest)
             with _open_url(url, timeout_s, dest) as resp:
+                announced = _content_length(resp)
+                received = 0
                 while chunk := _read_chunk(resp, url, dest):
                     try:
                         out.write(chunk)
@@ -85,8 +88,16 @@ def download(
                             f"cannot write {dest} ({exc.strerror or exc}); free some space or "
                             f"set {CACHE_ENV} to another directory"
                         ) from None
+                    received += len(chunk)
                     for h in hashers.values():
                         h.update(chunk)
+        if announced is not None and received != announced:
+            # Checked before the digests: with a checksum the cause is then named plainly,
+            # and without one this is the only sign of a transfer cut short.
+            raise DataError(
+                f"download of {url} was cut short: received {received} of the {announced} "
+                "bytes the server announced; check the network and retry"
+            )
         for name, expected in (("sha256", sha256), ("md5", md5)):
             actual = hashers[name].hexdigest()
             if expected is not None and actual != expected.lower():
@@ -122,9 +133,21 @@ def _open_url(url: str, timeout_s: float, dest: Path) -> http.client.HTTPRespons
         raise _network_error(url, dest, exc) from None
 
 
+def _content_length(resp: http.client.HTTPResponse) -> int | None:
+    """The body size the server announced, or None (no header, a chunked body, a bad value)."""
+    value = resp.headers.get("Content-Length")
+    if value is None or resp.headers.get("Transfer-Encoding"):
+        return None
+    try:
+        length = int(value.strip())
+    except ValueError:
+        return None
+    return length if length >= 0 else None
+
+
 def _read_chunk(resp: http.client.HTTPResponse, url: str, dest: Path) -> bytes:
-    # http.client raises IncompleteRead when the connection closes before Content-Length
-    # bytes arrived, so a cut-off transfer is an error even without a checksum.
+    # http.client's read(amt) returns b"" when the connection closes early, without raising
+    # IncompleteRead: download() compares the byte count with Content-Length itself.
     try:
         return resp.read(_CHUNK_BYTES)
     except _NETWORK_ERRORS as exc:

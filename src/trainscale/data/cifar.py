@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from trainscale.data import cache
+from trainscale.data import cache, search
 from trainscale.errors import DataError
 
-DATA_ENV = "TRAINSCALE_DATA_DIR"
+DATA_ENV = search.DATA_ENV
 NAME = "cifar10"
 """Our name for the dataset, also its sub-directory in the cache."""
 PY_FOLDER = "cifar-10-batches-py"
@@ -45,8 +45,11 @@ CANONICAL_BATCH_SIZE = 10_000
 """Images per batch file in the release (50000 training, 10000 test)."""
 
 ARCHIVE_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-# The digest torchvision checks (torchvision/datasets/cifar.py, CIFAR10.tgz_md5).
-ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
+# The SHA-256 Keras pins for this URL (keras/src/datasets/cifar10.py, get_file(file_hash=...)).
+# The CIFAR page itself and torchvision (CIFAR10.tgz_md5) publish only its MD5,
+# c58f30108f718f92721af3b95e74349a; independent dataset manifests list the two digests for
+# the same 170,498,071-byte file. It could not be recomputed here (no network, no copy).
+ARCHIVE_SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
 ARCHIVE_NAME = "cifar-10-python.tar.gz"
 
 FORMATS = {"python": BATCHES, "binary": tuple(f"{name}.bin" for name in BATCHES)}
@@ -234,88 +237,59 @@ def read_binary_batch(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
 
 # --- search ------------------------------------------------------------------------------
 
-
-def _env_path(var: str) -> Path | None:
-    value = os.environ.get(var)
-    return Path(value).expanduser() if value else None
+PLACES = search.DatasetPlaces(
+    name=NAME,
+    missing=f"{NAME} not found",
+    expected=(
+        f"{PY_FOLDER}/ (data_batch_1..5, test_batch) or {BIN_FOLDER}/ (data_batch_1.bin.."
+        "5.bin, test_batch.bin)"
+    ),
+    folders=(PY_FOLDER, BIN_FOLDER),
+    other_tools=(search.CWD_DATA, search.HOME_DATA, search.TORCHVISION, search.KERAS),
+)
+"""Where CIFAR-10 is looked for (``trainscale.data.search`` has the order): each place as
+is and with the release folders; other tools' caches are ``./data``, ``~/data``,
+``~/.cache/torchvision`` and Keras's ``~/.keras/datasets``."""
 
 
 def candidate_roots(data_dir: Path | str | None = None) -> list[Path]:
-    """The roots searched, in order: ``data_dir``, ``$TRAINSCALE_DATA_DIR``, the cache
-    (``cache_dir()/cifar10``), then other tools' usual places: ``./data``, ``~/data``,
-    ``~/.cache/torchvision`` and Keras's ``~/.keras/datasets``."""
-    home = Path.home()
-    roots = [
-        Path(data_dir).expanduser() if data_dir is not None else None,
-        _env_path(DATA_ENV),
-        cache.cache_dir() / NAME,
-        Path.cwd() / "data",
-        home / "data",
-        home / ".cache" / "torchvision",
-        home / ".keras" / "datasets",
-    ]
-    return [root for root in roots if root is not None]
+    """The roots searched, in order: ``data_dir`` alone when given; otherwise
+    ``$TRAINSCALE_DATA_DIR``, the cache (``cache_dir()/cifar10``), then other tools' usual
+    places: ``./data``, ``~/data``, ``~/.cache/torchvision`` and ``~/.keras/datasets``."""
+    return search.roots(PLACES, data_dir)
 
 
 def candidate_dirs(data_dir: Path | str | None = None) -> list[Path]:
     """Every directory looked in, in order, without duplicates: each root as is, then with
     the release folders ``cifar-10-batches-py`` and ``cifar-10-batches-bin``."""
-    seen: set[str] = set()
-    unique = []
-    for root in candidate_roots(data_dir):
-        for directory in (root, root / PY_FOLDER, root / BIN_FOLDER):
-            key = os.path.abspath(directory)
-            if key not in seen:
-                seen.add(key)
-                unique.append(directory)
-    return unique
+    return search.candidate_dirs(PLACES, data_dir)
 
 
-def _probe(directory: Path) -> tuple[str | None, str]:
-    """(the complete format in ``directory``, or None; a note on partial sets)."""
+def _probe(directory: Path) -> tuple[tuple[Path, str] | None, str]:
+    """((``directory``, its complete format), or None; a note on partial sets)."""
     notes = []
     for fmt, names in FORMATS.items():  # python first: it is what downloads produce
         missing = [name for name in names if not (directory / name).is_file()]
         if not missing:
-            return fmt, ""
+            return (directory, fmt), ""
         if len(missing) < len(names):
             # A partial set is worth naming: it is usually an interrupted copy or a typo.
             notes.append(
                 f"has {len(names) - len(missing)} of 6 {fmt} batch files, missing "
                 f"{', '.join(missing)}"
             )
-    return None, f" ({'; '.join(notes)})" if notes else ""
-
-
-def _search(data_dir: Path | str | None) -> tuple[Path | None, str | None, list[str]]:
-    """(first complete directory, its format, or None, None; every place looked at)."""
-    looked: list[str] = []
-    for directory in candidate_dirs(data_dir):
-        fmt, note = _probe(directory)
-        if fmt is not None:
-            return directory, fmt, looked
-        looked.append(f"{directory}{note}")
-    return None, None, looked
-
-
-def _how_to_provide() -> str:
-    return (
-        f"Put {PY_FOLDER}/ (data_batch_1..5, test_batch) or {BIN_FOLDER}/ (data_batch_1.bin.."
-        f"5.bin, test_batch.bin) in {cache.cache_dir() / NAME}, or in a directory given by "
-        f"--data-dir or {DATA_ENV}"
-    )
+    return None, "; ".join(notes)
 
 
 def locate(data_dir: Path | str | None = None) -> tuple[Path, str]:
     """(the first directory holding a complete set of batch files, 'python' or 'binary').
 
+    An explicit ``data_dir`` is the only place looked at.
+
     Raises:
         DataError: none found; the message lists every place looked at.
     """
-    directory, fmt, looked = _search(data_dir)
-    if directory is None or fmt is None:
-        raise DataError(f"{NAME} not found; looked in: {'; '.join(looked)}. {_how_to_provide()}")
-    return directory, fmt
+    return search.locate(PLACES, _probe, data_dir, download=False)
 
 
 # --- download and safe extraction ---------------------------------------------------------
@@ -370,28 +344,30 @@ def extract_python_batches(archive: Path, dest: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def download_python_release(dest: Path, url: str = ARCHIVE_URL, md5: str = ARCHIVE_MD5) -> Path:
-    """Download the python release into ``dest`` (MD5-checked) and extract it; returns the
-    batch folder. An archive already in ``dest`` (fetched by hand, or left by an interrupted
-    extraction) is checked against ``md5`` and used. The archive is deleted once extracted:
-    only the batches are ever read."""
+def download_python_release(
+    dest: Path, url: str = ARCHIVE_URL, sha256: str = ARCHIVE_SHA256
+) -> Path:
+    """Download the python release into ``dest`` (SHA-256-checked) and extract it; returns
+    the batch folder. An archive already in ``dest`` (fetched by hand, or left by an
+    interrupted extraction) is checked against ``sha256`` and used. The archive is deleted
+    once extracted: only the batches are ever read."""
     archive = dest / ARCHIVE_NAME
     if archive.is_file():
-        actual = _md5_of(archive)
-        if actual != md5.lower():
+        actual = _sha256_of(archive)
+        if actual != sha256.lower():
             raise DataError(
-                f"{archive}: MD5 {actual}, expected {md5}; a damaged or different file, "
-                "delete it and retry"
+                f"{archive}: SHA-256 {actual}, expected {sha256}; a damaged or different "
+                "file, delete it and retry"
             )
     else:
-        cache.download(url, archive, md5=md5)
+        cache.download(url, archive, sha256=sha256)
     folder = extract_python_batches(archive, dest)
     archive.unlink(missing_ok=True)
     return folder
 
 
-def _md5_of(path: Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
     try:
         with path.open("rb") as f:
             while chunk := f.read(1 << 20):
@@ -435,33 +411,28 @@ def load_cifar10(
     download: bool = True,
     *,
     url: str = ARCHIVE_URL,
-    md5: str = ARCHIVE_MD5,
+    sha256: str = ARCHIVE_SHA256,
 ) -> RawCifar:
     """Find (or download) and load CIFAR-10, python or binary batches.
 
     Args:
-        data_dir: a directory to look in first (see ``candidate_dirs`` for the rest).
-        download: if nothing is found, download the python release from ``url`` into
-            ``cache_dir()/cifar10``, verify its MD5, and extract it safely.
-        url, md5: the release archive and its digest (tests point them at a local server).
+        data_dir: the directory to read from; when given, the only place looked at (see
+            ``candidate_dirs`` for the search without it).
+        download: if the search finds nothing, download the python release from ``url``
+            into ``cache_dir()/cifar10``, verify its SHA-256, and extract it safely.
+        url, sha256: the release archive and its digest (tests point them at a local
+            server).
 
     Raises:
-        DataError: the files are nowhere and cannot be downloaded (one line lists every
-            place looked at and how to provide them), or a file is damaged or foreign.
+        DataError: ``data_dir`` does not hold the files, or they are nowhere and cannot be
+            downloaded (one line naming where it looked and how to provide them), or a file
+            is damaged or foreign.
     """
-    directory, fmt, looked = _search(data_dir)
-    if directory is None or fmt is None:
-        failure = ""
-        if download:
-            try:
-                directory = download_python_release(cache.cache_dir() / NAME, url, md5)
-                fmt = "python"
-            except DataError as exc:
-                failure = f"; download failed: {exc}"
-        if directory is None or fmt is None:
-            off = "" if download else " (download disabled)"
-            raise DataError(
-                f"{NAME} not found{off}; looked in: {'; '.join(looked)}{failure}. "
-                f"{_how_to_provide()}"
-            )
+    directory, fmt = search.locate(
+        PLACES,
+        _probe,
+        data_dir,
+        download=download,
+        fetch=lambda target: (download_python_release(target, url, sha256), "python"),
+    )
     return _read_set(directory, fmt)

@@ -8,8 +8,9 @@
   unpickled here by a restricted unpickler that can build nothing but numpy arrays: a file
   that asks for anything else is refused before any of it runs.
 
-Search order (`candidate_dirs`): --data-dir, $TRAINSCALE_DATA_DIR, the cache, ./data, ~/data,
-and ~/.keras/datasets (where Keras keeps imdb.npz). numpy only; no torch.
+Search order (`candidate_dirs`, by `trainscale.data.search`): --data-dir alone when given
+(a folder, or the file itself), else $TRAINSCALE_DATA_DIR, the cache, ./data, ~/data and
+~/.keras/datasets (where Keras keeps imdb.npz). numpy only; no torch.
 """
 
 from __future__ import annotations
@@ -26,20 +27,22 @@ from pathlib import Path
 
 import numpy as np
 
-from trainscale.data import cache
+from trainscale.data import cache, search
 from trainscale.data.text import EncodedSplits, check_splits, encode_ids, encode_splits
 from trainscale.errors import DataError
 
-DATA_ENV = "TRAINSCALE_DATA_DIR"
+DATA_ENV = search.DATA_ENV
 NAME = "imdb"
 
 NPZ_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/imdb.npz"
 # As Keras's own loader pins it (keras/src/datasets/imdb.py, get_file(file_hash=...)).
 NPZ_SHA256 = "69664113be75683a8fe16e3ed0ab59fda8886cb3cd7ada244f7d9544e4676b9f"
 ACLIMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
-# The site publishes no checksum. This SHA-256 of aclImdb_v1.tar.gz is the one that
-# independent dataset loaders pin for that URL (e.g. gomlx's IMDB example and Julia DataDeps
-# registrations), so a changed or damaged archive is refused.
+# The Stanford site publishes no checksum. This SHA-256 of aclImdb_v1.tar.gz is the one
+# TensorFlow Datasets publishes for that URL (github.com/tensorflow/datasets,
+# tensorflow_datasets/url_checksums/imdb_reviews.txt, 84125825 bytes) and independent
+# loaders pin (gomlx's IMDB example, Julia DataDeps registrations), so a changed or damaged
+# archive is refused.
 ACLIMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
 
 SPLITS = ("train", "test")
@@ -54,33 +57,31 @@ START_CHAR, OOV_CHAR, INDEX_FROM = 1, 2, 3
 # --- where the files are -------------------------------------------------------------------
 
 
-def _env_path(var: str) -> Path | None:
-    value = os.environ.get(var)
-    return Path(value).expanduser() if value else None
+_WHAT = {
+    "aclimdb": "the aclImdb folder (from aclImdb_v1.tar.gz)",
+    "npz": "Keras's imdb.npz",
+    "auto": "the aclImdb folder or Keras's imdb.npz",
+}
+
+
+def places(fmt: str = "auto") -> search.DatasetPlaces:
+    """Where IMDB is looked for: each place as is and as `<place>/imdb`; other tools'
+    caches are ./data, ~/data and ~/.keras/datasets. `fmt` only changes the messages."""
+    return search.DatasetPlaces(
+        name=NAME,
+        missing="IMDB not found",
+        expected=_WHAT[fmt],
+        folders=(NAME,),
+        other_tools=(search.CWD_DATA, search.HOME_DATA, search.KERAS),
+        hint=", or give a CSV/TSV with -o file=PATH",
+    )
 
 
 def candidate_dirs(data_dir: Path | str | None = None) -> list[Path]:
-    """Directories searched, in order, each as is and as `<dir>/imdb`, without duplicates."""
-    home = Path.home()
-    roots = [
-        Path(data_dir).expanduser() if data_dir is not None else None,
-        _env_path(DATA_ENV),
-        cache.cache_dir(),
-        Path.cwd() / "data",
-        home / "data",
-        home / ".keras" / "datasets",
-    ]
-    seen: set[str] = set()
-    dirs: list[Path] = []
-    for root in roots:
-        if root is None:
-            continue
-        for d in (root, root / NAME):
-            key = os.path.abspath(d)
-            if key not in seen:
-                seen.add(key)
-                dirs.append(d)
-    return dirs
+    """Directories searched, in order, each as is and as `<dir>/imdb`, without duplicates:
+    `data_dir` alone when given, else $TRAINSCALE_DATA_DIR, the cache (`cache_dir()/imdb`),
+    ./data, ~/data and ~/.keras/datasets."""
+    return search.candidate_dirs(places(), data_dir)
 
 
 def acl_tree_problem(directory: Path) -> str | None:
@@ -89,50 +90,33 @@ def acl_tree_problem(directory: Path) -> str | None:
     return f"missing {', '.join(missing)}" if missing else None
 
 
-def _probe(directory: Path, fmt: str) -> tuple[Path | None, str | None]:
-    """(the dataset in `directory` for format 'aclimdb', 'npz' or 'auto', or None; a note on
-    a near miss, such as a tree without its test split)."""
-    note = None
-    if fmt in ("aclimdb", "auto"):
-        for tree in (directory, directory / "aclImdb"):
-            problem = acl_tree_problem(tree)
-            if problem is None:
-                return tree, None
-            if (tree / "train").is_dir() or (tree / "test").is_dir():
-                note = f"{tree} is not an aclImdb tree ({problem})"
-    if fmt in ("npz", "auto") and (directory / "imdb.npz").is_file():
-        return directory / "imdb.npz", None
-    return None, note
+def _probe(fmt: str) -> search.Probe[Path]:
+    """The dataset in a directory for format 'aclimdb', 'npz' or 'auto' (a tree first), and
+    a note on a near miss, such as a tree without its test split."""
+
+    def probe(directory: Path) -> tuple[Path | None, str]:
+        note = ""
+        if fmt in ("aclimdb", "auto"):
+            for tree in (directory, directory / "aclImdb"):
+                problem = acl_tree_problem(tree)
+                if problem is None:
+                    return tree, ""
+                if (tree / "train").is_dir() or (tree / "test").is_dir():
+                    note = f"{tree} is not an aclImdb tree ({problem})"
+        if fmt in ("npz", "auto") and (directory / "imdb.npz").is_file():
+            return directory / "imdb.npz", ""
+        return None, note
+
+    return probe
 
 
 def find_imdb(data_dir: Path | str | None, fmt: str) -> tuple[Path | None, list[str]]:
-    """(the first aclImdb tree or imdb.npz found, or None; what is wrong with folders that
-    look like a tree, then every place looked at)."""
-    if data_dir is not None and Path(data_dir).is_file():
-        # A file given directly: the user says which; a wrong one fails when read.
-        return Path(data_dir), []
-    looked, near_misses = [], []
-    for directory in candidate_dirs(data_dir):
-        found, note = _probe(directory, fmt)
-        if found is not None:
-            return found, looked
-        looked.append(str(directory))
-        if note:
-            near_misses.append(note)
-    # Folders in the wrong format first: they are usually what the user meant to use.
-    return None, [*near_misses, f"looked in: {'; '.join(looked)}"]
-
-
-def _how_to_provide(fmt: str) -> str:
-    what = {
-        "aclimdb": "the aclImdb folder (from aclImdb_v1.tar.gz)",
-        "npz": "Keras's imdb.npz",
-        "auto": "the aclImdb folder or Keras's imdb.npz",
-    }[fmt]
-    return (
-        f"Put {what} in {cache.cache_dir() / NAME}, or in a directory given by --data-dir or "
-        f"{DATA_ENV}, or give a CSV/TSV with -o file=PATH"
-    )
+    """(the first aclImdb tree or imdb.npz found, or None; every place looked at, each with
+    what is wrong with it when it looks like a tree). A file given as `data_dir` is taken
+    as is: the user says which, and a wrong one fails when read."""
+    if data_dir is not None and Path(data_dir).expanduser().is_file():
+        return Path(data_dir).expanduser(), []
+    return search.search(places(fmt), _probe(fmt), data_dir)
 
 
 def locate_imdb(data_dir: Path | str | None, fmt: str = "auto", download: bool = True) -> Path:
@@ -140,26 +124,25 @@ def locate_imdb(data_dir: Path | str | None, fmt: str = "auto", download: bool =
 
     `fmt` 'auto' looks for either (a tree first in each place) and downloads imdb.npz (17 MB
     rather than the 84 MB archive); 'aclimdb' and 'npz' look for and download only that one.
+    An explicit `data_dir` (a folder, or the file itself) is the only place looked at.
     """
-    found, looked = find_imdb(data_dir, fmt)
-    if found is not None:
-        return found
-    failure = ""
-    if download:
-        try:
-            return download_imdb("aclimdb" if fmt == "aclimdb" else "npz")
-        except DataError as exc:
-            failure = f"; download failed: {exc}"
-    off = "" if download else " (download disabled)"
-    raise DataError(f"IMDB not found{off}; {'; '.join(looked)}{failure}. {_how_to_provide(fmt)}")
+    return search.locate(
+        places(fmt),
+        _probe(fmt),
+        data_dir,
+        download=download,
+        fetch=lambda target: download_imdb("aclimdb" if fmt == "aclimdb" else "npz", target),
+        on_file=lambda path: path,
+    )
 
 
 # --- downloads -------------------------------------------------------------------------------
 
 
-def download_imdb(fmt: str) -> Path:
-    """Download (checksummed) into `cache_dir()/imdb`; returns imdb.npz or the aclImdb tree."""
-    target = cache.cache_dir() / NAME
+def download_imdb(fmt: str, target: Path | None = None) -> Path:
+    """Download (checksummed) into `target` (default `cache_dir()/imdb`); returns imdb.npz
+    or the aclImdb tree."""
+    target = target if target is not None else cache.cache_dir() / NAME
     if fmt == "npz":
         return cache.download(NPZ_URL, target / "imdb.npz", sha256=NPZ_SHA256)
     archive = cache.download(ACLIMDB_URL, target / "aclImdb_v1.tar.gz", sha256=ACLIMDB_SHA256)

@@ -6,17 +6,16 @@ workload's business.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from trainscale.data import cache
+from trainscale.data import cache, search
 from trainscale.data.idx import read_idx
 from trainscale.errors import ConfigError, DataError
 
-DATA_ENV = "TRAINSCALE_DATA_DIR"
+DATA_ENV = search.DATA_ENV
 
 TRAIN_IMAGES = "train-images-idx3-ubyte"
 TRAIN_LABELS = "train-labels-idx1-ubyte"
@@ -35,8 +34,9 @@ class IdxDatasetSpec:
     """torchvision's class name, which names its layout ``<root>/<torchvision_name>/raw``."""
     mirrors: tuple[str, ...]
     """Base URLs (ending in '/') tried in order; each serves ``<file>.gz``."""
-    gz_md5: tuple[tuple[str, str], ...]
-    """(file name without .gz, MD5 of the .gz as served by the mirrors), for the four files."""
+    gz_sha256: tuple[tuple[str, str], ...]
+    """(file name without .gz, SHA-256 of the .gz as served by the mirrors), for the four
+    files."""
     num_train: int = 60_000
     """Training examples in the canonical release."""
     num_test: int = 10_000
@@ -49,25 +49,34 @@ class IdxDatasetSpec:
     @property
     def files(self) -> tuple[str, ...]:
         """The four file names, without the optional .gz."""
-        return tuple(name for name, _ in self.gz_md5)
+        return tuple(name for name, _ in self.gz_sha256)
 
 
-# Digests as torchvision lists them (torchvision/datasets/mnist.py, MNIST.resources and
-# FashionMNIST.resources). They are digests of the mirrors' .gz files, so they only apply to
+# SHA-256 digests as TensorFlow Datasets publishes them (github.com/tensorflow/datasets,
+# tensorflow_datasets/url_checksums/mnist.txt and fashion_mnist.txt: URL, size in bytes,
+# SHA-256 of each .gz). They are digests of the mirrors' .gz files, so they only apply to
 # downloads: files a user already has may be re-compressed (or not compressed) copies.
+# They could not be recomputed here (no network, and the local copies of the data are
+# re-gzipped), so they were cross-checked: the sizes TFDS lists are those yann.lecun.com
+# publishes (9912422 bytes for the training images, ...); other loaders pin the same MNIST
+# digests for the ossci-datasets and yann.lecun.com URLs (so every MNIST mirror below
+# serves these bytes); and for Fashion-MNIST independent loaders list each SHA-256 beside
+# the MD5 that Zalando publishes for the file (8d4fb7e6... for the training images).
 MNIST = IdxDatasetSpec(
     name="mnist",
     torchvision_name="MNIST",
-    # torchvision's S3 mirror first: yann.lecun.com is often slow or refuses requests.
+    # torchvision's S3 mirror first: yann.lecun.com is often slow or refuses requests. The
+    # Google Cloud copy is the one TensorFlow Datasets downloads and publishes digests for.
     mirrors=(
         "https://ossci-datasets.s3.amazonaws.com/mnist/",
+        "https://storage.googleapis.com/cvdf-datasets/mnist/",
         "http://yann.lecun.com/exdb/mnist/",
     ),
-    gz_md5=(
-        (TRAIN_IMAGES, "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
-        (TRAIN_LABELS, "d53e105ee54ea40749a09fcbcd1e9432"),
-        (TEST_IMAGES, "9fb629c4189551a2d022fa330f9573f3"),
-        (TEST_LABELS, "ec29112dd5afa0611ce80d1b7f02629c"),
+    gz_sha256=(
+        (TRAIN_IMAGES, "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"),
+        (TRAIN_LABELS, "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
+        (TEST_IMAGES, "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
+        (TEST_LABELS, "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
     ),
 )
 
@@ -75,11 +84,11 @@ FASHION_MNIST = IdxDatasetSpec(
     name="fashion-mnist",
     torchvision_name="FashionMNIST",
     mirrors=("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
-    gz_md5=(
-        (TRAIN_IMAGES, "8d4fb7e6c68d591d4c3dfef9ec88bf0d"),
-        (TRAIN_LABELS, "25c81989df183df01b3e8a0aad5dffbe"),
-        (TEST_IMAGES, "bef4ecab320f06d8554ea6380940ec79"),
-        (TEST_LABELS, "bb300cfdad3c16e7a12a480ee83cd310"),
+    gz_sha256=(
+        (TRAIN_IMAGES, "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84"),
+        (TRAIN_LABELS, "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845"),
+        (TEST_IMAGES, "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"),
+        (TEST_LABELS, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
     ),
 )
 
@@ -111,41 +120,29 @@ class RawImageData:
     """The directory the files were read from."""
 
 
-def _env_path(var: str) -> Path | None:
-    value = os.environ.get(var)
-    return Path(value).expanduser() if value else None
+def places(spec: IdxDatasetSpec) -> search.DatasetPlaces:
+    """Where ``spec`` is looked for: each place as is, as ``<place>/<name>`` and as
+    torchvision's ``<place>/<TorchvisionName>/raw``; other tools' caches are ``./data``,
+    ``~/data`` and ``~/.cache/torchvision``."""
+    files = ", ".join(f"{name}[.gz]" for name in spec.files)
+    return search.DatasetPlaces(
+        name=spec.name,
+        missing=f"{spec.name} not found",
+        expected=f"the four IDX files ({files})",
+        folders=(spec.name, f"{spec.torchvision_name}/raw"),
+        other_tools=(search.CWD_DATA, search.HOME_DATA, search.TORCHVISION),
+    )
 
 
 def candidate_dirs(spec: IdxDatasetSpec, data_dir: Path | str | None = None) -> list[Path]:
     """Every directory ``locate`` looks in, in order, without duplicates.
 
-    Roots, in order: ``data_dir``, ``$TRAINSCALE_DATA_DIR``, then (after our own cache dir
-    ``cache_dir()/<name>``) the places other tools commonly leave these files: ``./data``,
-    ``~/data`` and ``~/.cache/torchvision``. Each root is tried as is, as ``root/<name>`` and
-    as torchvision's ``root/<TorchvisionName>/raw``.
+    ``data_dir`` alone when given; otherwise ``$TRAINSCALE_DATA_DIR``, the cache
+    ``cache_dir()/<name>``, then ``./data``, ``~/data`` and ``~/.cache/torchvision``
+    (``trainscale.data.search`` has the rule), each as is, as ``<root>/<name>`` and as
+    ``<root>/<TorchvisionName>/raw``.
     """
-    home = Path.home()
-    layouts = (Path(), Path(spec.name), Path(spec.torchvision_name, "raw"))
-
-    def expand(root: Path | None) -> list[Path]:
-        return [] if root is None else [root / sub for sub in layouts]
-
-    dirs = [
-        *expand(Path(data_dir).expanduser() if data_dir is not None else None),
-        *expand(_env_path(DATA_ENV)),
-        cache.cache_dir() / spec.name,
-        *expand(Path.cwd() / "data"),
-        *expand(home / "data"),
-        *expand(home / ".cache" / "torchvision"),
-    ]
-    seen: set[str] = set()
-    unique = []
-    for d in dirs:
-        key = os.path.abspath(d)
-        if key not in seen:
-            seen.add(key)
-            unique.append(d)
-    return unique
+    return search.candidate_dirs(places(spec), data_dir)
 
 
 def _find_file(directory: Path, name: str) -> Path | None:
@@ -156,7 +153,7 @@ def _find_file(directory: Path, name: str) -> Path | None:
     return None
 
 
-def _probe(spec: IdxDatasetSpec, directory: Path) -> tuple[dict[str, Path], list[str]]:
+def _files_in(spec: IdxDatasetSpec, directory: Path) -> tuple[dict[str, Path], list[str]]:
     """(files found, names missing) for the four files in ``directory``."""
     found: dict[str, Path] = {}
     missing: list[str] = []
@@ -169,47 +166,39 @@ def _probe(spec: IdxDatasetSpec, directory: Path) -> tuple[dict[str, Path], list
     return found, missing
 
 
-def _search(spec: IdxDatasetSpec, data_dir: Path | str | None) -> tuple[Path | None, list[str]]:
-    """The first complete directory (or None) and a description of every place looked at."""
-    looked: list[str] = []
-    for directory in candidate_dirs(spec, data_dir):
-        found, missing = _probe(spec, directory)
+def _probe(spec: IdxDatasetSpec) -> search.Probe[Path]:
+    """A complete set of the four files in a directory; a note on a partial one."""
+
+    def probe(directory: Path) -> tuple[Path | None, str]:
+        found, missing = _files_in(spec, directory)
         if not missing:
-            return directory, looked
+            return directory, ""
         # A partial set is worth naming: it is usually an interrupted copy or a typo.
-        note = f" (has {len(found)} of 4 files, missing {', '.join(missing)})" if found else ""
-        looked.append(f"{directory}{note}")
-    return None, looked
+        note = f"has {len(found)} of 4 files, missing {', '.join(missing)}" if found else ""
+        return None, note
 
-
-def _how_to_provide(spec: IdxDatasetSpec) -> str:
-    files = ", ".join(f"{name}[.gz]" for name in spec.files)
-    return (
-        f"Put the four IDX files ({files}) in {cache.cache_dir() / spec.name}, "
-        f"or in a directory given by --data-dir or {DATA_ENV}"
-    )
+    return probe
 
 
 def locate(spec: IdxDatasetSpec, data_dir: Path | str | None = None) -> Path:
     """The first directory holding all four files of ``spec`` (each gzipped or not).
 
-    See ``candidate_dirs`` for the search order.
+    See ``candidate_dirs`` for the search order; an explicit ``data_dir`` is the only
+    place looked at.
 
     Raises:
         DataError: no complete set was found; the message lists every place looked at.
     """
-    found, looked = _search(spec, data_dir)
-    if found is None:
-        raise DataError(
-            f"{spec.name} not found; looked in: {'; '.join(looked)}. {_how_to_provide(spec)}"
-        )
-    return found
+    return search.locate(places(spec), _probe(spec), data_dir, download=False)
 
 
-def _download_into(spec: IdxDatasetSpec, directory: Path) -> list[str]:
-    """Fetch any missing .gz file into ``directory``; the failures, empty on success."""
-    failures: list[str] = []
-    for name, md5 in spec.gz_md5:
+def _download_into(spec: IdxDatasetSpec, directory: Path) -> Path:
+    """Fetch any missing .gz file into ``directory``, SHA-256-checked; returns it.
+
+    Raises:
+        DataError: every mirror failed for a file (the message holds each failure).
+    """
+    for name, sha256 in spec.gz_sha256:
         if _find_file(directory, name) is not None:
             # Kept from an earlier, interrupted run: download() only ever leaves whole,
             # verified files at the final name.
@@ -217,15 +206,14 @@ def _download_into(spec: IdxDatasetSpec, directory: Path) -> list[str]:
         errors = []
         for mirror in spec.mirrors:
             try:
-                cache.download(f"{mirror}{name}.gz", directory / f"{name}.gz", md5=md5)
+                cache.download(f"{mirror}{name}.gz", directory / f"{name}.gz", sha256=sha256)
                 break
             except DataError as exc:
                 errors.append(str(exc))
         else:
-            failures.extend(errors)
             # Same mirrors, same network: the other files would fail the same way.
-            break
-    return failures
+            raise DataError(" | ".join(errors))
+    return directory
 
 
 def _load_pair(
@@ -258,35 +246,29 @@ def load_idx_dataset(
 
     Args:
         spec: which dataset, e.g. ``MNIST`` or ``FASHION_MNIST``.
-        data_dir: a directory to look in first (see ``candidate_dirs`` for the rest).
-        download: if nothing is found, download the .gz files from ``spec.mirrors`` into
-            ``cache_dir()/<name>``, verifying each against its MD5.
+        data_dir: the directory to read from; when given, the only place looked at (see
+            ``candidate_dirs`` for the search without it).
+        download: if the search finds nothing, download the .gz files from
+            ``spec.mirrors`` into ``cache_dir()/<name>``, verifying each against its
+            SHA-256.
 
     Returns:
         The four arrays and the directory they were read from.
 
     Raises:
-        DataError: the files are nowhere and cannot be downloaded (one message lists every
-            place looked at, every download failure, and how to provide the files), or a
-            file is corrupt or inconsistent with its partner.
+        DataError: ``data_dir`` does not hold the files (one line naming it and what it
+            should hold), or the files are nowhere and cannot be downloaded (one line lists
+            every place looked at, every download failure, and how to provide the files),
+            or a file is corrupt or inconsistent with its partner.
     """
-    directory, looked = _search(spec, data_dir)
-    if directory is None:
-        failures: list[str] = []
-        if download:
-            target = cache.cache_dir() / spec.name
-            failures = _download_into(spec, target)
-            if not failures:
-                directory = target
-        if directory is None:
-            tried = f"; download failed: {' | '.join(failures)}" if failures else ""
-            off = "" if download else " (download disabled)"
-            raise DataError(
-                f"{spec.name} not found{off}; looked in: {'; '.join(looked)}{tried}. "
-                f"{_how_to_provide(spec)}"
-            )
-
-    files, _ = _probe(spec, directory)
+    directory = search.locate(
+        places(spec),
+        _probe(spec),
+        data_dir,
+        download=download,
+        fetch=lambda target: _download_into(spec, target),
+    )
+    files, _ = _files_in(spec, directory)
     train_images, train_labels = _load_pair(files[TRAIN_IMAGES], files[TRAIN_LABELS], spec)
     test_images, test_labels = _load_pair(files[TEST_IMAGES], files[TEST_LABELS], spec)
     return RawImageData(

@@ -171,15 +171,28 @@ def _column_index(spec_value: str, header: list[str] | None, path: Path, role: s
     return header.index(spec_value)
 
 
+def _numbered_rows(handle: Iterable[str], delimiter: str) -> list[tuple[int, list[str]]]:
+    """(the file line each row starts on, the row): a quoted field may span lines."""
+    reader = csv.reader(handle, delimiter=delimiter)
+    rows = []
+    start = 1
+    for row in reader:
+        rows.append((start, row))
+        start = reader.line_num + 1
+    return rows
+
+
 def read_table(path: Path, spec: TableSpec) -> LabelledTexts:
     """Read the text and label columns of a CSV/TSV file, with one-line DataErrors for a
-    missing file, an undecodable byte, a missing column or a file without rows."""
+    missing file, an undecodable byte, a missing column, a row without a label (naming its
+    line) or a file without rows. Blank lines are skipped; any other malformed row stops the
+    read, so a class is never made from a damaged row."""
     delimiter = resolve_delimiter(path, spec.delimiter)
     if len(delimiter) != 1:
         raise DataError(f"delimiter {spec.delimiter!r} must be one character (or 'auto', 'tab')")
     try:
         with open(path, encoding=spec.encoding, newline="") as handle:
-            rows = list(csv.reader(handle, delimiter=delimiter))
+            rows = _numbered_rows(handle, delimiter)
     except FileNotFoundError:
         raise DataError(f"{path} does not exist") from None
     except IsADirectoryError:
@@ -197,23 +210,29 @@ def read_table(path: Path, spec: TableSpec) -> LabelledTexts:
         raise DataError(f"cannot read {path} ({exc.strerror or exc})") from None
     if not rows:
         raise DataError(f"{path} is empty: no data rows")
-    header = rows.pop(0) if spec.header else None
+    header = rows.pop(0)[1] if spec.header else None
     text_i = _column_index(spec.text_column, header, path, "text")
     label_i = _column_index(spec.label_column, header, path, "label")
-    rows = [r for r in rows if r and any(cell.strip() for cell in r)]  # blank lines
+    rows = [(line, r) for line, r in rows if r and any(cell.strip() for cell in r)]  # blank
     if not rows:
         raise DataError(f"{path} has no data rows")
     need = max(text_i, label_i) + 1
-    for line, row in enumerate(rows, start=2 if header is not None else 1):
+    for line, row in rows:
         if len(row) < need:
             raise DataError(
-                f"{path} row {line} has {len(row)} column(s), but column index {need - 1} is "
+                f"{path} line {line} has {len(row)} column(s), but column index {need - 1} is "
                 f"needed (text {spec.text_column!r}, label {spec.label_column!r}; wrong "
                 "-o delimiter?)"
             )
+        if not row[label_i].strip():
+            # Otherwise '' would become a class of its own, learnt and scored like the rest.
+            raise DataError(
+                f"{path} line {line} has an empty label (column {spec.label_column!r}); give "
+                "every row a label, or remove the row"
+            )
     return LabelledTexts(
-        texts=[r[text_i] for r in rows],
-        labels=[r[label_i].strip() for r in rows],
+        texts=[r[text_i] for _, r in rows],
+        labels=[r[label_i].strip() for _, r in rows],
         source=str(path),
     )
 

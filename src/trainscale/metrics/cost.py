@@ -96,24 +96,12 @@ def parse_price_table(raw: Mapping[str, Any], origin: str) -> PriceTable:
 
 def load_price_table(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The price table in use: `path`, else ``$TRAINSCALE_PRICES``, else the packaged example."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
-        import tomli as tomllib
+    from trainscale.tomlfile import load_toml
 
     chosen = path if path is not None else (os.environ.get(PRICES_ENV_VAR, "").strip() or None)
     file = Path(chosen).expanduser() if chosen is not None else DEFAULT_PRICES
     origin = str(file) if chosen is not None else "default (example prices)"
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PriceError(f"price file {file} does not exist") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise PriceError(f"cannot read price file {file}: {error}") from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise PriceError(f"price file {file} is not valid TOML: {error}") from None
+    raw = load_toml(file, "price file", PriceError)
     return parse_price_table(raw, origin)
 
 

@@ -45,7 +45,6 @@ Mistakes (a missing or unknown key, a negative count, a unit that does not parse
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -54,11 +53,7 @@ from typing import Any
 from trainscale.errors import ConfigError
 from trainscale.simulate.collectives import ALGORITHMS, Link, Topology
 from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from trainscale.tomlfile import load_toml, parse_toml
 
 DEVICE_KINDS = ("cpu", "cuda")
 PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")
@@ -450,14 +445,7 @@ def parse_cluster(data: dict[str, Any], where: str, default_name: str = "cluster
 
 def load_cluster_file(path: Path) -> ClusterSpec:
     """Read and validate a cluster TOML file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ClusterError(f"cannot read cluster file {path}: {error.strerror or error}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ClusterError(f"cluster file {path} is not valid TOML: {error}") from None
+    data = load_toml(path, "cluster file", ClusterError)
     return parse_cluster(data, str(path), default_name=path.stem)
 
 
@@ -477,7 +465,7 @@ def load_preset(name: str) -> ClusterSpec:
     resource = folder / f"{name}.toml"
     if not resource.is_file():
         raise ClusterError(f"unknown cluster preset {name!r}; presets: {', '.join(preset_names())}")
-    data = tomllib.loads(resource.read_text(encoding="utf-8"))
+    data = parse_toml(resource.read_text(encoding="utf-8"), f"preset {name}", ClusterError)
     return parse_cluster(data, f"preset:{name}", default_name=name)
 
 

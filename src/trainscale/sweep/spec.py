@@ -111,21 +111,9 @@ class SweepSpec:
 
 def load_spec_file(path: Path) -> SweepSpec:
     """Read and validate a sweep file; ConfigError (one line, naming the key) otherwise."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
-        import tomli as tomllib
+    from trainscale.tomlfile import load_toml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"sweep file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read sweep file {path}: {error}") from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"sweep file {path} is not valid TOML: {error}") from None
+    raw = load_toml(path, "sweep file")
     return parse_spec(raw, default_name=path.stem, where=f"sweep file {path}")
 
 

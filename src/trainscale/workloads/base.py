@@ -45,7 +45,8 @@ class DataRequest:
     """What a workload's data functions are asked for."""
 
     data_dir: Path | None = None
-    """A user-given directory (or file, for loaders that read one file) searched first."""
+    """A user-given directory (or file, for loaders that read one file): when given, the only
+    place looked in (trainscale.data.search)."""
     download: bool = True
     """Whether a missing dataset may be downloaded into the cache (checksummed)."""
     options: Mapping[str, str] = field(default_factory=dict)

@@ -13,13 +13,11 @@ configurable), by default `tweets.csv` with columns `sentiment` and `text`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from trainscale.data import cache
+from trainscale.data import search
 from trainscale.data.text import EncodedSplits
-from trainscale.errors import DataError
 from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
@@ -33,7 +31,6 @@ from trainscale.workloads.text_common import (
     to_tensor_data,
 )
 
-DATA_ENV = "TRAINSCALE_DATA_DIR"
 FILE_NAME = "tweets.csv"
 DEFAULTS = {"text_column": "text", "label_column": "sentiment", "vocab_size": 20_000, "max_len": 64}
 # Shapes of the synthetic stand-in: a 30.5k/7.6k split of 38k tweets, 3 classes
@@ -52,30 +49,39 @@ def check_tweets_options(options: Mapping[str, str]) -> None:
     tweets_options(options)
 
 
+PLACES = search.DatasetPlaces(
+    name="tweets",
+    missing="no tweet file found",
+    expected=FILE_NAME,
+    folders=("tweets",),
+    hint=(
+        ", or give a labelled CSV/TSV with -o file=PATH (columns with -o text_column=, "
+        "-o label_column=, -o encoding=)"
+    ),
+)
+"""Where `tweets.csv` is looked for (no other tool keeps it, and it has no download)."""
+
+
 def candidate_files(data_dir: Path | None) -> list[Path]:
-    """Where `tweets.csv` is looked for: --data-dir (a file, or a folder holding it), then
-    $TRAINSCALE_DATA_DIR and the cache, each as `<dir>/tweets.csv` and
-    `<dir>/tweets/tweets.csv`."""
-    if data_dir is not None and data_dir.is_file():
-        return [data_dir]
-    env = os.environ.get(DATA_ENV)
-    roots = [data_dir, Path(env).expanduser() if env else None, cache.cache_dir()]
-    return [r / sub / FILE_NAME for r in roots if r is not None for sub in (".", "tweets")]
+    """Where `tweets.csv` is looked for: --data-dir alone when given (a file, or a folder
+    holding it), else $TRAINSCALE_DATA_DIR and the cache (`cache_dir()/tweets`), each as
+    `<dir>/tweets.csv` and `<dir>/tweets/tweets.csv`."""
+    if data_dir is not None and Path(data_dir).expanduser().is_file():
+        return [Path(data_dir).expanduser()]
+    return [directory / FILE_NAME for directory in search.candidate_dirs(PLACES, data_dir)]
+
+
+def _probe(directory: Path) -> tuple[Path | None, str]:
+    path = directory / FILE_NAME
+    return (path, "") if path.is_file() else (None, "")
 
 
 def find_tweets(opts: TextOptions, data_dir: Path | None) -> Path:
-    """The tweet file: `-o file`, else the first `tweets.csv` on the search path."""
+    """The tweet file: `-o file`, else `--data-dir` (the file, or the only folder looked
+    in), else the first `tweets.csv` on the search path."""
     if opts.file is not None:
         return opts.file
-    places = candidate_files(data_dir)
-    for place in places:
-        if place.is_file():
-            return place
-    raise DataError(
-        f"no tweet file found; looked for {', '.join(str(p) for p in places)}. Give a labelled "
-        "CSV/TSV with -o file=PATH (columns with -o text_column=, -o label_column=, "
-        "-o encoding=) or put tweets.csv in --data-dir or $TRAINSCALE_DATA_DIR"
-    )
+    return search.locate(PLACES, _probe, data_dir, on_file=lambda path: path)
 
 
 def load_encoded(opts: TextOptions, path: Path) -> EncodedSplits:
