@@ -55,6 +55,14 @@ stops, so that `set -o pipefail` scripts see trainscale like any of them. 0 woul
 whole output was delivered, which it was not."""
 
 
+def one_line(text: str) -> str:
+    """`text` as one terminal line: whitespace runs folded to a space, and any other
+    character a terminal would not print as itself (controls, line and record separators,
+    escape sequences that a user's input may carry) written as its Python escape."""
+    folded = " ".join(text.split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in folded)
+
+
 class WarningLines(logging.Handler):
     """The library's warnings (e.g. a damaged stored row left out of a listing) as one
     `trainscale: warning: ...` line each on stderr, each said once per command."""
@@ -64,7 +72,7 @@ class WarningLines(logging.Handler):
         self.said: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        message = " ".join(record.getMessage().split())  # one line, whatever it holds
+        message = one_line(record.getMessage())
         if message in self.said:
             return
         self.said.add(message)
@@ -76,7 +84,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
     """argparse prints usage plus the error; a mistake should cost the user one line."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +132,7 @@ def _run(argv: list[str] | None) -> int:
         return int(args.handler(args))
     except TrainscaleError as error:
         # A user mistake: one line, no traceback, non-zero exit.
-        print(f"trainscale: error: {error}", file=sys.stderr)
+        print(f"trainscale: error: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("trainscale: interrupted", file=sys.stderr)
