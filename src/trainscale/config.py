@@ -318,6 +318,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         # Leaving torch's default thread count is only ever asked for to show the pitfall.
         allow_oversubscribe=opts.allow_oversubscribe or torch_default_threads,
     )
+    _check_worker_count(opts.workers, len(plan.available_cores))
 
     if opts.global_batch_size is not None:
         batch_size = opts.global_batch_size // (opts.workers * opts.nnodes)
@@ -382,6 +383,17 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         breakdown_every=opts.breakdown_every,
         **_resolve_rendezvous(opts),
     )
+
+
+def _check_worker_count(workers: int, num_cores: int) -> None:
+    """Refuse more worker processes than this machine can start (resources.py), even where
+    oversubscription is allowed. Under an external launcher the processes already exist:
+    starting them was the launcher's business."""
+    from trainscale.parallel.distenv import launched_externally
+    from trainscale.resources import check_worker_count, open_file_limit
+
+    if not launched_externally():
+        check_worker_count(workers, num_cores, open_file_limit())
 
 
 def _resolve_rendezvous(opts: RunOptions) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from trainscale.config import RunConfig, RunOptions, data_request, resolve
 from trainscale.errors import ConfigError, StoreError
 from trainscale.parallel.distenv import DistEnv, launched_externally
 from trainscale.results.store import RunStore, default_store_path
+from trainscale.workloads.base import DataSize, Located
 
 
 @dataclass(frozen=True)
@@ -74,30 +75,64 @@ def store_outcome(store: RunStore, run_id: str, config: RunConfig, outcome: Any,
     store.complete_run(run_id, summary, outcome.epochs, outcome.step_times_s)
 
 
-def prepare(opts: RunOptions, located: dict[tuple[Any, ...], str] | None = None) -> RunConfig:
-    """Resolve options and make sure the data is there (downloading it if allowed).
+def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = None) -> RunConfig:
+    """Resolve options, make sure the data is there (downloading it if allowed), and check
+    that the run fits: a worker's shard holds a batch, and this machine's memory holds the
+    workers. Raises TrainscaleError (one line) before any worker starts.
 
     `located` caches where each distinct data request was found: locating reads the files
     in full (to fail early on a corrupt one), and a sweep over one dataset pays that once.
     """
-    config = resolve(opts)
-    if config.data == "real":
-        from trainscale.workloads import get_workload
-
-        key = (
-            config.workload,
-            config.data_dir,
-            config.download,
-            tuple(sorted(config.workload_options.items())),
-        )
-        if located is None or key not in located:
-            source = str(get_workload(config.workload).locate_real(data_request(config)))
-            if located is None:
-                located = {}
-            located[key] = source
-        # Workers read from where the parent found the files: no second search or download.
-        config = config.with_(data_dir=located[key])
+    config, size = locate_data(resolve(opts), located)
+    check_capacity(config, size)
     return config
+
+
+def locate_data(
+    config: RunConfig, located: dict[tuple[Any, ...], Located] | None = None
+) -> tuple[RunConfig, DataSize]:
+    """(the config reading from where the data was found, the dataset's size).
+
+    Real data is located (and checked) as `prepare` does; synthetic data has the size its
+    workload declares.
+    """
+    from trainscale.workloads import get_workload
+
+    workload = get_workload(config.workload)
+    if config.data != "real":
+        if workload.synthetic_size is None:  # a workload spec's omission, not a user's
+            raise ValueError(f"workload {workload.name} declares no synthetic_size")
+        return config, workload.synthetic_size
+    key = (
+        config.workload,
+        config.data_dir,
+        config.download,
+        tuple(sorted(config.workload_options.items())),
+    )
+    if located is None:
+        located = {}
+    if key not in located:
+        located[key] = workload.locate_real(data_request(config))
+    found = located[key]
+    # Workers read from where the parent found the files: no second search or download.
+    return config.with_(data_dir=str(found.path)), found.size
+
+
+def check_capacity(config: RunConfig, size: DataSize, batch_advice: str | None = None) -> None:
+    """ConfigError unless a worker's shard of `size` holds one batch and this node's memory
+    holds the workers (data, model state, processes). The memory check is left out under an
+    external launcher: the workers already exist and already hold their share.
+    `batch_advice` replaces the batch error's advice (for commands without --batch-size)."""
+    from trainscale.footprint import check_run_memory, estimate_footprint
+    from trainscale.train.trainer import check_batch_fits
+    from trainscale.workloads import get_workload
+
+    check_batch_fits(config.batch_size, size.num_train, config.world_size, batch_advice)
+    if not launched_externally():
+        footprint = estimate_footprint(
+            get_workload(config.workload), config.workload_options, size, config.seed
+        )
+        check_run_memory(config, footprint)
 
 
 def execute_run(

@@ -187,6 +187,7 @@ def test_single_configuration_sweep_uses_its_completed_runs(fixture_store, capsy
         ),
         (["0ne0cfg0", "aaaa0001", "--config", "base"], "does not apply: sweep 0ne0cfg0 and"),
         (["aaaa0001", "bbbb0001", "--confidence", "1.5"], "--confidence"),
+        (["aaaa0001", "bbbb0001", "--resamples", str(10**12)], "--resamples must be at most"),
     ],
 )
 def test_mistakes_cost_one_line(fixture_store, capsys, args, fragment):

@@ -31,6 +31,7 @@ def isolated_home(tmp_path, monkeypatch):
         (["-o", "persistent=perhaps"], "-o persistent must be true or false"),
         (["-o", "pretrain_lr=-0.1"], "-o pretrain_lr"),
         (["--data", "synthetic", "-o", "pretrain_epochs=1.5"], "-o pretrain_epochs"),
+        (["-o", "layers=100000,100000"], "10,079,600,010 parameters"),
     ],
 )
 def test_bad_option_values_are_one_line_and_exit_2(options, fragment, store_path, capsys):

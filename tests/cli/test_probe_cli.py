@@ -14,6 +14,7 @@ from trainscale.errors import ConfigError
 from trainscale.probe.run import ProbeOptions, parse_bytes, plan_probe
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
+from trainscale.system import usable_cores
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -39,12 +40,34 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
         (["--device", "cpu", "--only", "allreduce", "--workers", "1"], "at least 2 workers"),
         (["--device", "cpu", "--message-sizes", "4Q"], "invalid size"),
         (["--device", "cpu", "--repeats", "0"], "--repeats must be at least 1"),
+        (["--device", "cpu", "--repeats", "100000"], "--repeats must be at most 1000"),
+        (["--device", "cpu", "--matmul-sizes", str(10**7)], "a matmul of size 10000000"),
+        (
+            ["--device", "cpu", "--workers", str(len(usable_cores()) + 1)],
+            "oversubscribes this machine",
+        ),
+        (
+            ["--device", "cpu", "--workers", "100000", "--allow-oversubscribe"],
+            "more worker processes than this machine can run",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path: Path, argv, says) -> None:
     err = one_line_error(capsys, ["probe", *argv, "--store", str(tmp_path / "s.db")])
     assert says in err
     assert not (tmp_path / "s.db").exists()  # nothing measured, nothing stored
+
+
+def test_an_unusable_store_fails_before_anything_is_measured(capsys, tmp_path, monkeypatch):
+    measured = []
+    monkeypatch.setattr(
+        "trainscale.probe.matmul.measure_matmul", lambda *a, **k: measured.append(a)
+    )
+    argv = ["probe", "--device", "cpu", "--only", "matmul", "--matmul-sizes", "32", "--quick"]
+    store = tmp_path / "no" / "such" / "s.db"
+    err = one_line_error(capsys, [*argv, "--store", str(store)])
+    assert "s.db" in err
+    assert not measured
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")

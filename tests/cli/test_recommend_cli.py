@@ -132,6 +132,27 @@ def test_missing_real_data_skips_the_accuracy_check_loudly(tmp_path, monkeypatch
     assert "REAL DATA NOT FOUND" in captured.err and "REAL DATA NOT FOUND" in data["data_note"]
 
 
+def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
+    tiny_mnist, tmp_path, monkeypatch, capsys
+):
+    stub = StubRuns()
+    monkeypatch.setattr("trainscale.runner.execute_run", stub)
+    from trainscale.system import collect_environment
+
+    four_cores = {**collect_environment(), "usable_cores": [0, 1, 2, 3], "numa_nodes": []}
+    monkeypatch.setattr("trainscale.system.collect_environment", lambda *a, **k: four_cores)
+    args = ["recommend", "mnist-cnn", "--data-dir", str(tiny_mnist), "--json"]
+    assert main([*args, "--store", str(tmp_path / "r.db")]) == 0
+    skipped = json.loads(capsys.readouterr().out)["space"]["skipped"]
+    # 256 real training samples over 4 workers is 64 each: a per-worker batch of 128 does
+    # not fit the accuracy check, so that setting is never tried.
+    assert any(
+        line.startswith("4w x 1t compact fp32 b128 skipped") and "64 of 256 samples" in line
+        for line in skipped
+    )
+    assert not any(o.workers == 4 and o.batch_size == 128 for o in stub.calls)
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -144,6 +165,12 @@ def test_missing_real_data_skips_the_accuracy_check_loudly(tmp_path, monkeypatch
             ["recommend", "mnist-cnn", "--data", "real", "--no-download", "--data-dir", "nowhere"],
             "nowhere",
         ),
+        # 64 x 1000 per worker is more than the 60,000 synthetic trial samples.
+        (
+            ["recommend", "mnist-cnn", "--data", "synthetic", "--batch-multipliers", "1,1000"],
+            "--batch-multipliers",
+        ),
+        (["recommend", "mnist-cnn", "--accuracy-epochs", "0"], "accuracy epochs must be positive"),
     ],
 )
 def test_mistakes_cost_one_line(args, fragment, monkeypatch, capsys):

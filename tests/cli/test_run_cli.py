@@ -150,6 +150,68 @@ def test_unwritable_store_is_refused(tmp_path, capsys):
     assert "x.db" in one_error_line(capsys)
 
 
+def _refused_before_launch(args: list[str], store_path, capsys, monkeypatch) -> str:
+    """Run `trainscale run ARGS`, assert exit 2, nothing stored and no worker launched;
+    return the one error line."""
+    launched = []
+    monkeypatch.setattr(
+        "trainscale.parallel.launcher.launch_workers", lambda *a, **k: launched.append(a)
+    )
+    assert run_cli(["run", *args, "--quiet", "--store", str(store_path)]) == 2
+    line = one_error_line(capsys)
+    assert not launched
+    assert not store_path.exists() or not RunStore(store_path).list_runs()
+    return line
+
+
+ANY_CORES = ["--threads-per-worker", "1", "--affinity", "none", "--allow-oversubscribe"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--data", "synthetic", "--batch-size", "60001"], "(60000 of 60000 samples)"),
+        (
+            ["--data", "synthetic", "--workers", "2", *ANY_CORES, "--global-batch-size", "60002"],
+            "30000 of 60000 samples over 2 workers",
+        ),
+        (["--batch-size", "97"], "96 of 96 samples"),  # the real files below hold 96
+    ],
+)
+def test_a_batch_larger_than_a_workers_share_is_refused_before_launch(
+    args, fragment, tmp_path, store_path, capsys, monkeypatch
+):
+    tiny = write_random_mnist(tmp_path / "mnist", 96, 20)
+    args = ["mnist-cnn", *args, "--data-dir", str(tiny), "--no-download"]
+    line = _refused_before_launch(args, store_path, capsys, monkeypatch)
+    assert "per-worker batch size" in line and fragment in line
+
+
+def test_more_workers_than_the_machine_can_start_is_one_line(store_path, capsys, monkeypatch):
+    from trainscale.resources import MAX_WORKERS_PER_CORE
+    from trainscale.system import usable_cores
+
+    too_many = MAX_WORKERS_PER_CORE * len(usable_cores()) + 1
+    args = ["mnist-cnn", "--data", "synthetic", "--workers", str(too_many), *ANY_CORES]
+    line = _refused_before_launch(args, store_path, capsys, monkeypatch)
+    assert f"--workers {too_many} is more worker processes than this machine can run" in line
+    # An open-file limit that 2 workers exceed ("too many open files" in the launcher, else).
+    monkeypatch.setattr("trainscale.resources.open_file_limit", lambda: 70)
+    args = ["mnist-cnn", "--data", "synthetic", "--workers", "2", *ANY_CORES]
+    line = _refused_before_launch(args, store_path, capsys, monkeypatch)
+    assert "open files" in line and "ulimit -n" in line
+
+
+def test_a_run_that_cannot_fit_in_memory_is_one_line(store_path, capsys, monkeypatch):
+    from trainscale.resources import MIB
+
+    monkeypatch.setattr("trainscale.resources.available_memory_bytes", lambda: 300 * MIB)
+    line = _refused_before_launch(
+        ["mnist-cnn", "--data", "synthetic"], store_path, capsys, monkeypatch
+    )
+    assert "needs about" in line and "300 MiB available" in line
+
+
 def _children_of_this_test() -> set[int]:
     """Live child processes, except multiprocessing's resource tracker (it lives as long as
     the parent by design, shared by every spawn)."""

@@ -223,6 +223,7 @@ def test_bad_cluster_files(tmp_path, store_path, capsys, edit, message):
         (["--calibrate-from", "nosuchrun"], "no run 'nosuchrun'"),
         (["--global-batch-size", "63", "--workers", "1,2"], "not divisible by 2 workers"),
         (["--samples", "0"], "--samples must be at least 1"),
+        (["--samples", str(10**12)], "--samples must be at most 100,000"),
     ],
 )
 def test_bad_arguments(store_path, cluster_file, capsys, args, message):
@@ -242,6 +243,9 @@ def test_other_mistakes(store_path, tmp_path, capsys):
     assert "no results store" in one_error_line(capsys)
     assert run_cli(["predict-time-to-accuracy", "tweets-text", "--store", str(store_path)]) == 2
     assert "no completed emulation of tweets-text" in one_error_line(capsys)
+    samples = ["--samples", str(10**12), "--store", str(store_path)]
+    assert run_cli(["predict-time-to-accuracy", "mnist-cnn", *samples]) == 2
+    assert "--samples must be at most 100,000" in one_error_line(capsys)
 
 
 def test_calibrate_from_serial_and_parallel_runs(store_path, cluster_file, capsys):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import run_cli, write_random_mnist
+from cli_helpers import one_error_line, run_cli, write_random_mnist
 
 from trainscale.results.store import RunStore
 
@@ -39,6 +39,13 @@ seed = [0, 1]
         ('[base]\nworkload = "mnist-cnn"\nworkers = "2"\n', "base.workers"),
         ('[base]\nworkload = "no-such"\n', "valid workloads"),
         ("[base\n", "not valid TOML"),
+        # 10^8 configurations: refused from the axes' lengths, none of them built.
+        (
+            'repeats = 10\n[base]\nworkload = "mnist-cnn"\n[grid]\n'
+            + "".join(f"{key} = {list(range(1, 101))}\n" for key in ("seed", "steps", "eval_every"))
+            + "lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]\n",
+            "100,000,000 runs, more than the 10,000",
+        ),
     ],
 )
 def test_bad_sweep_files_fail_in_one_line_before_any_run(tmp_path, capsys, content, fragment):
@@ -69,6 +76,28 @@ def test_dry_run_lists_the_plan_and_runs_nothing(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [line.split(None, 1)[0] for line in out] == ["0", "1", "2", "3"]
     assert not RunStore(store).list_runs()
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_an_unwritable_report_path_fails_before_the_first_run(tmp_path, capsys, dry_run):
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY.format(repeats=1, steps=3))
+    store = tmp_path / "s.db"
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    args = ["sweep", str(spec), "--store", str(store), "--report", str(afile / "report")]
+    assert run_cli([*args, *(["--dry-run"] if dry_run else [])]) == 2
+    assert "afile" in one_error_line(capsys)
+    assert not RunStore(store).list_runs()
+
+
+def test_a_report_directory_to_be_made_is_not_made_by_a_dry_run(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY.format(repeats=1, steps=3))
+    report = tmp_path / "new" / "report"
+    args = ["sweep", str(spec), "--store", str(tmp_path / "s.db"), "--report", str(report)]
+    assert run_cli([*args, "--dry-run"]) == 0
+    assert not (tmp_path / "new").exists()
 
 
 def _count(store: Path, status: str) -> int:

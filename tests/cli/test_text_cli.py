@@ -74,10 +74,14 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], str]]:
         (["imdb-bilstm", "-o", f"test_file={good}"], "needs -o file"),
         (["tweets-text", "--data-dir", str(tmp / "nothing")], "no tweet file found"),
         (["imdb-bilstm", "--data-dir", str(tmp / "nothing")], "IMDB not found"),
+        (["imdb-bilstm", "-o", "max_len=100000000"], "at most 10,000 tokens per text"),
+        # 40 texts, 8 held out: a batch of 33 does not fit the 32 training texts.
+        (["imdb-bigru", "-o", f"file={good}", "--batch-size", "33"], "32 of 32 samples"),
+        (["tweets-text", "--data", "synthetic", "-o", "vocab_size=10000000000"], "needs about"),
     ]
 
 
-@pytest.mark.parametrize("case", range(15))
+@pytest.mark.parametrize("case", range(18))
 def test_bad_input_is_one_line_exit_2_nothing_stored(case, tmp_path, store_path, capsys):
     args, fragment = _bad_inputs(tmp_path)[case]
     code = run_cli(["run", *args, "--no-download", "--store", str(store_path), "--quiet"])

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from trainscale.cli.common import add_store_argument
-from trainscale.errors import DataError, TrainscaleError
+from trainscale.errors import ConfigError, DataError, TrainscaleError
 
 DEFAULT_STEPS = 100
 QUICK_STEPS = 30
@@ -40,7 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--steps",
         type=int,
         metavar="N",
-        help=f"training steps per throughput rung (default: {DEFAULT_STEPS})",
+        help=f"training steps per throughput rung, a whole number >= 1 (default: "
+        f"{DEFAULT_STEPS}; --quick {QUICK_STEPS})",
     )
     parser.add_argument(
         "--data",
@@ -61,17 +62,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--out",
         metavar="FILE",
         default="trainscale-bench.md",
-        help="where to write the Markdown table (default: trainscale-bench.md)",
+        help="where to write the Markdown table, in an existing writable directory "
+        "(default: trainscale-bench.md)",
     )
     parser.set_defaults(handler=run)
 
 
 def _choose_data(args: argparse.Namespace, base) -> tuple[object, str | None]:
-    """Real data when it can be found; synthetic (with a loud note) otherwise."""
+    """Real data when it can be found; synthetic (with a loud note) otherwise. Either way
+    the run is prepared (resolved, data sized, batch and memory checked) before any rung."""
     from trainscale.runner import prepare
 
     if args.data == "synthetic":
-        return replace(base, data="synthetic"), None
+        synthetic = replace(base, data="synthetic")
+        prepare(synthetic)
+        return synthetic, None
     try:
         config = prepare(base)
         return replace(base, data_dir=config.data_dir), None
@@ -82,7 +87,9 @@ def _choose_data(args: argparse.Namespace, base) -> tuple[object, str | None]:
             f"REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only, no "
             f"accuracy): {error}"
         )
-        return replace(base, data="synthetic"), note
+        synthetic = replace(base, data="synthetic")
+        prepare(synthetic)
+        return synthetic, note
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,18 +98,23 @@ def run(args: argparse.Namespace) -> int:
 
     from trainscale.bench import RungResult, Skipped, markdown_table, plan_ladder, table_rows
     from trainscale.config import RunOptions
+    from trainscale.outputs import check_out_file
+    from trainscale.results.store import RunStore, default_store_path
     from trainscale.runner import RunFailed, execute_run
     from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
     console = Console(stderr=True)
     workload = get_workload(args.workload)
-    steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)
-    if steps < 1:
-        raise TrainscaleError(f"--steps must be positive, got {steps}")
+    if args.steps is not None and args.steps < 1:
+        raise ConfigError(f"--steps must be a whole number >= 1, got {args.steps}")
+    steps = args.steps if args.steps is not None else (QUICK_STEPS if args.quick else DEFAULT_STEPS)
     out_path = Path(args.out)
-    if not out_path.parent.exists():
-        raise TrainscaleError(f"cannot write {out_path}: directory {out_path.parent} is missing")
+    check_out_file(out_path)
+    store_path = args.store or default_store_path()
+    # Every rung writes to the store: one that cannot be used fails now, in one line, not
+    # once per rung with a table of failures written anyway.
+    RunStore(store_path).close()
     env = collect_environment()
     bench_id = uuid.uuid4().hex[:8]
     base = RunOptions(
@@ -133,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         console.rule(f"[{index}/{len(ladder)}] {rung.name}")
         try:
             # Each rung must be able to divide the global batch among its workers.
-            results.append(RungResult(rung, execute_run(rung.options, args.store)))
+            results.append(RungResult(rung, execute_run(rung.options, store_path)))
         except (RunFailed, TrainscaleError) as error:
             console.print(f"[red]{rung.name} failed: {error}[/]")
             results.append(RungResult(rung, error=str(error)))
@@ -152,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             )
             console.rule(f"full recipe on the fastest setting: {best.rung.name}")
             try:
-                results.append(RungResult(full, execute_run(full.options, args.store)))
+                results.append(RungResult(full, execute_run(full.options, store_path)))
             except (RunFailed, TrainscaleError) as error:
                 results.append(RungResult(full, error=str(error)))
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.errors import StoreError, TrainscaleError
+from trainscale.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
 from trainscale.results.store import DamagedRecordError, RunRecord, RunStore
 
 EPILOG = """\
@@ -55,14 +56,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=0.95,
         metavar="C",
-        help="confidence level of the interval (default: 0.95)",
+        help="confidence level of the interval, between 0 and 1 (default: 0.95)",
     )
     parser.add_argument(
         "--resamples",
         type=int,
-        default=4000,
+        default=DEFAULT_RESAMPLES,
         metavar="N",
-        help="bootstrap resamples (default: 4000)",
+        help=f"bootstrap resamples, {MIN_RESAMPLES} to {MAX_RESAMPLES:,} (default: "
+        f"{DEFAULT_RESAMPLES})",
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     add_store_argument(parser)
@@ -261,8 +263,13 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.confidence < 1.0:
         raise TrainscaleError(f"--confidence must be between 0 and 1, got {args.confidence}")
-    if args.resamples < 100:
-        raise TrainscaleError(f"--resamples must be at least 100, got {args.resamples}")
+    check_count(
+        "--resamples",
+        args.resamples,
+        MIN_RESAMPLES,
+        MAX_RESAMPLES,
+        "the interval is stable from a few thousand; more only costs time",
+    )
     store_path = args.store or default_store_path()
     with RunStore(store_path, create=False) as store:
         side_a = resolve_side(store, args.a)

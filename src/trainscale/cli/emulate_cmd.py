@@ -49,7 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--workers",
         required=True,
         metavar="N[,N...]",
-        help="worker counts to emulate, one run each, e.g. 1,2,4,8",
+        help="worker counts to emulate (each >= 1), one run each, e.g. 1,2,4,8; async and "
+        "local-sgd hold a gradient or a model replica per worker, so memory bounds N",
     )
     emu.add_argument(
         "--mode",
@@ -62,20 +63,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--per-worker-batch-size",
         type=int,
         metavar="B",
-        help="each worker's batch (default: the workload's reference batch)",
+        help="each worker's batch, from 1 to a worker's share of the training set "
+        "(default: the workload's reference batch)",
     )
     emu.add_argument(
         "--local-steps",
         type=int,
         metavar="H",
-        help="local-sgd: local steps between averagings (default: 8)",
+        help="local-sgd: local steps between averagings, >= 1 (default: 8)",
     )
     emu.add_argument(
         "--staleness-spread",
         type=float,
         metavar="X",
-        help="async: sigma of the lognormal compute time of a gradient, mean 1; 0 = equal "
-        "times (default: 0.2)",
+        help="async: sigma (>= 0) of the lognormal compute time of a gradient, mean 1; 0 = "
+        "equal times (default: 0.2)",
     )
     emu.add_argument(
         "--staleness-aware-lr",
@@ -91,26 +93,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="scale the lr with the samples of a global step over the reference batch; a "
         "scaled-up lr gets a warm-up of at least 10%% of the steps (default: none)",
     )
-    hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size")
+    hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size, > 0")
     hp.add_argument("--optimizer", choices=OPTIMIZERS)
     length = hp.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=float, help="epochs (passes over the training set)")
-    length.add_argument("--steps", type=int, help="global optimizer steps (overrides epochs)")
-    hp.add_argument("--seed", type=int, default=0)
+    length.add_argument("--epochs", type=float, help="epochs (passes over the training set), > 0")
+    length.add_argument("--steps", type=int, help="global optimizer steps, >= 1 (overrides epochs)")
+    hp.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default: 0)")
 
     meas = parser.add_argument_group("measurement")
     meas.add_argument(
         "--eval-every",
         type=int,
         metavar="STEPS",
-        help="evaluate every STEPS global steps, and at every epoch's end (default: 4 times "
-        "an epoch)",
+        help="evaluate every STEPS (>= 1) global steps, and at every epoch's end (default: 4 "
+        "times an epoch)",
     )
     meas.add_argument(
         "--target-accuracy",
         type=float,
         metavar="ACC",
-        help="test accuracy (fraction) for steps to target (default: workload's)",
+        help="test accuracy for steps to target, a fraction in (0, 1] (default: workload's)",
     )
 
     data = parser.add_argument_group("data")
@@ -151,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     from trainscale.runner import new_run_id
     from trainscale.train.progress import make_progress
     from trainscale.workloads import get_workload
+    from trainscale.workloads.base import Located
 
     # Everything a user can get wrong is checked for every N before the first one trains.
     counts = parse_workers(args.workers)
@@ -186,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         workload_options=dict(args.workload_options),
         tag=emulation_tag(emulation_id),
     )
-    located: dict[tuple[Any, ...], str] = {}
+    located: dict[tuple[Any, ...], Located] = {}
     configs = [emulation_config(options, spec, located) for spec in specs]
     store_file = Path(args.store) if args.store else default_store_path()
     RunStore(store_file).close()  # a store that cannot be written fails now, not after training

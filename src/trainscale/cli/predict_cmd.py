@@ -9,6 +9,7 @@ from pathlib import Path
 
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES, check_count
 
 EPILOG = """\
 examples:
@@ -68,8 +69,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "stored serial run of the workload on this machine, else 1)",
     )
     parser.add_argument("--algorithm", choices=ALGORITHMS, help="gradient exchange")
-    parser.add_argument("--straggler-sigma", type=float, metavar="S")
-    parser.add_argument("--samples", type=int, default=2000, metavar="N")
+    parser.add_argument(
+        "--straggler-sigma",
+        type=float,
+        metavar="S",
+        help="lognormal spread of a worker's compute time, in [0, 5) (default: from the runs)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=DEFAULT_MONTE_CARLO_SAMPLES,
+        metavar="N",
+        help=f"Monte Carlo samples per prediction, 1 to {MAX_MONTE_CARLO_SAMPLES:,} "
+        f"(default: {DEFAULT_MONTE_CARLO_SAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_store_argument(parser)
     add_json_argument(parser)
@@ -90,8 +103,13 @@ def run(args: argparse.Namespace) -> int:
 
     # An unknown name is the first thing to say, before any store or emulation is looked at.
     get_workload(args.workload)
-    if args.samples < 1:
-        raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+    check_count(
+        "--samples",
+        args.samples,
+        1,
+        MAX_MONTE_CARLO_SAMPLES,
+        "the stratified samples' quantiles are within 1/samples already",
+    )
     if args.threads_per_worker is not None and args.threads_per_worker < 1:
         raise ConfigError(f"--threads-per-worker must be at least 1, got {args.threads_per_worker}")
     if args.straggler_sigma is not None and not 0 <= args.straggler_sigma < 5:

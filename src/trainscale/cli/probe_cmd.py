@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from trainscale.cli.common import add_store_argument
+from trainscale.probe.run import MAX_REPEATS
 
 EPILOG = """\
 examples:
@@ -75,13 +76,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--threads",
         type=int,
         metavar="N",
-        help="intra-op threads of the CPU matmul (default: every usable core)",
+        help="intra-op threads of the CPU matmul, 1 to the usable cores (default: every "
+        "usable core)",
     )
     parser.add_argument(
         "--workers",
         type=int,
         metavar="N",
-        help="all-reduce processes (default: 2 on the CPU, every visible GPU on CUDA)",
+        help="all-reduce processes, >= 1; on the CPU at most the usable cores unless "
+        "--allow-oversubscribe, on CUDA at most the visible GPUs (default: 2 on the CPU, "
+        "every visible GPU on CUDA)",
+    )
+    parser.add_argument(
+        "--allow-oversubscribe",
+        action="store_true",
+        help="start more CPU all-reduce workers than usable cores",
     )
     parser.add_argument(
         "--precisions",
@@ -90,15 +99,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="matmul precisions (default: fp32,bf16 on the CPU; fp32,tf32,bf16,fp16 on CUDA)",
     )
     parser.add_argument(
-        "--matmul-sizes", type=_positive_ints, metavar="N,N,...", help="square matmul sizes"
+        "--matmul-sizes",
+        type=_positive_ints,
+        metavar="N,N,...",
+        help="square matmul sizes, each must fit in memory (4 n^2 x 4 bytes) (default: "
+        "512,1024,2048 on the CPU, 2048,4096,8192 on CUDA)",
     )
     parser.add_argument(
         "--message-sizes",
         type=_byte_sizes,
         metavar="SIZE,...",
-        help="all-reduce message sizes, e.g. 4K,64K,1M (default: 4 KiB .. 64 MiB by x4)",
+        help="all-reduce message sizes, e.g. 4K,64K,1M, at least two; every worker holds "
+        "the largest twice, which must fit in memory (default: 4 KiB .. 64 MiB by x4)",
     )
-    parser.add_argument("--repeats", type=int, metavar="N", help="timed batches per size")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help=f"timed batches per size, 1 to {MAX_REPEATS} (default: 5 on the CPU, 10 on "
+        "CUDA; --quick 3)",
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -110,7 +130,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=120.0,
         metavar="S",
-        help="seconds an all-reduce may wait for a silent worker (default: 120)",
+        help="seconds an all-reduce may wait for a silent worker, > 0 (default: 120)",
     )
     add_store_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -133,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             quick=args.quick,
             timeout_s=args.timeout_s,
+            allow_oversubscribe=args.allow_oversubscribe,
         )
     )
     say = None if args.json else (lambda message: print(f"probing {message}", file=sys.stderr))

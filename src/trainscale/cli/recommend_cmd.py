@@ -60,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=600.0,
         metavar="S",
-        help="wall-clock seconds for the whole search, accuracy check included (default: 600)",
+        help="wall-clock seconds for the whole search, accuracy check included, > 0 (default: 600)",
     )
     parser.add_argument(
         "--quick",
@@ -72,23 +72,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--rung-steps",
         type=_int_list,
         metavar="N,N,...",
-        help="timed steps of the trials in each rung (default: 10,30,90)",
+        help="timed steps of the trials in each rung, each >= 1 (default: 10,30,90)",
     )
     parser.add_argument(
         "--warmup-steps",
         type=int,
         metavar="N",
-        help="untimed warm-up steps before each trial's timed steps (default: 5; --quick 3)",
+        help="untimed warm-up steps before each trial's timed steps, >= 0 (default: 5; --quick 3)",
     )
     parser.add_argument(
         "--batch-multipliers",
         type=_int_list,
         default=(1, 2),
         metavar="M,M,...",
-        help="per-worker batch sizes to try, as multiples of the recipe's (default: 1,2)",
+        help="per-worker batch sizes to try, as whole multiples (>= 1) of the recipe's; each "
+        "batch must fit a worker's share of the training set (default: 1,2)",
     )
     parser.add_argument(
-        "--max-workers", type=int, metavar="N", help="try at most N workers (default: all cores)"
+        "--max-workers",
+        type=int,
+        metavar="N",
+        help="try at most N (>= 1) workers (default: all cores)",
     )
     acc = parser.add_argument_group("accuracy check")
     acc.add_argument(
@@ -110,7 +114,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--accuracy-epochs",
         type=float,
         metavar="E",
-        help="length of the accuracy runs in epochs (default: 0.25; --quick 0.1)",
+        help="length of the accuracy runs in epochs, > 0 (default: 0.25; --quick 0.1)",
     )
     acc.add_argument(
         "--accuracy-tolerance",
@@ -118,7 +122,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=0.5,
         metavar="POINTS",
         help="reject a finalist whose test accuracy is more than this many percentage points "
-        "below the baseline's (default: 0.5)",
+        "(0 to 100) below the baseline's (default: 0.5)",
     )
     out = parser.add_argument_group("output")
     add_store_argument(out)
@@ -140,7 +144,9 @@ def settings_from_args(args: argparse.Namespace):
         )
     rungs = args.rung_steps or (QUICK_RUNG_STEPS if args.quick else DEFAULT_RUNG_STEPS)
     warmup = args.warmup_steps if args.warmup_steps is not None else (3 if args.quick else 5)
-    epochs = args.accuracy_epochs or (0.1 if args.quick else 0.25)
+    epochs = args.accuracy_epochs
+    if epochs is None:
+        epochs = 0.1 if args.quick else 0.25
     return SearchSettings(
         rung_steps=tuple(rungs),
         warmup_steps=warmup,
@@ -166,6 +172,44 @@ def _accuracy_base(args: argparse.Namespace, base, baseline, epochs: float):
         return None, (f"REAL DATA NOT FOUND, accuracy NOT checked (throughput only): {error}")
     # Runs read from where the data was found: no second search or download per run.
     return replace(real, data_dir=config.data_dir), None
+
+
+def fit_candidates(space, throughput_base, accuracy_base, accuracy_epochs: float, cores):
+    """The space with every candidate checked as a run is, before any trial starts.
+
+    A candidate's per-worker batch must fit a worker's share of the synthetic trial data
+    (and of the real data of the accuracy check), and this machine's memory must hold its
+    workers. A single worker whose batch exceeds the whole training set comes from
+    --batch-multipliers (or the data is too small for the recipe): a mistake, refused in one
+    line. Several workers whose shards are too small for the batch, or that memory cannot
+    hold, are left out and say so, as other settings the machine cannot run are. `cores`
+    are the usable cores the space was built for.
+    """
+    from dataclasses import replace as replace_field
+
+    from trainscale.config import resolve
+    from trainscale.recommend.search import accuracy_options
+    from trainscale.runner import check_capacity, locate_data
+
+    located: dict = {}
+    advice = "use smaller --batch-multipliers (a candidate's batch is the recipe's x one)"
+    kept, skipped = [], list(space.skipped)
+    for candidate in [space.baseline, *space.candidates]:
+        trials = [candidate.options(throughput_base)]
+        if accuracy_base is not None:
+            trials.append(accuracy_options(candidate, accuracy_base, accuracy_epochs))
+        try:
+            for options in trials:
+                config, size = locate_data(resolve(options, cores), located)
+                check_capacity(config, size, batch_advice=advice)
+        except ConfigError as error:
+            if candidate is space.baseline or candidate.workers == 1:
+                raise ConfigError(f"candidate {candidate.label}: {error}") from None
+            skipped.append(f"{candidate.label} skipped: {error}")
+            continue
+        if candidate is not space.baseline:
+            kept.append(candidate)
+    return replace_field(space, candidates=kept, skipped=skipped)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -194,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
     base = RunOptions(workload=workload.name, tag=tag, download=args.download)
     accuracy_base, data_note = _accuracy_base(args, base, space.baseline, settings.accuracy_epochs)
     throughput_base = replace(base, data="synthetic")
+    space = fit_candidates(
+        space, throughput_base, accuracy_base, settings.accuracy_epochs, env["usable_cores"]
+    )
 
     console.print(
         f"[bold]trainscale recommend {recommend_id}[/]: {workload.name} on "

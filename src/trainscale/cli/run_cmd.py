@@ -9,6 +9,7 @@ from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.config import SCHEDULES, THREADS_TORCH_DEFAULT, RunOptions
+from trainscale.resources import MAX_WORKERS_PER_CORE
 
 EPILOG = """\
 examples:
@@ -94,7 +95,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="worker processes; >1 trains data-parallel (DDP: gloo on CPU, NCCL on GPUs) "
+        help="worker processes, >= 1; >1 trains data-parallel (DDP: gloo on CPU, NCCL on "
+        "GPUs); at most the usable cores // threads unless --allow-oversubscribe, and never "
+        f"more than {MAX_WORKERS_PER_CORE} per core or the open-file limit allows "
         "(default: 1)",
     )
     par.add_argument(
@@ -102,7 +105,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=_threads,
         default=None,
         metavar="T",
-        help="intra-op threads per worker (default: cores // workers); "
+        help="intra-op threads per worker, >= 1 (default: cores // workers); "
         f"'{THREADS_TORCH_DEFAULT}' leaves torch's default (the oversubscription "
         "pitfall)",
     )
@@ -116,7 +119,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     par.add_argument(
         "--allow-oversubscribe",
         action="store_true",
-        help="run even if workers x threads exceeds the available cores",
+        help="run even if workers x threads exceeds the available cores (up to "
+        f"{MAX_WORKERS_PER_CORE} workers per core)",
     )
     par.add_argument(
         "--timeout",
@@ -124,34 +128,41 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=300.0,
         metavar="S",
-        help="seconds a worker waits for a silent peer before the run fails (default: 300)",
+        help="seconds a worker waits for a silent peer before the run fails, > 0 (default: 300)",
     )
     par.add_argument(
         "--bucket-cap-mb",
         type=float,
         metavar="MB",
-        help="DDP gradient bucket size in MiB (default: torch's, 25)",
+        help="DDP gradient bucket size in MiB, > 0 (default: torch's, 25)",
     )
     par.add_argument(
         "--grad-accum",
         type=int,
         default=1,
         metavar="K",
-        help="split each worker's batch into K micro-batches; only the last one all-reduces "
-        "(DDP no_sync) (default: 1)",
+        help="split each worker's batch into K micro-batches (K >= 1 dividing the batch); "
+        "only the last one all-reduces (DDP no_sync) (default: 1)",
     )
 
     hp = parser.add_argument_group("training")
     batch = hp.add_mutually_exclusive_group()
-    batch.add_argument("--batch-size", type=int, metavar="B", help="per-worker batch size")
+    batch.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="B",
+        help="per-worker batch size, from 1 to a worker's share of the training set "
+        "(default: the workload's recipe)",
+    )
     batch.add_argument(
         "--global-batch-size",
         type=int,
         metavar="B",
-        help="global batch size (split evenly over workers)",
+        help="global batch size, split evenly over the workers (a multiple of them; each "
+        "share at most a worker's share of the training set)",
     )
     hp.add_argument("--optimizer", choices=("sgd", "adam", "adamw"))
-    hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size")
+    hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size, > 0")
     hp.add_argument(
         "--lr-scaling",
         choices=("none", "linear", "sqrt"),
@@ -159,10 +170,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="scale the lr with global batch / reference batch (default: none)",
     )
     hp.add_argument(
-        "--warmup-fraction", type=float, metavar="F", help="share of steps with linear lr warm-up"
+        "--warmup-fraction",
+        type=float,
+        metavar="F",
+        help="share of steps with linear lr warm-up, in [0, 1)",
     )
     hp.add_argument("--schedule", choices=SCHEDULES)
-    hp.add_argument("--weight-decay", type=float, metavar="WD")
+    hp.add_argument("--weight-decay", type=float, metavar="WD", help="L2 weight decay, >= 0")
     hp.add_argument(
         "--precision",
         choices=("fp32", "bf16", "fp16"),
@@ -176,16 +190,17 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="torch.compile the model (compilation is timed apart, off the training clock)",
     )
     length = hp.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=float, help="epochs (fractions allowed)")
-    length.add_argument("--steps", type=int, help="optimizer steps (overrides epochs)")
-    hp.add_argument("--seed", type=int, default=0)
+    length.add_argument("--epochs", type=float, help="epochs, > 0 (fractions allowed)")
+    length.add_argument("--steps", type=int, help="optimizer steps, >= 1 (overrides epochs)")
+    hp.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default: 0)")
 
     meas = parser.add_argument_group("measurement")
     meas.add_argument(
         "--eval-every",
         type=int,
         metavar="STEPS",
-        help="evaluate every STEPS steps, off the training clock (default: 4 times an epoch)",
+        help="evaluate every STEPS steps (>= 1), off the training clock (default: 4 times an "
+        "epoch)",
     )
     meas.add_argument(
         "--no-eval",
@@ -197,7 +212,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--target-accuracy",
         type=float,
         metavar="ACC",
-        help="test accuracy (fraction) for time-to-target (default: workload's)",
+        help="test accuracy for time-to-target, a fraction in (0, 1] (default: workload's)",
     )
     meas.add_argument(
         "--warmup-steps",
@@ -205,7 +220,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=5,
         metavar="N",
-        help="first steps left out of step-time statistics (default: 5)",
+        help="first steps left out of step-time statistics, >= 0 (default: 5)",
     )
     meas.add_argument(
         "--breakdown-every",
@@ -265,7 +280,7 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="nodes in the job; world size = N x --workers (default: 1)",
+        help="nodes in the job, >= 1; world size = N x --workers (default: 1)",
     )
     nodes.add_argument(
         "--rdzv-endpoint",
@@ -285,7 +300,7 @@ def add_node_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_RDZV_TIMEOUT_S,
         metavar="S",
-        help="seconds a node waits for the endpoint and the other nodes "
+        help="seconds a node waits for the endpoint and the other nodes, > 0 "
         f"(default: {DEFAULT_RDZV_TIMEOUT_S:g})",
     )
 

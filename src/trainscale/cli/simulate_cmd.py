@@ -9,6 +9,7 @@ from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES, check_count
 
 EPILOG = """\
 examples:
@@ -51,7 +52,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--workers",
         metavar="N,N,...",
-        help="worker counts to predict (default: powers of two up to the cluster's devices)",
+        help="worker counts to predict, each >= 1 (default: powers of two up to the "
+        "cluster's devices)",
     )
     parser.add_argument(
         "--calibrate-from",
@@ -66,13 +68,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--batch-size",
         type=int,
         metavar="B",
-        help="per-worker batch, kept as workers grow (default: the calibration runs')",
+        help="per-worker batch, >= 1, kept as workers grow (default: the calibration runs')",
     )
     batch.add_argument(
         "--global-batch-size",
         type=int,
         metavar="B",
-        help="global batch, split over the workers (strong scaling)",
+        help="global batch, >= 1, split over the workers (strong scaling)",
     )
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument(
@@ -96,20 +98,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--bucket-cap-mb",
         type=float,
         metavar="MB",
-        help="DDP bucket size in MiB (default: torch's 25, first bucket 1)",
+        help="DDP bucket size in MiB, > 0 (default: torch's 25, first bucket 1)",
     )
     parser.add_argument(
         "--straggler-sigma",
         type=float,
         metavar="S",
-        help="lognormal spread of a worker's compute time (default: from the runs)",
+        help="lognormal spread of a worker's compute time, in [0, 5) (default: from the runs)",
     )
     parser.add_argument(
         "--samples",
         type=int,
-        default=2000,
+        default=DEFAULT_MONTE_CARLO_SAMPLES,
         metavar="N",
-        help="Monte Carlo samples per prediction (default: 2000)",
+        help=f"Monte Carlo samples per prediction, 1 to {MAX_MONTE_CARLO_SAMPLES:,} "
+        f"(default: {DEFAULT_MONTE_CARLO_SAMPLES})",
     )
     parser.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default: 0)")
     parser.add_argument(
@@ -133,8 +136,13 @@ def _check_numbers(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    if args.samples < 1:
-        raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+    check_count(
+        "--samples",
+        args.samples,
+        1,
+        MAX_MONTE_CARLO_SAMPLES,
+        "the stratified samples' quantiles are within 1/samples already",
+    )
     if args.threads_per_worker is not None and args.threads_per_worker < 1:
         raise ConfigError(f"--threads-per-worker must be at least 1, got {args.threads_per_worker}")
     if args.bucket_cap_mb is not None and not args.bucket_cap_mb > 0:

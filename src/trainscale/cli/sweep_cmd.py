@@ -52,7 +52,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--report",
         type=Path,
         metavar="DIR",
-        help="write the sweep's report (Markdown, CSV, HTML with plots) to DIR afterwards",
+        help="write the sweep's report (Markdown, CSV, HTML with plots) to DIR afterwards; "
+        "DIR must be a writable directory or creatable (checked before the first run)",
     )
     parser.add_argument(
         "--data-dir",
@@ -91,6 +92,7 @@ def load(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from trainscale.outputs import check_out_dir
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.sweep.execute import execute_sweep
     from trainscale.sweep.plan import make_plan
@@ -100,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     store_path = args.store or default_store_path()
     # Fail on an unusable store now, not after the plan's data checks.
     RunStore(store_path).close()
+    if args.report:  # and on a report that cannot be written, not after every run
+        check_out_dir(args.report)
     with console.status("checking every configuration (options, cores, data)..."):
         plan = make_plan(spec)
     for label, reason in plan.skipped:

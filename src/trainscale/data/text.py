@@ -97,7 +97,19 @@ def encode(
 
 
 def encode_ids(id_lists: Sequence[Sequence[int]], max_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pad or cut lists of ids to (N, max_len) int64, keeping the last max_len ids."""
+    """Pad or cut lists of ids to (N, max_len) int64, keeping the last max_len ids.
+
+    ConfigError (one line) when the matrix would not fit in the memory available: the rows
+    are padded to max_len, so a large -o max_len costs N x max_len x 8 bytes whatever the
+    texts' lengths.
+    """
+    from trainscale.resources import check_memory
+
+    check_memory(
+        len(id_lists) * max_len * np.dtype(np.int64).itemsize,
+        f"encoding {len(id_lists):,} texts padded to -o max_len={max_len}",
+        "use a smaller -o max_len",
+    )
     ids = np.zeros((len(id_lists), max_len), dtype=np.int64)
     lengths = np.zeros(len(id_lists), dtype=np.int64)
     for row, seq in enumerate(id_lists):

@@ -39,7 +39,7 @@ from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import Strategy, worker_facts
 from trainscale.train.evaluate import evaluate
 from trainscale.train.progress import NullProgress, ProgressSink
-from trainscale.train.trainer import plan_steps
+from trainscale.train.trainer import check_batch_fits, plan_steps
 from trainscale.workloads.base import TensorData, Workload
 
 
@@ -83,15 +83,13 @@ class StepPlan:
 def plan_global_steps(config: RunConfig, spec: EmulationSpec, num_train: int) -> StepPlan:
     """The global steps of an emulation (see the module docstring); ConfigError when b
     exceeds a worker's share of the training set."""
-    try:
-        per_worker, _ = plan_steps(config, num_train, spec.workers)
-    except ConfigError:
-        share = -(-num_train // spec.workers)
-        raise ConfigError(
-            f"per-worker batch {config.batch_size} is larger than a worker's share of the "
-            f"training set with {spec.workers} workers ({share} samples); use a smaller "
-            "--per-worker-batch-size or fewer workers"
-        ) from None
+    check_batch_fits(
+        config.batch_size,
+        num_train,
+        spec.workers,
+        advice="use a smaller --per-worker-batch-size or fewer workers",
+    )
+    per_worker, _ = plan_steps(config, num_train, spec.workers)
     per_epoch = per_worker * spec.workers if spec.mode == "async" else per_worker
     total = config.steps or max(1, math.ceil(config.epochs * per_epoch))
     return StepPlan(per_worker, per_epoch, total)

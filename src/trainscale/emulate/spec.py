@@ -19,6 +19,8 @@ from typing import Any
 
 from trainscale.config import RunConfig, RunOptions, resolve
 from trainscale.errors import ConfigError
+from trainscale.footprint import Footprint
+from trainscale.workloads.base import Located
 
 MODES = ("sync", "async", "local-sgd")
 DEFAULT_LOCAL_STEPS = 8
@@ -159,24 +161,72 @@ def emulation_options(opts: RunOptions, spec: EmulationSpec) -> RunOptions:
 def emulation_config(
     opts: RunOptions,
     spec: EmulationSpec,
-    located: dict[tuple[Any, ...], str] | None = None,
+    located: dict[tuple[Any, ...], Located] | None = None,
     locate_data: bool = True,
 ) -> RunConfig:
     """The resolved config of one emulation (`spec` resolved); see the module docstring.
 
     With `locate_data` the real dataset is found (and checked) as for a run, `located`
-    caching where, so several emulations over one dataset look once.
+    caching where, so several emulations over one dataset look once; then the emulation is
+    checked against the dataset (each emulated worker's shard holds a batch) and against
+    this machine's memory (`check_emulation_memory`), before anything trains.
     """
     if spec.per_worker_batch_size is None:
         raise ValueError("resolve the spec first (resolve_spec)")
-    run_opts = emulation_options(opts, spec)
+    config = resolve(emulation_options(opts, spec))
     if locate_data:
-        from trainscale.runner import prepare
+        from trainscale.footprint import estimate_footprint
+        from trainscale.runner import locate_data as find_data
+        from trainscale.train.trainer import check_batch_fits
+        from trainscale.workloads import get_workload
 
-        config = prepare(run_opts, located)
-    else:
-        config = resolve(run_opts)
+        config, size = find_data(config, located)
+        check_batch_fits(
+            spec.per_worker_batch_size,
+            size.num_train,
+            spec.workers,
+            advice="use a smaller --per-worker-batch-size or fewer workers",
+        )
+        workload = get_workload(config.workload)
+        check_emulation_memory(
+            spec, estimate_footprint(workload, config.workload_options, size, config.seed)
+        )
     return config.with_(batch_size=spec.per_worker_batch_size)
+
+
+def emulated_worker_bytes(spec: EmulationSpec, footprint: Footprint) -> int:
+    """Memory each emulated worker adds to the one emulating process: nothing for sync (one
+    model serves them all), one held gradient for async, a whole replica with its gradients
+    and optimizer state for local SGD."""
+    if spec.mode == "async":
+        return footprint.parameter_bytes
+    if spec.mode == "local-sgd":
+        return footprint.model_state_bytes
+    return 0
+
+
+def check_emulation_memory(
+    spec: EmulationSpec, footprint: Footprint, available: int | None = None
+) -> None:
+    """ConfigError when the emulating process cannot hold N workers' state (one line that
+    says what each worker holds and how many fit)."""
+    from trainscale.resources import available_memory_bytes, check_memory, format_bytes
+
+    available = available_memory_bytes() if available is None else available
+    each = emulated_worker_bytes(spec, footprint)
+    needed = footprint.worker_bytes + spec.workers * each
+    held = {"async": "a held gradient", "local-sgd": "a model replica with its optimizer state"}
+    if each:
+        fits = max(0, (available - footprint.worker_bytes) // each)
+        what = (
+            f"emulating {spec.workers} {spec.mode} workers ({held[spec.mode]} each, "
+            f"{format_bytes(each)}) on top of one process ({footprint.describe()})"
+        )
+        advice = f"emulate at most {fits} workers here"
+    else:
+        what = f"emulating {spec.workers} {spec.mode} workers ({footprint.describe()})"
+        advice = "use a smaller dataset or model"
+    check_memory(needed, what, advice, available)
 
 
 def stored_config(config: RunConfig, spec: EmulationSpec) -> dict[str, Any]:

@@ -39,9 +39,7 @@ from typing import Any
 
 import numpy as np
 
-DEFAULT_RESAMPLES = 4000
-"""Bootstrap resamples: enough for stable 2.5th/97.5th percentiles (Efron & Tibshirani
-suggest at least 1000 for percentile intervals)."""
+from trainscale.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 
 _CHUNK_ELEMENTS = 4_000_000
 """Largest resample matrix built at once (32 MB of float64): long runs are done in chunks."""
@@ -196,8 +194,10 @@ def compare_step_times(
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if num_resamples < 100:
-        raise ValueError(f"num_resamples must be at least 100, got {num_resamples}")
+    if not MIN_RESAMPLES <= num_resamples <= MAX_RESAMPLES:
+        raise ValueError(
+            f"num_resamples must be in [{MIN_RESAMPLES}, {MAX_RESAMPLES}], got {num_resamples}"
+        )
     if not a_runs or not b_runs:
         raise ValueError("each side needs at least one run")
     a_pooled = np.concatenate([np.asarray(r, dtype=float) for r in a_runs])

@@ -150,7 +150,7 @@ def plan_cpu(
     )
     total_over = workers * threads > len(available)
     if total_over and not allow_oversubscribe:
-        raise ConfigError(_oversubscription_message(workers, threads, len(available)))
+        raise ConfigError(oversubscription_message(workers, threads, len(available)))
 
     if mode == "none":
         core_sets = None
@@ -236,14 +236,21 @@ def _default_threads(num_cores: int, workers: int) -> int:
     return max(1, num_cores // workers)
 
 
-def _oversubscription_message(workers: int, threads: int, num_cores: int) -> str:
+def oversubscription_message(
+    workers: int,
+    threads: int,
+    num_cores: int,
+    consequence: str = "parallel training runs slower than serial",
+) -> str:
+    """The one line that refuses ``workers x threads`` on ``num_cores`` cores (shared by
+    every command that starts workers, so they all say it the same way)."""
     fits = num_cores // workers
     advice = f"use --threads-per-worker {fits}" if fits >= 1 else f"use --workers {num_cores}"
     return (
         f"{_count(workers, 'worker')} x {_count(threads, 'thread')} = "
         f"{_count(workers * threads, 'thread')} on {_count(num_cores, 'core')} oversubscribes "
-        "this machine (threads would fight for cores and parallel training runs slower than "
-        f"serial); {advice} or pass --allow-oversubscribe"
+        f"this machine (threads would fight for cores and {consequence}); {advice} or pass "
+        "--allow-oversubscribe"
     )
 
 
@@ -355,7 +362,7 @@ def _plan_explicit(
 
     problems: list[str] = []
     if workers * threads > len(available):
-        problems.append(_oversubscription_message(workers, threads, len(available)))
+        problems.append(oversubscription_message(workers, threads, len(available)))
     owner: dict[int, int] = {}
     for position, cores in enumerate(sets, start=1):
         shared = [core for core in cores if core in owner]

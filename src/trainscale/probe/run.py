@@ -18,6 +18,9 @@ KINDS = ("matmul", "transfer", "allreduce")
 KIB, MIB = 1024, 1024 * 1024
 CPU_PRECISIONS = ("fp32", "bf16")
 CUDA_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+MAX_REPEATS = 1000
+"""Most timed batches per size: the best of a thousand batches no longer changes, and the
+all-reduce's batches run without a time budget, so a typo of a few zeros would run for days."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class ProbeOptions:
     """Small sizes and few repeats: seconds instead of minutes (a smoke test, not a figure)."""
     timeout_s: float = 120.0
     """How long an all-reduce may wait for a silent worker before the probe fails."""
+    allow_oversubscribe: bool = False
+    """Start more CPU all-reduce workers than there are usable cores (as `run` allows it)."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,15 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
         if opts.only and "allreduce" in opts.only:
             raise ConfigError(f"--only allreduce needs at least 2 workers, got --workers {workers}")
         skipped["allreduce"] = f"{workers} worker: an all-reduce needs at least 2"
+    if "allreduce" in kinds and "allreduce" not in skipped and device == "cpu":
+        defaulted = opts.workers is None and not opts.allow_oversubscribe
+        if defaulted and workers > cores and not (opts.only and "allreduce" in opts.only):
+            skipped["allreduce"] = (
+                f"{cores} usable core: an all-reduce of {workers} workers would oversubscribe "
+                f"it (pass --workers {workers} --allow-oversubscribe to measure it anyway)"
+            )
+        else:
+            _check_cpu_workers(workers, cores, opts.allow_oversubscribe)
     kinds = tuple(k for k in kinds if k not in skipped)
 
     quick = opts.quick
@@ -173,7 +187,12 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
             raise ConfigError(f"{name} must be positive sizes, got {list(sizes)}")
     if opts.message_sizes is not None and len(set(opts.message_sizes)) < 2 and "allreduce" in kinds:
         raise ConfigError("--message-sizes needs at least two sizes for the alpha-beta fit")
-    return ProbePlan(
+    if opts.repeats is not None and opts.repeats > MAX_REPEATS:
+        raise ConfigError(
+            f"--repeats must be at most {MAX_REPEATS} (the best of that many batches no "
+            f"longer moves; all-reduce batches have no time budget), got {opts.repeats}"
+        )
+    plan = ProbePlan(
         device_type=device,
         kinds=kinds,
         skipped=skipped,
@@ -190,6 +209,51 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
         timeout_s=opts.timeout_s,
         quick=quick,
     )
+    if device == "cpu":
+        check_probe_memory(plan)
+    return plan
+
+
+def check_probe_memory(plan: ProbePlan, available: int | None = None) -> None:
+    """ConfigError when the largest matmul or all-reduce message cannot fit in host memory.
+
+    A matmul of size n holds A, B and C (and A and B once more in fp32 while they are cast):
+    4 n^2 x 4 bytes at most. Each all-reduce worker holds its message and gloo a copy of it.
+    """
+    from trainscale.resources import WORKER_PROCESS_BYTES, check_memory
+
+    if "matmul" in plan.kinds:
+        n = max(plan.matmul_sizes)
+        check_memory(
+            4 * n * n * 4,
+            f"a matmul of size {n} (A, B and C of {n}x{n})",
+            "give smaller --matmul-sizes",
+            available,
+        )
+    if "allreduce" in plan.kinds:
+        size = max(plan.message_sizes)
+        check_memory(
+            plan.workers * (2 * size + WORKER_PROCESS_BYTES),
+            f"an all-reduce of {format_bytes(size)} over {plan.workers} workers",
+            "give smaller --message-sizes or fewer --workers",
+            available,
+        )
+
+
+def _check_cpu_workers(workers: int, cores: int, allow_oversubscribe: bool) -> None:
+    """The guard `trainscale run` applies: one thread per all-reduce worker, so more workers
+    than cores oversubscribe the machine (refused unless allowed), and never more processes
+    than the machine can start."""
+    from trainscale.parallel.affinity import oversubscription_message
+    from trainscale.resources import check_worker_count, open_file_limit
+
+    if workers > cores and not allow_oversubscribe:
+        raise ConfigError(
+            oversubscription_message(
+                workers, 1, cores, consequence="the all-reduce times the scheduler, not gloo"
+            )
+        )
+    check_worker_count(workers, cores, open_file_limit())
 
 
 def _default_precisions(device: str) -> tuple[str, ...]:
@@ -240,6 +304,10 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
     from trainscale.system import collect_environment
 
     say = progress or (lambda message: None)
+    file = Path(store_path) if store_path else default_store_path()
+    # Open the store before measuring: minutes of measurement must not end in "cannot
+    # write the store".
+    RunStore(file).close()
     env = collect_environment()
     host = env["hostname"]
     device_type = plan.device_type
@@ -313,7 +381,6 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
         measured.append(("allreduce", result, plan.workers))
         out["allreduce"] = result
 
-    file = Path(store_path) if store_path else default_store_path()
     ids: dict[str, str] = {}
     with RunStore(file) as store:
         for kind, result, workers in measured:

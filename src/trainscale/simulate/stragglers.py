@@ -22,10 +22,12 @@ from statistics import NormalDist
 
 import numpy as np
 
+from trainscale.limits import DEFAULT_MONTE_CARLO_SAMPLES
+
 UPPER_QUARTILE_Z = NormalDist().inv_cdf(0.75)
 DEFAULT_SIGMA = 0.02
 """Spread used when nothing measured one: 2% (a quiet, dedicated device)."""
-DEFAULT_SAMPLES = 2000
+DEFAULT_SAMPLES = DEFAULT_MONTE_CARLO_SAMPLES
 
 
 def sigma_from_spread(median: float, iqr: float) -> float:

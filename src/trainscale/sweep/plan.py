@@ -13,6 +13,7 @@ from typing import Any
 from trainscale.config import RunConfig, RunOptions
 from trainscale.errors import TrainscaleError
 from trainscale.sweep.spec import SweepSpec
+from trainscale.workloads.base import Located
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def make_plan(spec: SweepSpec) -> Plan:
 
     resolved: list[tuple[str, RunOptions, RunConfig]] = []
     skipped: list[tuple[str, str]] = []
-    located: dict[tuple[Any, ...], str] = {}
+    located: dict[tuple[Any, ...], Located] = {}
     for label, overrides in spec.configurations():
         fields = {**spec.base, **overrides}
         try:

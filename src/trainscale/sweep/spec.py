@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -46,7 +47,10 @@ from trainscale.errors import ConfigError
 ORDERS = ("interleaved", "random")
 TOP_LEVEL_KEYS = ("name", "repeats", "order", "seed", "skip_invalid", "base", "grid", "points")
 MAX_RUNS = 10_000
-"""A grid this large is a typo (an axis of thousands of values), not an experiment."""
+"""Most runs (configurations x repeats) a sweep may plan. Ten thousand runs of even a
+minute each is a week of machine time: a grid larger than that is a typo (an axis of
+thousands of values, one axis too many), not an experiment. The size is computed from the
+axes' lengths before any configuration is built, so an absurd grid costs nothing."""
 
 # Command-line spellings whose field name differs; dashes are turned into underscores first.
 _ALIASES = {
@@ -146,19 +150,25 @@ def parse_spec(raw: dict[str, Any], default_name: str, where: str = "sweep") -> 
     grid_raw = raw.get("grid", {})
     if not isinstance(grid_raw, dict):
         raise fail("grid", "must be a table of option = [values]")
-    grid: dict[str, list[Any]] = {}
     for key, values in grid_raw.items():
-        name_ = _field_name(key, f"grid.{key}", fail)
+        _field_name(key, f"grid.{key}", fail)
         if not isinstance(values, list):
             raise fail(f"grid.{key}", f"must be a list of values, got {values!r}")
         if not values:
             raise fail(f"grid.{key}", "is empty: an axis needs at least one value")
-        grid[name_] = [
-            _check_value(name_, value, f"grid.{key}[{i}]", fail) for i, value in enumerate(values)
-        ]
     points_raw = raw.get("points", [])
     if not isinstance(points_raw, list):
         raise fail("points", "must be an array of tables ([[points]])")
+    # The size first, from the lengths alone: an absurd grid is refused before any of its
+    # values is checked or any configuration built.
+    lengths = {key: len(values) for key, values in grid_raw.items()}
+    _check_size(lengths, len(points_raw), repeats, fail)
+    grid: dict[str, list[Any]] = {}
+    for key, values in grid_raw.items():
+        name_ = _field_name(key, f"grid.{key}", fail)
+        grid[name_] = [
+            _check_value(name_, value, f"grid.{key}[{i}]", fail) for i, value in enumerate(values)
+        ]
     points = []
     for index, point in enumerate(points_raw):
         if not isinstance(point, dict):
@@ -188,13 +198,22 @@ def parse_spec(raw: dict[str, Any], default_name: str, where: str = "sweep") -> 
     workloads = {overrides.get("workload", base.get("workload")) for _, overrides in configurations}
     if None in workloads:
         raise fail("base.workload", "missing: give the workload in [base], [grid] or every point")
-    if len(configurations) * repeats > MAX_RUNS:
+    return spec
+
+
+def _check_size(axis_lengths: dict[str, int], num_points: int, repeats: int, fail) -> None:
+    """Refuse a sweep of more than MAX_RUNS runs, naming the factors of its size."""
+    num_runs = math.prod(axis_lengths.values()) * max(1, num_points) * repeats
+    if num_runs > MAX_RUNS:
+        factors = [f"{length:,} {key}" for key, length in axis_lengths.items()]
+        if num_points:
+            factors.append(f"{num_points:,} points")
+        factors.append(f"{repeats:,} repeats")
         raise fail(
             "grid",
-            f"{len(configurations)} configurations x {repeats} repeats is more than "
-            f"{MAX_RUNS} runs",
+            f"{' x '.join(factors)} = {num_runs:,} runs, more than the {MAX_RUNS:,} a sweep "
+            "may plan; shorten an axis or split the sweep",
         )
-    return spec
 
 
 def _check_table(table: Any, where: str, fail) -> dict[str, Any]:

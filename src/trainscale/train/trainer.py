@@ -49,15 +49,39 @@ class TrainOutcome:
     """The trained model, unwrapped (not stored; for callers and tests)."""
 
 
+def worker_shard(num_train: int, world_size: int) -> int:
+    """Training samples in one worker's shard (the shards are equal; the last is padded)."""
+    return -(-num_train // world_size)
+
+
+def check_batch_fits(
+    batch_size: int,
+    num_train: int,
+    world_size: int,
+    advice: str | None = None,
+) -> None:
+    """ConfigError unless a worker's shard holds at least one full batch: partial batches
+    are dropped, so a larger batch would give an epoch of no steps at all.
+
+    The parent calls it with the dataset size it found before any worker starts; the
+    trainer's `plan_steps` applies the same rule to the data it loaded.
+    """
+    shard = worker_shard(num_train, world_size)
+    if batch_size > shard:
+        over = f" over {world_size} workers" if world_size > 1 else ""
+        if advice is None:
+            fewer = " or fewer workers" if world_size > 1 else ""
+            advice = f"use --batch-size {shard} or less (per worker){fewer}"
+        raise ConfigError(
+            f"per-worker batch size {batch_size} is larger than a worker's share of the "
+            f"training set ({shard} of {num_train} samples{over}); {advice}"
+        )
+
+
 def plan_steps(config: RunConfig, num_train: int, world_size: int) -> tuple[int, int]:
     """(steps per epoch, total steps). Partial last batches are dropped, as with drop_last."""
-    shard = -(-num_train // world_size)
-    steps_per_epoch = shard // config.batch_size
-    if steps_per_epoch == 0:
-        raise ConfigError(
-            f"per-worker batch size {config.batch_size} is larger than a worker's share of the "
-            f"training set ({shard} samples); use a smaller --batch-size"
-        )
+    check_batch_fits(config.batch_size, num_train, world_size)
+    steps_per_epoch = worker_shard(num_train, world_size) // config.batch_size
     total = config.steps or max(1, math.ceil(config.epochs * steps_per_epoch))
     return steps_per_epoch, total
 

@@ -41,6 +41,24 @@ class TensorData:
 
 
 @dataclass(frozen=True)
+class DataSize:
+    """How many samples a dataset holds: what the parent needs to plan a run before any
+    worker loads the data (a worker's shard, the memory the tensors take)."""
+
+    num_train: int
+    num_test: int
+
+
+@dataclass(frozen=True)
+class Located:
+    """What `Workload.locate_real` found: where the real dataset is, and its size."""
+
+    path: Path
+    """The directory (or file) the workers read from."""
+    size: DataSize
+
+
+@dataclass(frozen=True)
 class DataRequest:
     """What a workload's data functions are asked for."""
 
@@ -87,15 +105,20 @@ class Workload:
     description: str
     build_model: Callable[[Mapping[str, Any]], nn.Module]
     """Builds the model from `TensorData.meta` (num_classes, vocab_size, ...)."""
-    locate_real: Callable[[DataRequest], Path]
-    """Finds (or, when allowed, downloads) and checks the real dataset; returns where it is.
-    Raises DataError with one line that says where it looked and how to provide the data."""
+    locate_real: Callable[[DataRequest], Located]
+    """Finds (or, when allowed, downloads) and checks the real dataset; returns where it is
+    and how many samples it holds (read from the files it checked, so the parent can plan
+    the run). Raises DataError with one line that says where it looked and how to provide
+    the data."""
     load_real: Callable[[DataRequest], TensorData]
     """Loads the real dataset as in-memory tensors; raises DataError."""
     make_synthetic: Callable[[DataRequest], TensorData]
     """Random tensors of the real shapes (and the same meta), from the request's seed."""
     target_accuracy: float
     recipe: Recipe
+    synthetic_size: DataSize | None = None
+    """Samples in `make_synthetic`'s full set, known without building it (every registered
+    workload declares it, so a synthetic run is planned as a real one is)."""
     metric: str = "accuracy"
     channels_last: bool = False
     """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""

@@ -10,7 +10,14 @@ import torch
 
 from trainscale.data.augment import random_crop_flip
 from trainscale.data.synthetic import synthetic_images
-from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
+from trainscale.workloads.base import (
+    DataRequest,
+    DataSize,
+    Located,
+    Recipe,
+    TensorData,
+    Workload,
+)
 from trainscale.workloads.registry import register
 
 DEPTH = 44
@@ -18,6 +25,8 @@ DEPTH = 44
 # values commonly quoted for CIFAR-10 (e.g. with torchvision's Normalize).
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+CIFAR10_SIZE = DataSize(num_train=50_000, num_test=10_000)
+"""The canonical release's split, which the synthetic stand-in copies."""
 
 
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
@@ -34,13 +43,15 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     return x.sub_(mean).div_(std)
 
 
-def locate_cifar10(request: DataRequest) -> Path:
-    """Find (or download) CIFAR-10 and check every file fully; returns the directory."""
+def locate_cifar10(request: DataRequest) -> Located:
+    """Find (or download) CIFAR-10 and check every file fully; returns the directory and the
+    number of images found."""
     from trainscale.data.cifar import load_cifar10
 
     # A full read (about 180 MB) rather than a look at file names: a damaged file then
     # fails here, in one line, before any worker starts.
-    return Path(load_cifar10(request.data_dir, download=request.download).source)
+    raw = load_cifar10(request.data_dir, download=request.download)
+    return Located(Path(raw.source), DataSize(len(raw.train_images), len(raw.test_images)))
 
 
 def load_cifar10_tensors(request: DataRequest) -> TensorData:
@@ -64,7 +75,11 @@ def synthetic_cifar10(request: DataRequest) -> TensorData:
     """Random tensors of CIFAR-10's shapes (50k train, 10k test, 3x32x32, 10 classes),
     channels_last like the real ones."""
     data = synthetic_images(
-        request.seed, (3, 32, 32), 10, request.max_train or 50_000, request.max_test or 10_000
+        request.seed,
+        (3, 32, 32),
+        10,
+        request.max_train or CIFAR10_SIZE.num_train,
+        request.max_test or CIFAR10_SIZE.num_test,
     )
     return replace(
         data,
@@ -84,6 +99,7 @@ def cifar10_resnet44() -> Workload:
         locate_real=locate_cifar10,
         load_real=load_cifar10_tensors,
         make_synthetic=synthetic_cifar10,
+        synthetic_size=CIFAR10_SIZE,
         # He et al. 2016 (Table 6) report 7.17% test error (92.83%) for ResNet-44; the
         # target leaves a little room for run-to-run spread.
         target_accuracy=0.925,

@@ -12,13 +12,21 @@ from pathlib import Path
 
 from trainscale.data.text import EncodedSplits
 from trainscale.errors import DataError
-from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
+from trainscale.workloads.base import (
+    DataRequest,
+    DataSize,
+    Located,
+    Recipe,
+    TensorData,
+    Workload,
+)
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
     TextOptions,
     cache_options,
     describe_options,
     length_bucketing,
+    located_splits,
     mean_length_batch,
     parse_options,
     synthetic_text,
@@ -27,7 +35,7 @@ from trainscale.workloads.text_common import (
 
 FORMATS = ("auto", "aclimdb", "npz", "csv")
 DEFAULTS = {"text_column": "text", "label_column": "label", "vocab_size": 20_000, "max_len": 400}
-NUM_TRAIN, NUM_TEST = 25_000, 25_000
+IMDB_SIZE = DataSize(num_train=25_000, num_test=25_000)
 MEDIAN_TOKENS = 200
 """Roughly the median IMDB review in tokens (words and punctuation), for synthetic lengths."""
 OPTIONS = describe_options(
@@ -90,17 +98,16 @@ def load_encoded(opts: TextOptions, path: Path | None) -> EncodedSplits:
     )
 
 
-def locate_imdb_data(request: DataRequest) -> Path:
-    """Find (or download) the data and encode it fully (filling the cache the workers read)."""
+def locate_imdb_data(request: DataRequest) -> Located:
+    """Find (or download) the data and encode it fully (filling the cache the workers read);
+    returns where it is and how many texts each split holds."""
     from trainscale.data.imdb import locate_imdb
 
     opts = imdb_options(request.options)
     if opts.file is not None:
-        load_encoded(opts, None)
-        return opts.file
+        return located_splits(opts.file, load_encoded(opts, None))
     path = locate_imdb(request.data_dir, opts.format, download=request.download)
-    load_encoded(opts, path)
-    return path
+    return located_splits(path, load_encoded(opts, path))
 
 
 def load_imdb_tensors(request: DataRequest) -> TensorData:
@@ -119,8 +126,8 @@ def synthetic_imdb(request: DataRequest) -> TensorData:
     opts = imdb_options(request.options)
     return synthetic_text(
         request,
-        num_train=NUM_TRAIN,
-        num_test=NUM_TEST,
+        num_train=IMDB_SIZE.num_train,
+        num_test=IMDB_SIZE.num_test,
         vocab_size=opts.vocab_size,
         num_classes=2,
         max_len=opts.max_len,
@@ -141,6 +148,7 @@ def imdb_rnn(cell: str) -> Workload:
         locate_real=locate_imdb_data,
         load_real=load_imdb_tensors,
         make_synthetic=synthetic_imdb,
+        synthetic_size=IMDB_SIZE,
         target_accuracy=0.86,
         recipe=Recipe(
             # Embedding 128, 1-layer BiLSTM/BiGRU 128 + max/mean pooling, 20k words, the last

@@ -8,12 +8,21 @@ import numpy as np
 import torch
 
 from trainscale.data.synthetic import synthetic_images
-from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
+from trainscale.workloads.base import (
+    DataRequest,
+    DataSize,
+    Located,
+    Recipe,
+    TensorData,
+    Workload,
+)
 from trainscale.workloads.registry import register
 
 # The customary MNIST normalisation constants (mean and std of the training pixels).
 MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
+MNIST_SIZE = DataSize(num_train=60_000, num_test=10_000)
+"""The canonical release's split, which the synthetic stand-in copies."""
 
 
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
@@ -22,13 +31,15 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     return x.sub_(MNIST_MEAN).div_(MNIST_STD).unsqueeze(1).contiguous()
 
 
-def locate_mnist(request: DataRequest) -> Path:
-    """Find (or download) MNIST and check every file fully; returns the directory."""
+def locate_mnist(request: DataRequest) -> Located:
+    """Find (or download) MNIST and check every file fully; returns the directory and the
+    number of images found (a user's copy may hold fewer than the canonical 60k/10k)."""
     from trainscale.data.mnist import MNIST, load_idx_dataset
 
     # A full read (about a second) rather than a look at file names: a corrupt file then
     # fails here, in one line, before any worker starts.
-    return Path(load_idx_dataset(MNIST, request.data_dir, download=request.download).source)
+    raw = load_idx_dataset(MNIST, request.data_dir, download=request.download)
+    return Located(Path(raw.source), DataSize(len(raw.train_images), len(raw.test_images)))
 
 
 def load_mnist_tensors(request: DataRequest) -> TensorData:
@@ -51,7 +62,11 @@ def load_mnist_tensors(request: DataRequest) -> TensorData:
 def synthetic_mnist(request: DataRequest) -> TensorData:
     """Random tensors of MNIST's shapes (60k train, 10k test, 1x28x28, 10 classes)."""
     return synthetic_images(
-        request.seed, (1, 28, 28), 10, request.max_train or 60_000, request.max_test or 10_000
+        request.seed,
+        (1, 28, 28),
+        10,
+        request.max_train or MNIST_SIZE.num_train,
+        request.max_test or MNIST_SIZE.num_test,
     )
 
 
@@ -66,6 +81,7 @@ def mnist_cnn() -> Workload:
         locate_real=locate_mnist,
         load_real=load_mnist_tensors,
         make_synthetic=synthetic_mnist,
+        synthetic_size=MNIST_SIZE,
         target_accuracy=0.99,
         recipe=Recipe(
             # Chosen by measuring samples to 99.0% test accuracy (docs/workloads.md): Adam with

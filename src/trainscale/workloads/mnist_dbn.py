@@ -18,15 +18,20 @@ import torch
 
 from trainscale.errors import ConfigError
 from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
-from trainscale.workloads.mnist_cnn import locate_mnist
+from trainscale.workloads.mnist_cnn import MNIST_SIZE, locate_mnist
 from trainscale.workloads.registry import register
 
 NUM_PIXELS = 28 * 28
 NUM_CLASSES = 10
 MAX_LAYER_SIZE = 100_000  # far beyond anything useful; catches a typo like 20000000
+MAX_PARAMETERS = 100_000_000
+"""Most parameters a DBN may have: 60 times the classic 784-500-500-2000 net (1.7M), and
+1.5 GiB of weights, gradients and optimizer state in fp32. CD pre-training over MNIST at
+that size already takes days on a CPU; a larger net is a typo (two wide layers multiply)."""
 
 OPTIONS = {
-    "layers": "hidden layer sizes, input to top, comma-separated (default: 500,500,2000)",
+    "layers": "hidden layer sizes, input to top, comma-separated, each 1 to "
+    f"{MAX_LAYER_SIZE:,}, at most {MAX_PARAMETERS:,} parameters in all (default: 500,500,2000)",
     "cd_k": "Gibbs steps of contrastive divergence, CD-k (default: 1)",
     "persistent": "persistent CD: negative chains carry over between updates (default: false)",
     "pretrain_epochs": "CD epochs per RBM; 0 skips pre-training (default: 3)",
@@ -84,10 +89,29 @@ def _layers(name: str, text: str) -> tuple[int, ...]:
         sizes = ()
     if not sizes or any(not 1 <= size <= MAX_LAYER_SIZE for size in sizes):
         raise ConfigError(
-            f"-o {name} must be comma-separated positive layer sizes such as 500,500,2000, "
-            f"got {text!r}"
+            f"-o {name} must be comma-separated layer sizes from 1 to {MAX_LAYER_SIZE:,} such "
+            f"as 500,500,2000, got {text!r}"
+        )
+    parameters = num_parameters(sizes)
+    if parameters > MAX_PARAMETERS:
+        from trainscale.footprint import BYTES_PER_PARAMETER, STATE_COPIES
+        from trainscale.resources import format_bytes
+
+        state = format_bytes(parameters * BYTES_PER_PARAMETER * STATE_COPIES)
+        raise ConfigError(
+            f"-o {name}={text} makes a network of {parameters:,} parameters (about {state} "
+            f"with gradients and optimizer state), more than the limit of "
+            f"{MAX_PARAMETERS:,}; use smaller layers"
         )
     return sizes
+
+
+def num_parameters(layers: tuple[int, ...]) -> int:
+    """Parameters of the unrolled net: each RBM's weights and hidden biases (input to top),
+    then the softmax head's."""
+    sizes = (NUM_PIXELS, *layers)
+    rbms = sum(below * above + above for below, above in zip(sizes[:-1], sizes[1:], strict=True))
+    return rbms + sizes[-1] * NUM_CLASSES + NUM_CLASSES
 
 
 def parse_options(options: Mapping[str, str]) -> DbnOptions:
@@ -151,7 +175,8 @@ def load_mnist(request: DataRequest) -> TensorData:
 def synthetic_mnist(request: DataRequest) -> TensorData:
     """Uniform [0, 1] pixel vectors of MNIST's shapes (60k train, 10k test, 784, 10 classes)."""
     generator = torch.Generator().manual_seed(request.seed)
-    num_train, num_test = request.max_train or 60_000, request.max_test or 10_000
+    num_train = request.max_train or MNIST_SIZE.num_train
+    num_test = request.max_test or MNIST_SIZE.num_test
     return TensorData(
         train_x=torch.rand(num_train, NUM_PIXELS, generator=generator),
         train_y=torch.randint(0, NUM_CLASSES, (num_train,), generator=generator),
@@ -200,6 +225,7 @@ def mnist_dbn() -> Workload:
         locate_real=locate_mnist,  # the same files as mnist-cnn
         load_real=load_mnist,
         make_synthetic=synthetic_mnist,
+        synthetic_size=MNIST_SIZE,
         target_accuracy=0.985,
         recipe=Recipe(
             # Measured on real MNIST (docs/workloads.md). Two workers at the default (global

@@ -16,7 +16,14 @@ import torch
 
 from trainscale.data.text import PAD_ID, EncodedSplits, TableSpec
 from trainscale.errors import ConfigError
-from trainscale.workloads.base import DataRequest, TensorData
+from trainscale.workloads.base import DataRequest, DataSize, Located, TensorData
+
+MAX_LEN = 10_000
+"""Most tokens a text may keep (-o max_len). IMDB's longest review is about 2,500 tokens
+and a tweet a few dozen; 10,000 is four times the longest review, past what these
+recurrent and convolutional sentence classifiers are for. Every text is a row padded to
+max_len int64 ids, so the cap also bounds memory: 80 KB a text (3.7 GiB for IMDB's 50,000
+reviews), on top of which the run's memory check applies."""
 
 TABLE_OPTIONS = {
     "file": "a CSV/TSV file of labelled texts to train and test on (split by test_fraction)",
@@ -32,7 +39,7 @@ TABLE_OPTIONS = {
     "(default: 0.2)",
     "vocab_size": "vocabulary size incl. padding and unknown, most frequent training tokens "
     "(default: {vocab_size}, or every training token if fewer)",
-    "max_len": "tokens kept per text, the last ones (default: {max_len})",
+    "max_len": f"tokens kept per text, the last ones, 1 to {MAX_LEN} (default: {{max_len}})",
     "bucketing": "group texts of similar length into batches: true|false (default: true)",
 }
 
@@ -75,6 +82,20 @@ def _int(key: str, value: str, minimum: int) -> int:
         raise ConfigError(f"-o {key}={value}: expected a whole number") from None
     if number < minimum:
         raise ConfigError(f"-o {key}={value}: must be at least {minimum}")
+    return number
+
+
+def _max_len(value: str) -> int:
+    """-o max_len, from 1 to MAX_LEN; the error says what a text would take in memory."""
+    number = _int("max_len", value, 1)
+    if number > MAX_LEN:
+        from trainscale.resources import format_bytes
+
+        per_text = format_bytes(number * 8)
+        raise ConfigError(
+            f"-o max_len={value}: at most {MAX_LEN:,} tokens per text (every text is a row "
+            f"of max_len int64 ids: {per_text} a text at this length)"
+        )
     return number
 
 
@@ -135,7 +156,7 @@ def parse_options(
         # 3: padding, unknown and at least one real token.
         vocab_size=_int("vocab_size", options.get("vocab_size", str(vocab_size)), 3),
         vocab_explicit="vocab_size" in options,
-        max_len=_int("max_len", options.get("max_len", str(max_len)), 1),
+        max_len=_max_len(options.get("max_len", str(max_len))),
         bucketing=_bool("bucketing", options.get("bucketing", "true")),
         format="csv" if file is not None else fmt,
     )
@@ -151,6 +172,11 @@ def cache_options(opts: TextOptions, kind: str) -> dict[str, object]:
         "strict": opts.vocab_explicit,
         "max_len": opts.max_len,
     }
+
+
+def located_splits(path: Path, splits: EncodedSplits) -> Located:
+    """`Workload.locate_real`'s answer for encoded texts: where, and how many of each."""
+    return Located(path, DataSize(len(splits.train_ids), len(splits.test_ids)))
 
 
 def to_tensor_data(splits: EncodedSplits, request: DataRequest, bucketing: bool) -> TensorData:

@@ -18,13 +18,21 @@ from pathlib import Path
 
 from trainscale.data import search
 from trainscale.data.text import EncodedSplits
-from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
+from trainscale.workloads.base import (
+    DataRequest,
+    DataSize,
+    Located,
+    Recipe,
+    TensorData,
+    Workload,
+)
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
     TextOptions,
     cache_options,
     describe_options,
     length_bucketing,
+    located_splits,
     mean_length_batch,
     parse_options,
     synthetic_text,
@@ -35,7 +43,8 @@ FILE_NAME = "tweets.csv"
 DEFAULTS = {"text_column": "text", "label_column": "sentiment", "vocab_size": 20_000, "max_len": 64}
 # Shapes of the synthetic stand-in: a 30.5k/7.6k split of 38k tweets, 3 classes
 # (negative, neutral, positive), about 22 tokens per tweet.
-NUM_TRAIN, NUM_TEST, NUM_CLASSES, MEDIAN_TOKENS = 30_526, 7_632, 3, 22
+SYNTHETIC_SIZE = DataSize(num_train=30_526, num_test=7_632)
+NUM_CLASSES, MEDIAN_TOKENS = 3, 22
 OPTIONS = describe_options({}, **DEFAULTS)
 
 
@@ -105,12 +114,12 @@ def load_encoded(opts: TextOptions, path: Path) -> EncodedSplits:
     )
 
 
-def locate_tweets(request: DataRequest) -> Path:
-    """Find the file and encode it fully (one-line errors; fills the workers' cache)."""
+def locate_tweets(request: DataRequest) -> Located:
+    """Find the file and encode it fully (one-line errors; fills the workers' cache);
+    returns where it is and how many posts each split holds."""
     opts = tweets_options(request.options)
     path = find_tweets(opts, request.data_dir)
-    load_encoded(opts, path)
-    return path
+    return located_splits(path, load_encoded(opts, path))
 
 
 def load_tweets_tensors(request: DataRequest) -> TensorData:
@@ -124,8 +133,8 @@ def synthetic_tweets(request: DataRequest) -> TensorData:
     opts = tweets_options(request.options)
     return synthetic_text(
         request,
-        num_train=NUM_TRAIN,
-        num_test=NUM_TEST,
+        num_train=SYNTHETIC_SIZE.num_train,
+        num_test=SYNTHETIC_SIZE.num_test,
         vocab_size=opts.vocab_size,
         num_classes=NUM_CLASSES,
         max_len=opts.max_len,
@@ -145,6 +154,7 @@ def tweets_text() -> Workload:
         locate_real=locate_tweets,
         load_real=load_tweets_tensors,
         make_synthetic=synthetic_tweets,
+        synthetic_size=SYNTHETIC_SIZE,
         # Set from measurement (docs/text-workloads.md): on 38k CrowdFlower sentiment tweets
         # (3 classes) the default recipe ended at 73.4-73.8% test accuracy (macro-F1
         # 0.70-0.71) over three seeds, and at 73.4% with 2 workers; 72% sits just below.

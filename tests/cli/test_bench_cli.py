@@ -1,0 +1,56 @@
+"""`trainscale bench`: mistakes cost one line before any rung runs, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+from cli_helpers import one_error_line, run_cli, write_random_mnist
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """No real cache, data or home directory leaks into these tests."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
+    monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def rungs(monkeypatch):
+    """Stands in for execute_run: records every rung started (none should be)."""
+    started = []
+
+    def fake(options, store_path=None, *args, **kwargs):
+        started.append(options)
+        raise AssertionError("a rung started")
+
+    monkeypatch.setattr("trainscale.runner.execute_run", fake)
+    return started
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--steps", "0"], "--steps must be a whole number >= 1, got 0"),
+        (["--steps", "-5"], "--steps must be a whole number >= 1, got -5"),
+        (["--store", "no/such/dir/b.db"], "no/such/dir"),
+        (["--out", "."], "it is a directory"),
+        (["--out", "no/such/dir/t.md"], "is missing"),
+    ],
+)
+def test_mistakes_cost_one_line_before_any_rung(args, fragment, rungs, tmp_path, capsys):
+    code = run_cli(["bench", "--data", "synthetic", "--quick", *args])
+    assert code == 2
+    assert fragment in one_error_line(capsys)
+    assert not rungs
+    assert not (tmp_path / "trainscale-bench.md").exists()
+
+
+def test_a_training_set_smaller_than_the_batch_fails_before_any_rung(rungs, tmp_path, capsys):
+    tiny = write_random_mnist(tmp_path / "mnist", 50, 10)  # the recipe's batch is 64
+    args = ["bench", "--data", "real", "--data-dir", str(tiny), "--no-download", "--quick"]
+    assert run_cli(args) == 2
+    assert "50 of 50 samples" in one_error_line(capsys)
+    assert not rungs
+    assert not (tmp_path / "trainscale-bench.md").exists()
