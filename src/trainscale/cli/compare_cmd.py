@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples < 100:
         raise TrainscaleError(f"--resamples must be at least 100, got {args.resamples}")
     store_path = args.store or default_store_path()
-    with RunStore(store_path, create=False) as store:
+    with RunStore(store_path, create=False, fail_stale=True) as store:
         side_a = resolve_side(store, args.a)
         side_b = resolve_side(store, args.b)
         pairs = pair_groups(side_a, side_b, args.config)
