@@ -2,8 +2,11 @@
 
 The parent process validates everything a user can get wrong before any worker starts (so
 mistakes cost one line, not a stored failure), creates the run's row as 'running', launches
-the workers, and marks the run failed with the first worker's reason if they fail. Rank 0
-writes the completed result in one transaction.
+the workers, and marks the run failed with the first worker's reason if they fail, or as
+interrupted when a signal (Ctrl-C, SIGTERM) stops it. Rank 0 writes the completed result in
+one transaction. A failure that cannot be recorded (the disk is full) is said so in the
+error; the row, left 'running', is found stale once this process has gone (see
+results/owner.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 from trainscale.config import RunConfig, RunOptions, data_request, resolve
 from trainscale.errors import ConfigError, StoreError
+from trainscale.interrupts import Interrupted, failure_reason, interrupted_reason, stop_signal
 from trainscale.parallel.distenv import DistEnv, launched_externally
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.workloads.base import DataSize, Located
@@ -171,14 +175,14 @@ def execute_run(
             worker_main, (config.to_dict(), run_id, str(store_file), quiet, False), config.workers
         )
     except WorkersFailed as failure:
-        with RunStore(store_file) as store:
-            store.fail_run(run_id, failure.reason)
-        raise RunFailed(run_id, failure.reason) from None
-    except BaseException as error:  # Ctrl-C or a signal while workers ran
-        reason = "interrupted" if isinstance(error, KeyboardInterrupt) else repr(error)
-        with RunStore(store_file) as store:
-            store.fail_run(run_id, reason)
-        raise
+        unrecorded = record_failure(store_file, run_id, failure.reason)
+        raise RunFailed(run_id, failure.reason, unrecorded) from None
+    except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
+        unrecorded = record_failure(store_file, run_id, failure_reason(error))
+        signum = stop_signal(error)
+        if signum is None:
+            raise
+        raise RunInterrupted(signum, run_id, unrecorded) from None
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
 
@@ -264,10 +268,13 @@ def _run_on_nodes(
         except WorkersFailed as failure:
             run_id = _read_reports(report_dir)[1]
             raise _record_failure(store_file, run_id, failure.reason) from None
-        except BaseException as error:  # Ctrl-C or a signal while workers ran
-            reason = "interrupted" if isinstance(error, KeyboardInterrupt) else repr(error)
-            _record_failure(store_file, _read_reports(report_dir)[1], reason)
-            raise
+        except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
+            run_id = _read_reports(report_dir)[1]
+            failed = _record_failure(store_file, run_id, failure_reason(error))
+            signum = stop_signal(error)
+            if signum is None:
+                raise
+            raise RunInterrupted(signum, run_id, failed.unrecorded) from None
         run_id = _read_reports(report_dir)[1] or ""
     if 0 in returned:  # keyed by global rank: rank 0 ran here and stored the run here
         with RunStore(store_file) as store:
@@ -288,23 +295,61 @@ def _record_failure(store_file: Path, run_id: str | None, reason: str) -> RunFai
     record the failure itself) or when the nodes share one store. Elsewhere nothing is
     written: a row is never created on a node that did not hold rank 0.
     """
+    unrecorded = None
     if run_id:
-        with RunStore(store_file) as store:
-            try:
-                running = store.get_run(run_id).status == "running"
-            except StoreError:
-                running = False
+        try:
+            with RunStore(store_file) as store:
+                try:
+                    running = store.get_run(run_id).status == "running"
+                except StoreError:
+                    running = False
             if running:
-                store.fail_run(run_id, reason)
-    return RunFailed(run_id, reason)
+                unrecorded = record_failure(store_file, run_id, reason)
+        except StoreError as error:
+            unrecorded = str(error)
+    return RunFailed(run_id, reason, unrecorded)
+
+
+def record_failure(store_file: Path, run_id: str, reason: str) -> str | None:
+    """Mark the run failed with `reason`; None when done, else why the store refused.
+
+    A store that cannot be written (a full disk, a lost file system) must not turn a run's
+    failure into a different error: the caller reports both in its one line.
+    """
+    try:
+        with RunStore(store_file) as store:
+            store.fail_run(run_id, reason)
+    except StoreError as error:
+        return str(error)
+    return None
+
+
+def _unrecorded_note(unrecorded: str | None) -> str:
+    return f"; the run could not be recorded as failed: {unrecorded}" if unrecorded else ""
 
 
 class RunFailed(Exception):
     """A run started and failed; it is stored as failed with `reason` (by global rank 0, or
-    by the launching parent)."""
+    by the launching parent), unless the store refused: then `unrecorded` says why."""
 
-    def __init__(self, run_id: str | None, reason: str):
+    def __init__(self, run_id: str | None, reason: str, unrecorded: str | None = None):
         name = f"run {run_id[:8]}" if run_id else "run"
-        super().__init__(f"{name} failed: {reason}")
+        super().__init__(f"{name} failed: {reason}{_unrecorded_note(unrecorded)}")
         self.run_id = run_id
         self.reason = reason
+        self.unrecorded = unrecorded
+
+
+class RunInterrupted(Interrupted):
+    """A signal stopped a run while its workers ran; the workers are stopped and the run is
+    stored as failed with the reason 'interrupted (SIGNAL)', unless the store refused."""
+
+    def __init__(self, signum: int, run_id: str | None, unrecorded: str | None = None):
+        super().__init__(signum)
+        self.run_id = run_id
+        self.unrecorded = unrecorded
+
+    def describe(self) -> str:
+        """One line for the terminal."""
+        name = f"run {self.run_id[:8]}" if self.run_id else "run"
+        return f"{name} {interrupted_reason(self.signum)}{_unrecorded_note(self.unrecorded)}"

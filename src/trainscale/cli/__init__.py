@@ -29,6 +29,7 @@ from trainscale.cli import (
     workloads_cmd,
 )
 from trainscale.errors import TrainscaleError
+from trainscale.interrupts import describe, exit_status, signals_raise
 
 SUBCOMMANDS = (
     env_cmd,
@@ -129,14 +130,15 @@ def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args))
+        with signals_raise():  # SIGTERM unwinds like Ctrl-C, recording what it stopped
+            return int(args.handler(args))
     except TrainscaleError as error:
         # A user mistake: one line, no traceback, non-zero exit.
         print(f"trainscale: error: {one_line(str(error))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("trainscale: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM: one line, status 128 + N
+        print(f"trainscale: {describe(stop)}", file=sys.stderr)
+        return exit_status(stop)
 
 
 def _discard_stdout() -> None:

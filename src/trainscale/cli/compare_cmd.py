@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         "the interval is stable from a few thousand; more only costs time",
     )
     store_path = args.store or default_store_path()
-    with RunStore(store_path, create=False) as store:
+    with RunStore(store_path, create=False, fail_stale=True) as store:
         side_a = resolve_side(store, args.a)
         side_b = resolve_side(store, args.b)
         pairs = pair_groups(side_a, side_b, args.config)

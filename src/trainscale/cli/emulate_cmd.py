@@ -148,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         parse_workers,
         resolve_spec,
     )
+    from trainscale.interrupts import failure_reason
     from trainscale.parallel.worker import load_data
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.runner import new_run_id
@@ -217,10 +218,9 @@ def run(args: argparse.Namespace) -> int:
             create_emulation_row(store, run_id, config, spec)
         try:
             outcome = emulate(config, spec, workload, data, make_progress(True, quiet))
-        except BaseException as error:
-            reason = "interrupted" if isinstance(error, KeyboardInterrupt) else repr(error)
+        except BaseException as error:  # Ctrl-C, SIGTERM, or a bug: recorded, then reported
             with RunStore(store_file) as store:
-                store.fail_run(run_id, reason)
+                store.fail_run(run_id, failure_reason(error))
             raise
         with RunStore(store_file) as store:
             complete_emulation(store, run_id, outcome)

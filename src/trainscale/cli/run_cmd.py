@@ -24,6 +24,10 @@ Data: --data-dir DIR is the only place looked in when given (the data is read fr
 the run is refused). Without it: $TRAINSCALE_DATA_DIR, then the cache
 ($TRAINSCALE_CACHE_DIR or ~/.cache/trainscale), then other tools' caches; when online the
 files are downloaded into the cache with checksum verification.
+
+exit status: 0 completed; 1 the run failed (stored as failed, with the reason); 2 a mistake
+in the command (nothing stored); 3 the nodes never formed the job (nothing stored); 130 or
+143 stopped by Ctrl-C or SIGTERM (stored as failed: 'interrupted (SIGINT)' or '(SIGTERM)').
 """
 
 

@@ -19,6 +19,7 @@ from rich.text import Text
 from trainscale.cli.common import add_store_argument
 from trainscale.errors import StoreError
 from trainscale.results.export import EXPORT_FORMATS, SUMMARY_KEYS, export_runs
+from trainscale.results.owner import is_here
 from trainscale.results.schema import EPOCH_FIELDS, RUN_STATUSES
 from trainscale.results.store import (
     RunRecord,
@@ -135,7 +136,7 @@ def _list(args: argparse.Namespace) -> int:
             record.short_id,
             _short_time(record.created_at),
             _text(record.workload),
-            Text(record.status, style=_STATUS_STYLES.get(record.status, "")),
+            Text(_status_text(record), style=_STATUS_STYLES.get(record.status, "")),
             _text(record.data_kind),
             f"{_text(record.world_size)} x {_text(record.threads_per_worker)}",
             _text(record.precision),
@@ -160,7 +161,7 @@ def _show(args: argparse.Namespace) -> int:
         epochs = store.epochs(record.run_id)
     console = _console()
     title = Text(f"run {record.run_id} ")
-    title.append(record.status, style=_STATUS_STYLES.get(record.status, ""))
+    title.append(_status_text(record), style=_STATUS_STYLES.get(record.status, ""))
     _emit(console, title)
 
     overview = {
@@ -174,6 +175,7 @@ def _show(args: argparse.Namespace) -> int:
         "precision": record.precision,
         "global batch size": record.global_batch_size,
         "tag": record.tag,
+        "owner": record.owner.describe() if record.owner else None,
         "schema version": record.schema_version,
     }
     _emit(console, _key_value_table(console, overview))
@@ -242,7 +244,7 @@ def _sweeps(args: argparse.Namespace) -> int:
 def _open_store(args: argparse.Namespace) -> RunStore:
     # Reading never creates a store: a mistyped path should say so, not show an empty list.
     path = args.store if args.store is not None else default_store_path()
-    return RunStore(path, create=False)
+    return RunStore(path, create=False, fail_stale=True)
 
 
 def _write_atomically(path: Path, write: Callable[[TextIO], None]) -> None:
@@ -389,6 +391,15 @@ def _text(value: Any) -> str:
 def _short_time(iso: str) -> str:
     # "2025-01-02T12:34:56.789+00:00" -> "2025-01-02 12:34"; the column header says UTC.
     return iso[:16].replace("T", " ")
+
+
+def _status_text(record: RunRecord) -> str:
+    """The status; for a run still running on another machine, which one (this one could
+    not tell whether it is still alive: stale runs are only found on their own host)."""
+    owner = record.owner
+    if record.status == "running" and owner is not None and not is_here(owner):
+        return f"running on {owner.host}"
+    return record.status
 
 
 def _accuracy_cell(record: RunRecord) -> str:

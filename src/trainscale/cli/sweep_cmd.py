@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ from rich.markup import escape
 
 from trainscale.cli.common import add_store_argument
 from trainscale.errors import ConfigError
+from trainscale.interrupts import describe, exit_status
 
 EPILOG = """\
 examples:
@@ -120,11 +123,14 @@ def run(args: argparse.Namespace) -> int:
     listener = ProgressListener(console)
     try:
         outcome = execute_sweep(spec, plan, store_path, source, args.resume, listener)
-    except KeyboardInterrupt:
-        console.print(
-            "[red]sweep interrupted[/]; run the same command with --resume to continue it"
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: the run in progress is recorded
+        # Plain print, not the console: rich would wrap a long command over two lines.
+        print(
+            f"trainscale: sweep {spec.name}: {describe(stop)}; continue it with: "
+            f"{resume_command(args)}",
+            file=sys.stderr,
         )
-        return 130
+        return exit_status(stop)
     short = outcome.sweep_id[:8]
     if outcome.resumed:
         console.print(f"resumed sweep {short}: {outcome.skipped_done} run(s) were already done")
@@ -141,6 +147,24 @@ def run(args: argparse.Namespace) -> int:
     # Failed runs are stored and reported; only a sweep where nothing completed fails.
     nothing_done = not outcome.completed and not outcome.skipped_done
     return 1 if nothing_done and outcome.failed else 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The command that continues this sweep: the same source and options, plus --resume."""
+    words = ["trainscale", "sweep"]
+    words += ["--recipe", args.recipe] if args.recipe else [str(args.file)]
+    if args.quick:
+        words.append("--quick")
+    options = (
+        ("--store", args.store),
+        ("--data-dir", args.data_dir),
+        ("--data", args.data),
+        ("--report", args.report),
+    )
+    for flag, value in options:
+        if value is not None:
+            words += [flag, str(value)]
+    return shlex.join([*words, "--resume"])
 
 
 def print_summary(store_path: Path, sweep_id: str) -> None:

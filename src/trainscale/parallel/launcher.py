@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
+import signal
+import sys
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from trainscale.interrupts import Interrupted, children_start_deaf, preserved_handlers
+from trainscale.parallel import loopback
 from trainscale.parallel import rendezvous as rdzv
+
+AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+"""The signals PyTorch's elastic agent takes over while it runs (its default list)."""
 
 
 class WorkersFailed(Exception):
@@ -57,30 +67,35 @@ def launch_workers(
 ) -> dict[int, Any]:
     """Run `entrypoint(*args)` in `num_workers` fresh processes on this machine.
 
-    Without `rendezvous`: standalone, as `torchrun --standalone` does it, a c10d store on
-    127.0.0.1:0, so the OS picks a free port and two runs at once never collide. With it:
+    Without `rendezvous`: one node, every socket on the loopback interface (see
+    `loopback`), ports picked by the OS so that two runs at once never collide. With it:
     this node joins `rendezvous.nnodes` nodes at its endpoint (c10d, as `torchrun --nnodes
     N --rdzv-backend c10d` does), waiting at most `rendezvous.timeout_s` for the endpoint
     and the other nodes together. No restarts: a failed worker fails the run. Returns each
     local worker's return value, keyed by its global rank.
 
-    Raises WorkersFailed when a worker fails, RendezvousLost when the rendezvous does, and
-    rendezvous.RendezvousFailed when the endpoint is not reachable in time.
+    Raises WorkersFailed when a worker fails, RendezvousLost when the rendezvous does,
+    rendezvous.RendezvousFailed when the endpoint is not reachable in time, and
+    Interrupted (a KeyboardInterrupt) when a signal stopped the agent, after it stopped
+    the workers.
     """
     log_dir = tempfile.mkdtemp(prefix="trainscale-launch-")
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 
-    nodes: dict[str, Any] = {
-        "min_nodes": 1,
-        "max_nodes": 1,
-        "run_id": f"trainscale-{uuid.uuid4().hex[:12]}",
-        "rdzv_endpoint": "127.0.0.1:0",
-    }
-    if rendezvous is not None:
-        nodes = rdzv.launch_settings(rendezvous)
+    if rendezvous is None:
+        loopback.register()
+        nodes: dict[str, Any] = {
+            "min_nodes": 1,
+            "max_nodes": 1,
+            "run_id": f"trainscale-{uuid.uuid4().hex[:12]}",
+            "rdzv_backend": loopback.BACKEND,
+            "rdzv_endpoint": "",
+            "local_addr": loopback.LOOPBACK,
+        }
+    else:
+        nodes = {"rdzv_backend": "c10d", **rdzv.launch_settings(rendezvous)}
     config = LaunchConfig(
         nproc_per_node=num_workers,
-        rdzv_backend="c10d",
         max_restarts=0,
         monitor_interval=0.1,
         start_method="spawn",
@@ -89,7 +104,10 @@ def launch_workers(
         **nodes,
     )
     try:
-        return elastic_launch(config, entrypoint)(*args)
+        with preserved_handlers(AGENT_SIGNALS), children_start_deaf(), _quiet_agent_shutdown():
+            return elastic_launch(config, entrypoint)(*args)
+    except SignalException as stop:  # the agent has stopped the workers by now
+        raise Interrupted(stop.sigval) from None
     except ChildFailedError as error:
         raise WorkersFailed(_first_failure(error)) from None
     except RendezvousError as error:
@@ -100,3 +118,36 @@ def launch_workers(
         # The workers' logs and error files have been read by now (the reason of a failure
         # is in the exception); keeping them would leave a directory per run in /tmp.
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+class _QuietWhileStopping(logging.Filter):
+    """Drops the agent's warnings while it handles a stop signal or Ctrl-C.
+
+    ("Received 15 death signal, shutting down workers", "Closing process N via signal
+    SIGTERM".) The command says in one line of its own that it was interrupted. They are
+    logged from inside the agent's exception handler, so the exception being handled tells
+    them apart from the same warnings in other circumstances; errors always pass.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        return not isinstance(sys.exc_info()[1], (SignalException, KeyboardInterrupt))
+
+
+@contextmanager
+def _quiet_agent_shutdown() -> Iterator[None]:
+    """Install `_QuietWhileStopping` on the handlers that print PyTorch's elastic logs."""
+    quiet = _QuietWhileStopping()
+    handlers: list[logging.Handler] = []
+    logger: logging.Logger | None = logging.getLogger("torch.distributed.elastic.agent")
+    while logger is not None:  # the handlers a record of the agent's reaches
+        handlers.extend(h for h in logger.handlers if h not in handlers)
+        logger = logger.parent if logger.propagate else None
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config import RunConfig, data_request
+from trainscale.errors import StoreError
+from trainscale.interrupts import (
+    WorkerStopped,
+    exit_quietly_on_signals,
+    failure_reason,
+    interrupted_reason,
+    received_signal,
+)
 from trainscale.metrics.energy import combine_nodes, start_node_meter
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
+from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.progress import make_progress
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
 from trainscale.workloads.base import TensorData
+
+if TYPE_CHECKING:
+    from trainscale.results.store import RunStore
 
 
 def load_data(config: RunConfig) -> TensorData:
@@ -46,7 +60,10 @@ def worker_main(
     and which run id the job uses (the parent has no other channel when the run fails).
     """
     exit_with_parent()
+    exit_quietly_on_signals()
     env = DistEnv.from_environ()
+    if env.world_size == env.local_world_size:
+        pin_gloo_to_loopback()  # every peer is on this machine: nothing to open to the network
     config = RunConfig.from_dict(config_dict)
     strategy = make_strategy(config, env)
     # Rank 0's id is the run's; the others learn it once the process group is up.
@@ -85,8 +102,11 @@ def worker_main(
             store_outcome(store, run_id, config, outcome, data)
         return result if env.is_main else None
     except BaseException as error:
+        stopped = received_signal()
         if store is not None and create_row:
-            store.fail_run(run_id, f"rank 0: {type(error).__name__}: {error}")
+            _record_own_failure(store, run_id, error, stopped)
+        if stopped is not None:  # leave with 128 + N, whatever the signal interrupted
+            raise WorkerStopped(stopped) from None
         if not isinstance(error, Exception):
             raise
         traceback.print_exc()
@@ -95,6 +115,22 @@ def worker_main(
         strategy.teardown()
         if store is not None:
             store.close()
+
+
+def _record_own_failure(
+    store: RunStore, run_id: str, error: BaseException, stopped: signal.Signals | None
+) -> None:
+    """Rank 0 of a run without a launching parent records why it ended, if it can."""
+    if stopped is not None:  # whatever the signal interrupted ended with the error seen here
+        reason = interrupted_reason(stopped)
+    elif isinstance(error, Exception):
+        reason = f"rank 0: {type(error).__name__}: {error}"
+    else:
+        reason = f"rank 0: {failure_reason(error)}"
+    # A store that cannot be written (a full disk) is left to the node's parent, which tries
+    # again; a row left 'running' is found stale once this process is gone.
+    with contextlib.suppress(StoreError):
+        store.fail_run(run_id, reason)
 
 
 def _report(report_dir: str | None, env: DistEnv, run_id: str) -> None:

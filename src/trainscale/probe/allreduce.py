@@ -34,9 +34,13 @@ def allreduce_worker(
     import torch
     import torch.distributed as dist
 
+    from trainscale.interrupts import exit_quietly_on_signals
     from trainscale.parallel.distenv import DistEnv, exit_with_parent
+    from trainscale.parallel.loopback import pin_gloo_to_loopback
 
     exit_with_parent()
+    exit_quietly_on_signals()
+    pin_gloo_to_loopback()  # the probe's workers all run on this machine
     env = DistEnv.from_environ()
     # One intra-op thread: gloo has its own threads, and N workers x all cores each would
     # oversubscribe the machine and time the scheduler instead of the collective.

@@ -107,7 +107,7 @@ def load_report_data(
     """
     if (sweep_id is None) == (run_ids is None):
         raise ReportError("report needs either a sweep id or run ids (exactly one of them)")
-    with RunStore(store_path, create=False) as store:
+    with RunStore(store_path, create=False, fail_stale=True) as store:
         if sweep_id is not None:
             sweep = store.get_sweep(sweep_id)
             runs = store.sweep_runs(sweep.sweep_id)

@@ -5,7 +5,9 @@ keys need no migration), one row per epoch in `epochs`, one row per timed step i
 `step_times`, one row per sweep in `sweeps` (its spec and its planned runs; each run of a
 sweep names its sweep, its place in the plan, its resolved-config hash and its repeat index),
 and one row per hardware measurement of `trainscale probe` in `probes` (matmul FLOP/s,
-host-device and all-reduce bandwidth, with the machine it was measured on).
+host-device and all-reduce bandwidth, with the machine it was measured on). A run records
+the process that owns it while it is 'running' (host, pid, start time), so that a row whose
+process is gone can be told from one still running.
 `meta` records the schema version the file was written with, so that an older trainscale
 refuses a newer file instead of misreading it, and a newer one can migrate an older file in
 place.
@@ -17,7 +19,7 @@ import sqlite3
 
 from trainscale.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code reads and writes; bump it and extend `migrate` together."""
 
 RUN_STATUSES = ("running", "completed", "failed")
@@ -30,6 +32,15 @@ RUN_SWEEP_COLUMNS = (
     "repeat_index INTEGER",
 )
 """Columns of `runs` that place a run in a sweep (NULL for a run made on its own)."""
+
+RUN_OWNER_COLUMNS = (
+    "owner_host TEXT",
+    "owner_pid INTEGER",
+    "owner_started REAL",
+)
+"""Columns of `runs` that name the process that created the row and, while the run is
+'running', owns it: its host name, pid and start time (seconds since the epoch; a pid
+reused by a later process has another start time). NULL in rows from schema 3 and before."""
 
 SWEEPS_DDL = """
     CREATE TABLE IF NOT EXISTS sweeps (
@@ -63,6 +74,12 @@ PROBES_DDL = """
 device it measured ('cpu' or 'cuda', and the CPU model or GPU name), the processes of an
 all-reduce, the figures (JSON) and the environment."""
 
+RUNS_RUNNING_INDEX = (
+    "CREATE INDEX IF NOT EXISTS runs_running ON runs (owner_host) WHERE status = 'running'"
+)
+"""Finds the running runs of a host without reading the others (every open looks for stale
+ones)."""
+
 PROBES_INDEX = "CREATE INDEX IF NOT EXISTS probes_lookup ON probes (kind, host, device, created_at)"
 
 # Statements are kept apart (not one script) so that they can run inside an explicit
@@ -94,7 +111,7 @@ DDL: tuple[str, ...] = (
         summary_json       TEXT NOT NULL DEFAULT '{}',
         schema_version     INTEGER NOT NULL,
         """
-    + ",\n        ".join(RUN_SWEEP_COLUMNS)
+    + ",\n        ".join(RUN_SWEEP_COLUMNS + RUN_OWNER_COLUMNS)
     + """
     )
     """,
@@ -125,6 +142,7 @@ DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS runs_created_at ON runs (created_at)",
     "CREATE INDEX IF NOT EXISTS runs_tag ON runs (tag)",
     "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id, sweep_item)",
+    RUNS_RUNNING_INDEX,
     PROBES_INDEX,
 )
 
@@ -173,6 +191,12 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
         # v3: hardware probes (matmul peak, host-device and all-reduce bandwidth).
         conn.execute(PROBES_DDL)
         conn.execute(PROBES_INDEX)
+    if from_version < 4:
+        # v4: the process that owns a running run (stale rows are found by it). Older rows
+        # keep NULL: their owner is unknown, so they are never declared stale.
+        for column in RUN_OWNER_COLUMNS:
+            conn.execute(f"ALTER TABLE runs ADD COLUMN {column}")
+        conn.execute(RUNS_RUNNING_INDEX)
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:

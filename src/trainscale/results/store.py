@@ -5,10 +5,15 @@ while a run finishes). Two habits make that safe: WAL journaling with a generous
 timeout, and short write transactions opened with `BEGIN IMMEDIATE`, which takes the write
 lock up front so that two writers queue instead of failing with "database is locked" when a
 read transaction tries to upgrade.
+
+Commands that read runs open the store with `fail_stale=True`: rows left 'running' by a
+process of this host that is gone (killed, or the machine restarted) are then marked failed,
+so that no command shows a run as running that will never finish (see `results.owner`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -24,6 +29,13 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from trainscale.errors import StoreError
+from trainscale.results.owner import (
+    Owner,
+    current_owner,
+    is_alive,
+    stale_reason,
+    this_host,
+)
 from trainscale.results.schema import (
     DATA_KINDS,
     EPOCH_FIELDS,
@@ -127,11 +139,24 @@ class RunRecord:
     """Hash of its resolved config (tag excluded): equal hashes, equal settings."""
     repeat_index: int | None = None
     """Which repeat of its configuration it is, from 0."""
+    owner_host: str | None = None
+    """Host name of the process that created the run (None before schema 4)."""
+    owner_pid: int | None = None
+    """Its pid."""
+    owner_started: float | None = None
+    """Its start time, seconds since the epoch (tells a reused pid apart)."""
 
     @property
     def short_id(self) -> str:
         """The first 8 characters of the run id, as shown in tables."""
         return self.run_id[:8]
+
+    @property
+    def owner(self) -> Owner | None:
+        """The process that created the run and, while it is 'running', owns it."""
+        if self.owner_host is None or self.owner_pid is None or self.owner_started is None:
+            return None
+        return Owner(self.owner_host, self.owner_pid, self.owner_started)
 
 
 @dataclass(frozen=True)
@@ -182,16 +207,25 @@ class ProbeRecord:
 class RunStore:
     """A results store file; open with `RunStore(path)`, use as a context manager."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, fail_stale: bool = False
+    ) -> None:
         """Open (and with `create`, create) the store at `path`.
 
         Raises StoreError naming the path when it cannot be used: a missing parent directory,
         a directory, a file that is not SQLite, a store from a newer trainscale, or (with
-        create=False) no file at all.
+        create=False) no file at all. With `fail_stale`, runs left 'running' by a process of
+        this host that is gone are marked failed first (`fail_stale_runs`), where the store
+        can be written: what a command that reads runs should show.
         """
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = _connect(self.path, create=create)
         self._left_out: dict[tuple[str, str], DamagedRow] = {}
+        if fail_stale:
+            # A store this process may read but not write (read-only, locked past the
+            # timeout, a full disk) keeps its stale rows until one that can write opens it.
+            with contextlib.suppress(StoreError):
+                self.fail_stale_runs()
 
     @property
     def left_out(self) -> list[DamagedRow]:
@@ -241,11 +275,16 @@ class RunStore:
         sweep_id: str | None = None,
         sweep_item: int | None = None,
         repeat_index: int | None = None,
+        owner: Owner | None = None,
     ) -> None:
-        """Register a new run with status 'running'; a duplicate run id is a StoreError."""
+        """Register a new run with status 'running'; a duplicate run id is a StoreError.
+
+        `owner` is the process that will record how the run ends (default: this one).
+        """
         if not run_id:
             raise ValueError("run_id must be a non-empty string")
         _check_data_kind(data_kind)
+        owner = owner or current_owner()
         row = {
             "run_id": run_id,
             "created_at": _utc_now(),
@@ -265,6 +304,9 @@ class RunStore:
             "sweep_id": sweep_id,
             "sweep_item": _opt_int(sweep_item),
             "repeat_index": _opt_int(repeat_index),
+            "owner_host": owner.host,
+            "owner_pid": owner.pid,
+            "owner_started": owner.started,
         }
         with self._write() as conn:
             if _status(conn, run_id) is not None:
@@ -517,6 +559,44 @@ class RunStore:
         rows left out."""
         sql = "SELECT * FROM runs WHERE sweep_id = ? ORDER BY sweep_item, created_at, rowid"
         return self._readable(sql, [sweep_id], _record, None)
+
+    def fail_stale_runs(self) -> list[str]:
+        """Mark failed the runs left 'running' by a process of this host that is gone.
+
+        Gone: killed (SIGKILL, the OOM killer), or the machine restarted; a pid now used by
+        another process does not count as the owner (start times differ). Rows owned on
+        other hosts, and rows from before schema 4 (no owner), are left alone. Returns the
+        ids of the runs marked.
+        """
+        host = this_host()
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT run_id, owner_pid, owner_started FROM runs "
+                "WHERE status = 'running' AND owner_host = ?",
+                (host,),
+            ).fetchall()
+        gone = [
+            (row["run_id"], Owner(host, row["owner_pid"], row["owner_started"]))
+            for row in rows
+            if row["owner_pid"] is not None and row["owner_started"] is not None
+        ]
+        # A process that is gone stays gone: no need to look again under the write lock. The
+        # status test in the UPDATE keeps a run its owner finished meanwhile as it is.
+        gone = [(run_id, owner) for run_id, owner in gone if not is_alive(owner)]
+        if not gone:
+            return []
+        marked = []
+        now = _utc_now()
+        with self._write() as conn:
+            for run_id, owner in gone:
+                cursor = conn.execute(
+                    "UPDATE runs SET status = 'failed', error = ?, finished_at = ? "
+                    "WHERE run_id = ? AND status = 'running'",
+                    (stale_reason(owner), now, run_id),
+                )
+                if cursor.rowcount:
+                    marked.append(run_id)
+        return marked
 
     def fail_interrupted_runs(self, sweep_id: str, reason: str) -> int:
         """Mark a sweep's runs still 'running' as failed (their process was killed).
@@ -831,6 +911,9 @@ def _record(row: sqlite3.Row) -> RunRecord:
         sweep_item=row["sweep_item"],
         config_hash=row["config_hash"],
         repeat_index=row["repeat_index"],
+        owner_host=row["owner_host"],
+        owner_pid=row["owner_pid"],
+        owner_started=row["owner_started"],
     )
 
 

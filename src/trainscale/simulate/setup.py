@@ -90,7 +90,7 @@ def open_store(path: Path, *, required: bool) -> RunStore | None:
     """The results store, or None when it does not exist and is not required."""
     if not path.exists() and not required:
         return None
-    return RunStore(path, create=False)
+    return RunStore(path, create=False, fail_stale=True)
 
 
 def resolve_cluster(

@@ -5,11 +5,13 @@ stored as failed (by the runner) and the sweep goes on. A sweep stopped by Ctrl-
 or SIGKILL is continued with `--resume`: the plan is made again from the same spec, runs
 already completed (matched by resolved-config hash and repeat index) are skipped, and runs
 left 'running' by a killed process are marked failed and made again. So every planned run
-ends with exactly one completed attempt, none lost and none duplicated.
+ends with exactly one completed attempt, none lost and none duplicated. A resume while an
+earlier attempt still runs on this machine is refused: both would make the same runs.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.errors import TrainscaleError
+from trainscale.results.owner import is_alive, is_here
 from trainscale.results.store import RunStore, SweepRecord
 from trainscale.sweep.plan import Plan, PlannedRun
 from trainscale.sweep.spec import SweepSpec
@@ -73,6 +76,24 @@ def open_sweep(
     return store.get_sweep(sweep_id), False
 
 
+def refuse_while_running(store: RunStore, sweep: SweepRecord) -> None:
+    """TrainscaleError if another process of this machine is still making one of its runs.
+
+    Runs whose process is gone were marked stale when the store was opened; a 'running' run
+    of this host left after that has a live owner. (An owner on another host cannot be
+    checked: such runs are taken as interrupted, as before owners were recorded.)
+    """
+    for record in store.sweep_runs(sweep.sweep_id):
+        owner = record.owner
+        if record.status != "running" or owner is None or not is_here(owner):
+            continue
+        if owner.pid != os.getpid() and is_alive(owner):
+            raise TrainscaleError(
+                f"sweep {sweep.short_id} is still running: its run {record.short_id} belongs "
+                f"to {owner.describe()}; let it finish, or stop it, then resume"
+            )
+
+
 def execute_sweep(
     spec: SweepSpec,
     plan: Plan,
@@ -90,9 +111,11 @@ def execute_sweep(
 
     listener = listener or SweepListener()
     run_one = run_one or execute_run
-    with RunStore(store_path) as store:
+    # A resume must not mistake a killed run for one still being made: stale ones first.
+    with RunStore(store_path, fail_stale=resume) as store:
         sweep, resumed = open_sweep(store, spec, plan, source, resume)
         if resumed:
+            refuse_while_running(store, sweep)
             store.fail_interrupted_runs(sweep.sweep_id, INTERRUPTED)
         done = {
             (r.config_hash, r.repeat_index)

@@ -1,0 +1,188 @@
+"""Run owners and stale runs: schema 4 records who runs a run; a run whose owner is gone is
+marked failed when a command that reads runs opens the store; schema 3 stores still open."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from trainscale.results.owner import Owner, current_owner, is_alive, this_host
+from trainscale.results.schema import SCHEMA_VERSION
+from trainscale.results.store import RunStore
+
+V3_DUMP = Path(__file__).with_name("store_v3.sql")
+
+
+def _create(store: RunStore, run_id: str, owner: Owner | None = None) -> None:
+    store.create_run(
+        run_id,
+        "mnist-cnn",
+        {"workload": "mnist-cnn"},
+        {"cpu_model": "X"},
+        data_kind="synthetic",
+        world_size=1,
+        threads_per_worker=1,
+        affinity="none",
+        precision="fp32",
+        global_batch_size=8,
+        owner=owner,
+    )
+
+
+def _status(path: Path, run_id: str) -> tuple[str, str | None]:
+    conn = sqlite3.connect(path)  # raw SQL: opening a RunStore would itself look for stale runs
+    try:
+        return conn.execute("SELECT status, error FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    finally:
+        conn.close()
+
+
+def _dead_owner() -> Owner:
+    """The owner record of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    owner = Owner(this_host(), child.pid, psutil.Process(child.pid).create_time())
+    child.kill()
+    child.wait()
+    return owner
+
+
+def test_a_new_run_records_this_process_as_its_owner(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "s.db") as store:
+        _create(store, "mine")
+        record = store.get_run("mine")
+    assert record.owner == current_owner()
+    assert record.owner.pid == os.getpid() and record.owner.host == this_host()
+    assert is_alive(record.owner)
+
+
+def test_a_run_whose_owner_is_gone_is_failed_as_stale_by_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    dead = _dead_owner()
+    with RunStore(path) as store:
+        _create(store, "orphan", owner=dead)
+        _create(store, "alive")  # owned by this test's process
+    with RunStore(path) as store:  # a plain open (a writer's) changes nothing
+        assert store.get_run("orphan").status == "running"
+    with RunStore(path, create=False, fail_stale=True) as store:
+        orphan, alive = store.get_run("orphan"), store.get_run("alive")
+    assert orphan.status == "failed" and orphan.finished_at is not None
+    assert orphan.error.startswith(f"stale: owning process {dead.pid} on {dead.host} is gone")
+    assert "killed" in orphan.error and "restarted" in orphan.error
+    assert alive.status == "running" and alive.error is None
+
+
+def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    me = current_owner()
+    # The same pid, but a process that started earlier: the owner, not this process.
+    earlier = Owner(me.host, me.pid, me.started - 3600.0)
+    assert not is_alive(earlier)
+    with RunStore(path) as store:
+        _create(store, "before-restart", owner=earlier)
+        assert store.fail_stale_runs() == ["before-restart"]
+    status, error = _status(path, "before-restart")
+    assert status == "failed" and error.startswith(f"stale: owning process {me.pid}")
+
+
+def test_a_run_owned_on_another_host_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    elsewhere = Owner("node-elsewhere", 1, 0.0)  # pid 1 here is not that host's pid 1
+    with RunStore(path) as store:
+        _create(store, "remote", owner=elsewhere)
+    with RunStore(path, fail_stale=True) as store:
+        record = store.get_run("remote")
+        assert store.fail_stale_runs() == []
+    assert record.status == "running" and record.owner == elsewhere
+
+
+def test_a_run_finished_by_its_owner_is_never_failed_as_stale(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    dead = _dead_owner()
+    with RunStore(path) as store:
+        _create(store, "done", owner=dead)
+        store.complete_run("done", {"samples_per_s": 1.0}, [], [0.1])
+    with RunStore(path) as store:
+        assert store.fail_stale_runs() == []
+        assert store.get_run("done").status == "completed"
+
+
+def test_a_store_that_cannot_be_written_still_opens_for_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.db"
+    with RunStore(path) as store:
+        _create(store, "orphan", owner=_dead_owner())
+    # Another process holds the write lock past the busy timeout: the check gives up and
+    # the reader sees the run as it is.
+    monkeypatch.setattr("trainscale.results.store.BUSY_TIMEOUT_S", 0.2)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with RunStore(path, fail_stale=True) as store:
+            assert store.get_run("orphan").status == "running"
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    monkeypatch.undo()
+    with RunStore(path, fail_stale=True) as store:
+        assert store.get_run("orphan").status == "failed"
+
+
+def test_a_schema_3_store_migrates_to_4_keeping_everything(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(V3_DUMP.read_text())
+    conn.close()
+    assert SCHEMA_VERSION == 4
+
+    with RunStore(path, fail_stale=True) as store:
+        completed = store.get_run("completed-v3")
+        running = store.get_run("running-v3")
+        failed = store.get_run("failed-v3")
+        assert completed.status == "completed" and completed.summary == {"samples_per_s": 321.0}
+        assert store.step_times("completed-v3") == [0.1, 0.2, 0.3]
+        assert [e["train_loss"] for e in store.epochs("completed-v3")] == [0.5]
+        assert completed.sweep_id == "sweep-v3" and completed.config_hash == "cfg-a"
+        assert store.get_sweep("sweep-v3").plan[0]["label"] == "seed=0"
+        assert store.latest_probe("matmul", host="old-host").result == {"flops_per_s": 1e9}
+        assert failed.error == "worker rank 1 failed: injected"
+        # An old running row has no owner: nobody can tell it is stale, so it stays.
+        assert running.status == "running" and running.owner is None
+        assert store.fail_stale_runs() == []
+        assert completed.schema_version == 3
+        # New runs in the migrated store record their owner.
+        _create(store, "new-v4")
+        assert store.get_run("new-v4").owner == current_owner()
+    conn = sqlite3.connect(path)
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    conn.close()
+    assert int(version) == SCHEMA_VERSION
+    assert {"owner_host", "owner_pid", "owner_started"} <= columns
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_schemas_still_migrate_to_the_current_one(tmp_path: Path, version: int) -> None:
+    """A v3 store stripped back to what v1 / v2 wrote: every migration step still applies."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(V3_DUMP.read_text())
+    conn.execute("DROP TABLE probes")
+    if version == 1:
+        conn.execute("DROP TABLE sweeps")
+        conn.execute("DROP INDEX runs_sweep")
+        for column in ("sweep_id", "sweep_item", "config_hash", "repeat_index"):
+            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.commit()
+    conn.close()
+    with RunStore(path) as store:
+        assert store.get_run("completed-v3").summary == {"samples_per_s": 321.0}
+        _create(store, "new")
+        assert store.get_run("new").owner == current_owner()
