@@ -66,6 +66,9 @@ def test_quick_needs_a_recipe_and_unknown_recipes_are_named(tmp_path, capsys):
     assert "--quick" in capsys.readouterr().err
     assert run_cli(["sweep", "--recipe", "nope", "--store", str(tmp_path / "s.db")]) == 2
     assert "valid recipes" in capsys.readouterr().err
+    # An empty name is a name like any other, not "no recipe" (it used to end in a TypeError).
+    assert run_cli(["sweep", "--recipe", "", "--store", str(tmp_path / "s.db")]) == 2
+    assert "unknown recipe ''; valid recipes" in one_error_line(capsys)
 
 
 def test_dry_run_lists_the_plan_and_runs_nothing(tmp_path, capsys):

@@ -76,13 +76,17 @@ def load(args: argparse.Namespace):
     from trainscale.sweep.recipes import recipe_spec
     from trainscale.sweep.spec import load_spec_file, parse_spec
 
-    if args.recipe:
+    if args.recipe is not None:
         raw = recipe_spec(args.recipe, quick=args.quick)
         spec_source = f"recipe:{args.recipe}" + (" --quick" if args.quick else "")
         spec = parse_spec(raw, default_name=args.recipe, where=f"recipe {args.recipe}")
     else:
         if args.quick:
             raise ConfigError("--quick scales down a recipe; it needs --recipe NAME")
+        if args.file is None:
+            raise ConfigError(
+                "give a sweep file or --recipe NAME (`trainscale recipes` lists them)"
+            )
         spec = load_spec_file(args.file)
         spec_source = str(args.file)
     overrides = {"data_dir": args.data_dir, "data": args.data}
@@ -152,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 def resume_command(args: argparse.Namespace) -> str:
     """The command that continues this sweep: the same source and options, plus --resume."""
     words = ["trainscale", "sweep"]
-    words += ["--recipe", args.recipe] if args.recipe else [str(args.file)]
+    words += ["--recipe", args.recipe] if args.recipe is not None else [str(args.file)]
     if args.quick:
         words.append("--quick")
     options = (
