@@ -42,12 +42,12 @@ def pytorch_examples_seconds_to_99(max_epochs: int = 14) -> float | None:
     """The pytorch/examples recipe; training seconds until a per-epoch test reaches 99%."""
     import torch
 
-    from trainscale.config import RunOptions
-    from trainscale.runner import prepare
+    from trainscale.config.options import RunOptions
+    from trainscale.run.resolve import prepare
     from trainscale.workloads import get_workload
     from trainscale.workloads.base import DataRequest
 
-    config = prepare(RunOptions(workload="mnist-cnn", threads_per_worker=1))
+    config = prepare(RunOptions.of(workload="mnist-cnn", threads_per_worker=1))
     data = get_workload("mnist-cnn").load_real(DataRequest(data_dir=Path(config.data_dir)))
     device = torch.device("cuda")
     x, y = data.train_x.to(device), data.train_y.to(device)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainscale.config import RunOptions, resolve
+from trainscale.config.options import RunOptions
+from trainscale.run.resolve import resolve
 from trainscale.workloads.base import Recipe, TensorData, Workload
 
 REAL_DATA_DIR = os.environ.get("TRAINSCALE_DATA_DIR")
@@ -77,7 +78,7 @@ def tiny_config(**changes):
         allow_oversubscribe=True,
     )
     options.update(changes)
-    return resolve(RunOptions(**options)).with_(channels_last=False)
+    return resolve(RunOptions.from_flat(options)).with_(channels_last=False)
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ target (accuracy is a property of the optimisation, which the rungs share).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from trainscale.config import THREADS_TORCH_DEFAULT, RunOptions
+from trainscale.config.options import THREADS_TORCH_DEFAULT, RunOptions
 from trainscale.metrics import stats
 
 
@@ -41,7 +41,7 @@ def plan_ladder(
     """The settings to compare on a machine with `num_cores` usable cores."""
 
     def opts(**changes: Any) -> RunOptions:
-        return replace(base, **changes)
+        return base.with_(**changes)
 
     ladder: list[Rung | Skipped] = [
         Rung(
@@ -70,7 +70,7 @@ def plan_ladder(
         ladder.append(
             Rung(
                 f"{best_cpu.name}, bf16",
-                replace(best_cpu.options, precision="bf16"),
+                best_cpu.options.with_(precision="bf16"),
                 cores=best_cpu.cores,
             )
         )

@@ -25,7 +25,7 @@ def rungs(monkeypatch):
         started.append(options)
         raise AssertionError("a rung started")
 
-    monkeypatch.setattr("trainscale.runner.execute_run", fake)
+    monkeypatch.setattr("trainscale.run.launch.execute_run", fake)
     return started
 
 

@@ -79,11 +79,11 @@ def test_a_batch_larger_than_a_workers_share_fails_before_any_training(
 def test_more_workers_than_memory_holds_fail_before_any_training(
     mode, holds, tiny_mnist, store_path, capsys, monkeypatch
 ):
-    from trainscale.resources import MIB
+    from trainscale.hardware.resources import MIB
 
     # One process with the tiny data and mnist-cnn takes about 170 MiB; each async worker
     # adds a gradient (4.6 MiB), each local-SGD worker a replica with Adam's state (18 MiB).
-    monkeypatch.setattr("trainscale.resources.available_memory_bytes", lambda: 400 * MIB)
+    monkeypatch.setattr("trainscale.hardware.resources.available_memory_bytes", lambda: 400 * MIB)
     args = ["--workers", "1,96", "--mode", mode, "--per-worker-batch-size", "1"]
     code = run_cli([*EMULATE, *args, "--data-dir", str(tiny_mnist), "--store", str(store_path)])
     assert code == 2

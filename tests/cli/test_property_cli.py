@@ -92,7 +92,7 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cache, "download", offline)
 
     def resolve_only(args) -> int:
-        from trainscale.config import resolve
+        from trainscale.run.resolve import resolve
 
         resolve(run_cmd.options_from_args(args))
         return 0

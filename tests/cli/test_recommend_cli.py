@@ -37,14 +37,16 @@ class StubRuns:
 
     def __call__(self, options, store_path=None, quiet=False, **_):
         self.calls.append(options)
-        cores = options.workers * options.threads_per_worker
-        rate = 1000.0 * cores**0.8 * (1.1 if options.batch_size > 64 else 1.0)
-        rate *= 1.0 + 0.05 * options.workers  # processes scale a little better than threads
-        global_batch = options.workers * options.batch_size
+        cores = options.parallel.workers * options.parallel.threads_per_worker
+        rate = 1000.0 * cores**0.8 * (1.1 if options.optimisation.batch_size > 64 else 1.0)
+        rate *= (
+            1.0 + 0.05 * options.parallel.workers
+        )  # processes scale a little better than threads
+        global_batch = options.parallel.workers * options.optimisation.batch_size
         accuracy = None
-        if options.evaluate:
+        if options.measurement.evaluate:
             accuracy = 0.95 if global_batch > 128 else 0.98
-        steps = options.steps or 10
+        steps = options.optimisation.steps or 10
         return {
             "run_id": f"{len(self.calls):08d}stub",
             "samples_per_s": rate,
@@ -56,7 +58,7 @@ class StubRuns:
 
 def test_prints_best_speedup_rejections_and_command(tiny_mnist, tmp_path, monkeypatch, capsys):
     stub = StubRuns()
-    monkeypatch.setattr("trainscale.runner.execute_run", stub)
+    monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
     code = main(
         ["recommend", "mnist-cnn", "--data-dir", str(tiny_mnist), "--store", str(tmp_path / "r.db")]
     )
@@ -68,20 +70,24 @@ def test_prints_best_speedup_rejections_and_command(tiny_mnist, tmp_path, monkey
     command = out.strip().splitlines()[-1].strip()
     assert command.startswith("trainscale run mnist-cnn --data-dir ")
     options = parse_run_command(command)
-    assert options.workers >= 1 and options.precision == "fp32" and options.steps is None
+    assert (
+        options.parallel.workers >= 1
+        and options.optimisation.precision == "fp32"
+        and options.optimisation.steps is None
+    )
     assert "rung 0" in captured.err  # progress on stderr
     # Every trial came with the recommend tag; accuracy runs on the data found.
     tags = {o.tag for o in stub.calls}
     assert len(tags) == 1 and next(iter(tags)).startswith("recommend:")
-    accuracy_runs = [o for o in stub.calls if o.evaluate]
-    assert accuracy_runs and all(o.data == "real" for o in accuracy_runs)
-    assert all(o.data == "synthetic" for o in stub.calls if not o.evaluate)
+    accuracy_runs = [o for o in stub.calls if o.measurement.evaluate]
+    assert accuracy_runs and all(o.data.kind == "real" for o in accuracy_runs)
+    assert all(o.data.kind == "synthetic" for o in stub.calls if not o.measurement.evaluate)
 
 
 def test_json_lists_rejections_and_round_trips_the_command(
     tiny_mnist, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr("trainscale.runner.execute_run", StubRuns())
+    monkeypatch.setattr("trainscale.run.launch.execute_run", StubRuns())
     from trainscale.system import collect_environment
 
     # A 4-core machine: more candidates than this one may have, and larger global batches.
@@ -107,12 +113,12 @@ def test_json_lists_rejections_and_round_trips_the_command(
     assert data["rejected"] and all("points below" in r["reason"] for r in data["rejected"])
     assert data["speedup"] > 1.0
     options = parse_run_command(data["command"])
-    assert options.workers == data["best"]["workers"]
-    assert options.batch_size == data["best"]["batch_size"]
+    assert options.parallel.workers == data["best"]["workers"]
+    assert options.optimisation.batch_size == data["best"]["batch_size"]
 
 
 def test_missing_real_data_skips_the_accuracy_check_loudly(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("trainscale.runner.execute_run", StubRuns())
+    monkeypatch.setattr("trainscale.run.launch.execute_run", StubRuns())
     code = main(
         [
             "recommend",
@@ -136,7 +142,7 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
     tiny_mnist, tmp_path, monkeypatch, capsys
 ):
     stub = StubRuns()
-    monkeypatch.setattr("trainscale.runner.execute_run", stub)
+    monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
     from trainscale.system import collect_environment
 
     four_cores = {**collect_environment(), "usable_cores": [0, 1, 2, 3], "numa_nodes": []}
@@ -150,7 +156,7 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
         line.startswith("4w x 1t compact fp32 b128 skipped") and "64 of 256 samples" in line
         for line in skipped
     )
-    assert not any(o.workers == 4 and o.batch_size == 128 for o in stub.calls)
+    assert not any(o.parallel.workers == 4 and o.optimisation.batch_size == 128 for o in stub.calls)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +181,7 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
 )
 def test_mistakes_cost_one_line(args, fragment, monkeypatch, capsys):
     stub = StubRuns()
-    monkeypatch.setattr("trainscale.runner.execute_run", stub)
+    monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
     assert run_cli(args) == 2
     assert fragment in one_error_line(capsys)
     assert not stub.calls  # nothing ran

@@ -188,7 +188,7 @@ def test_a_batch_larger_than_a_workers_share_is_refused_before_launch(
 
 
 def test_more_workers_than_the_machine_can_start_is_one_line(store_path, capsys, monkeypatch):
-    from trainscale.resources import MAX_WORKERS_PER_CORE
+    from trainscale.hardware.resources import MAX_WORKERS_PER_CORE
     from trainscale.system import usable_cores
 
     too_many = MAX_WORKERS_PER_CORE * len(usable_cores()) + 1
@@ -196,16 +196,16 @@ def test_more_workers_than_the_machine_can_start_is_one_line(store_path, capsys,
     line = _refused_before_launch(args, store_path, capsys, monkeypatch)
     assert f"--workers {too_many} is more worker processes than this machine can run" in line
     # An open-file limit that 2 workers exceed ("too many open files" in the launcher, else).
-    monkeypatch.setattr("trainscale.resources.open_file_limit", lambda: 70)
+    monkeypatch.setattr("trainscale.hardware.resources.open_file_limit", lambda: 70)
     args = ["mnist-cnn", "--data", "synthetic", "--workers", "2", *ANY_CORES]
     line = _refused_before_launch(args, store_path, capsys, monkeypatch)
     assert "open files" in line and "ulimit -n" in line
 
 
 def test_a_run_that_cannot_fit_in_memory_is_one_line(store_path, capsys, monkeypatch):
-    from trainscale.resources import MIB
+    from trainscale.hardware.resources import MIB
 
-    monkeypatch.setattr("trainscale.resources.available_memory_bytes", lambda: 300 * MIB)
+    monkeypatch.setattr("trainscale.hardware.resources.available_memory_bytes", lambda: 300 * MIB)
     line = _refused_before_launch(
         ["mnist-cnn", "--data", "synthetic"], store_path, capsys, monkeypatch
     )

@@ -25,7 +25,7 @@ from cli_helpers import one_error_line, run_cli
 from trainscale.errors import StoreError, TrainscaleError
 from trainscale.results.owner import Owner, this_host
 from trainscale.results.store import RunStore
-from trainscale.runner import create_run_row
+from trainscale.run.record import create_run_row
 from trainscale.sweep.execute import execute_sweep
 from trainscale.sweep.plan import make_plan
 from trainscale.sweep.spec import parse_spec

@@ -12,12 +12,12 @@ def pretrain_and_return_state(config_dict: dict, settings_dict: dict, batch_size
     """Pre-train a small DBN on this worker's shards; return its state and figures."""
     import torch
 
-    from trainscale.config import RunConfig
+    from trainscale.config.options import RunConfig
     from trainscale.parallel.distenv import DistEnv
     from trainscale.parallel.strategy import make_strategy
     from trainscale.train.rbm_pretrain import CdSettings, pretrain_stack
 
-    config = RunConfig.from_dict(config_dict)
+    config = RunConfig.from_flat(config_dict)
     strategy = make_strategy(config, DistEnv.from_environ())
     strategy.setup()
     try:

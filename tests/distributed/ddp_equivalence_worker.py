@@ -11,12 +11,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for conft
 def train_and_return_state(config_dict: dict) -> dict:
     from conftest import tiny_data, tiny_workload
 
-    from trainscale.config import RunConfig
+    from trainscale.config.options import RunConfig
     from trainscale.parallel.distenv import DistEnv
     from trainscale.parallel.strategy import make_strategy
     from trainscale.train.trainer import train
 
-    config = RunConfig.from_dict(config_dict)
+    config = RunConfig.from_flat(config_dict)
     strategy = make_strategy(config, DistEnv.from_environ())
     strategy.setup()
     try:

@@ -41,7 +41,7 @@ def test_two_worker_cd_pretraining_matches_serial_at_same_global_batch():
     ddp_cfg = tiny_config(workers=2)
     results = launch_workers(
         pretrain_and_return_state,
-        (ddp_cfg.to_dict(), dataclasses.asdict(settings), GLOBAL_BATCH // 2),
+        (ddp_cfg.flat(), dataclasses.asdict(settings), GLOBAL_BATCH // 2),
         2,
     )
 
@@ -71,7 +71,7 @@ def test_two_workers_with_sampling_and_persistent_chains_stay_in_lockstep():
     settings = CdSettings(epochs=1, lr=0.5, k=1, persistent=True, sample=True, seed=0)
     results = launch_workers(
         pretrain_and_return_state,
-        (tiny_config(workers=2).to_dict(), dataclasses.asdict(settings), GLOBAL_BATCH // 2),
+        (tiny_config(workers=2).flat(), dataclasses.asdict(settings), GLOBAL_BATCH // 2),
         2,
     )
     # Different samples on each worker, one averaged update: identical replicas, bit for bit.

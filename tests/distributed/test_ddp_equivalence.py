@@ -30,7 +30,7 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch(grad_accum):
     )
     serial = train(serial_cfg, tiny_workload(), tiny_data(), make_strategy(serial_cfg, DistEnv()))
 
-    results = launch_workers(train_and_return_state, (ddp_cfg.to_dict(),), 2)
+    results = launch_workers(train_and_return_state, (ddp_cfg.flat(),), 2)
 
     assert set(results) == {0, 1}
     for rank in (0, 1):

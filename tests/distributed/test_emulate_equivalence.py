@@ -27,7 +27,7 @@ def test_sync_emulation_of_two_workers_matches_two_worker_ddp():
         workers=2, batch_size=8, global_batch_size=None, steps=steps, lr_scaling=lr_scaling
     )
     spec = resolve_spec(EmulationSpec("sync", workers=2, per_worker_batch_size=8), 64)
-    options = RunOptions(
+    options = RunOptions.of(
         workload="mnist-cnn",
         threads_per_worker=1,
         affinity="none",
@@ -38,16 +38,23 @@ def test_sync_emulation_of_two_workers_matches_two_worker_ddp():
     emu_cfg = emulation_config(options, spec, locate_data=False).with_(channels_last=False)
     # The same optimisation as the real run: lr scaled to the same global batch, same
     # warm-up, same schedule, same seed.
-    assert emu_cfg.lr == pytest.approx(ddp_cfg.lr) and emu_cfg.lr != emu_cfg.base_lr
-    assert emu_cfg.warmup_fraction == ddp_cfg.warmup_fraction
-    assert (emu_cfg.optimizer, emu_cfg.schedule, emu_cfg.seed) == (
-        ddp_cfg.optimizer,
-        ddp_cfg.schedule,
-        ddp_cfg.seed,
+    assert (
+        emu_cfg.optimisation.lr == pytest.approx(ddp_cfg.optimisation.lr)
+        and emu_cfg.optimisation.lr != emu_cfg.optimisation.base_lr
+    )
+    assert emu_cfg.optimisation.warmup_fraction == ddp_cfg.optimisation.warmup_fraction
+    assert (
+        emu_cfg.optimisation.optimizer,
+        emu_cfg.optimisation.schedule,
+        emu_cfg.optimisation.seed,
+    ) == (
+        ddp_cfg.optimisation.optimizer,
+        ddp_cfg.optimisation.schedule,
+        ddp_cfg.optimisation.seed,
     )
 
     emulated = emulate(emu_cfg, spec, tiny_workload(), tiny_data())
-    results = launch_workers(train_and_return_state, (ddp_cfg.to_dict(),), 2)
+    results = launch_workers(train_and_return_state, (ddp_cfg.flat(),), 2)
 
     assert emulated.summary["num_steps"] == steps == len(results[0]["step_times"])
     for rank in (0, 1):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from trainscale.bench import RungResult, Skipped, markdown_table, plan_ladder, table_rows
-from trainscale.config import RunOptions
+from trainscale.config.options import RunOptions
 
 
 def _names(ladder):
@@ -9,27 +9,35 @@ def _names(ladder):
 
 
 def test_two_core_ladder_has_baseline_threads_pinned_and_pitfall():
-    ladder = plan_ladder(RunOptions(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
     runnable = [r for r in ladder if not isinstance(r, Skipped)]
-    assert runnable[0].options.threads_per_worker == 1 and runnable[0].cores == 1
-    pinned = [r for r in runnable if r.options.workers == 2 and r.options.affinity == "compact"]
-    assert pinned and pinned[0].options.threads_per_worker == 1
+    assert runnable[0].options.parallel.threads_per_worker == 1 and runnable[0].cores == 1
+    pinned = [
+        r
+        for r in runnable
+        if r.options.parallel.workers == 2 and r.options.parallel.affinity == "compact"
+    ]
+    assert pinned and pinned[0].options.parallel.threads_per_worker == 1
     pitfall = [r for r in runnable if r.pitfall]
-    assert pitfall[0].options.affinity == "none"
-    assert pitfall[0].options.threads_per_worker == "torch-default"
+    assert pitfall[0].options.parallel.affinity == "none"
+    assert pitfall[0].options.parallel.threads_per_worker == "torch-default"
     skipped = {r.name: r.reason for r in ladder if isinstance(r, Skipped)}
     assert "no native bf16" in skipped["bf16 autocast"]
     assert "no GPU" in skipped["1 GPU"]
 
 
 def test_bf16_rung_only_with_native_bf16():
-    ladder = plan_ladder(RunOptions(workload="mnist-cnn"), 4, bf16_native=True, num_gpus=0)
-    bf16 = [r for r in ladder if not isinstance(r, Skipped) and r.options.precision == "bf16"]
-    assert len(bf16) == 1 and bf16[0].options.workers == 4
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 4, bf16_native=True, num_gpus=0)
+    bf16 = [
+        r
+        for r in ladder
+        if not isinstance(r, Skipped) and r.options.optimisation.precision == "bf16"
+    ]
+    assert len(bf16) == 1 and bf16[0].options.parallel.workers == 4
 
 
 def test_single_core_machine_has_only_the_baseline():
-    ladder = plan_ladder(RunOptions(workload="mnist-cnn"), 1, bf16_native=False, num_gpus=0)
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 1, bf16_native=False, num_gpus=0)
     assert len([r for r in ladder if not isinstance(r, Skipped)]) == 1
 
 
@@ -46,7 +54,7 @@ def _result(sps, world=1, threads=1, acc=None, ttt=None):
 
 
 def test_table_speedup_and_efficiency_against_the_first_rung():
-    ladder = plan_ladder(RunOptions(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
     results = [
         RungResult(ladder[0], _result(500.0)),
         RungResult(ladder[1], _result(900.0, 1, 2)),

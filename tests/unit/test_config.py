@@ -4,8 +4,10 @@ import math
 
 import pytest
 
-from trainscale.config import RunOptions, resolve, scaled_lr, validate_options
+from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import ConfigError
+from trainscale.run.resolve import resolve
+from trainscale.train.lr import scaled_lr
 from trainscale.workloads import get_workload
 
 
@@ -25,60 +27,66 @@ from trainscale.workloads import get_workload
     ],
 )
 def test_invalid_options_name_the_option(changes, fragment):
+    # Options check themselves when they are made: no run can hold an invalid one.
     with pytest.raises(ConfigError, match=fragment):
-        validate_options(RunOptions(workload="mnist-cnn", **changes))
+        RunOptions.of(workload="mnist-cnn", **changes)
 
 
 def test_unknown_workload_lists_valid_ones():
     with pytest.raises(ConfigError, match="valid workloads: .*mnist-cnn"):
-        resolve(RunOptions(workload="resnet-9000"))
+        resolve(RunOptions.of(workload="resnet-9000"))
 
 
 def test_more_workers_than_cores_is_refused_without_flag():
     with pytest.raises(ConfigError, match="oversubscribes"):
         resolve(
-            RunOptions(workload="mnist-cnn", workers=4, threads_per_worker=1),
+            RunOptions.of(workload="mnist-cnn", workers=4, threads_per_worker=1),
             available_cores=[0, 1],
         )
     config = resolve(
-        RunOptions(workload="mnist-cnn", workers=4, threads_per_worker=1, allow_oversubscribe=True),
+        RunOptions.of(
+            workload="mnist-cnn", workers=4, threads_per_worker=1, allow_oversubscribe=True
+        ),
         available_cores=[0, 1],
     )
-    assert config.oversubscribed
+    assert config.parallel.oversubscribed
 
 
 def test_defaults_plan_threads_and_batch():
-    config = resolve(RunOptions(workload="mnist-cnn", workers=2), available_cores=[0, 1, 2, 3])
-    assert config.threads_per_worker == 2
-    assert config.core_sets == [[0, 1], [2, 3]]
+    config = resolve(RunOptions.of(workload="mnist-cnn", workers=2), available_cores=[0, 1, 2, 3])
+    assert config.parallel.threads_per_worker == 2
+    assert config.parallel.core_sets == [[0, 1], [2, 3]]
     recipe_batch = get_workload("mnist-cnn").recipe.batch_size
-    assert config.batch_size == recipe_batch and config.global_batch_size == 2 * recipe_batch
-    assert not config.oversubscribed
+    assert (
+        config.optimisation.batch_size == recipe_batch
+        and config.optimisation.global_batch_size == 2 * recipe_batch
+    )
+    assert not config.parallel.oversubscribed
 
 
 def test_global_batch_is_split_and_lr_scaled():
     config = resolve(
-        RunOptions(
+        RunOptions.of(
             workload="mnist-cnn", workers=2, global_batch_size=512, lr_scaling="linear", lr=0.01
         ),
         available_cores=[0, 1],
     )
-    assert config.batch_size == 256
+    assert config.optimisation.batch_size == 256
     reference = get_workload("mnist-cnn").recipe.batch_size
-    assert config.reference_batch_size == reference
-    assert config.lr == pytest.approx(0.01 * 512 / reference)
-    assert config.warmup_fraction >= 0.1  # scaled lr gets a warm-up
+    assert config.optimisation.reference_batch_size == reference
+    assert config.optimisation.lr == pytest.approx(0.01 * 512 / reference)
+    assert config.optimisation.warmup_fraction >= 0.1  # scaled lr gets a warm-up
 
 
 def test_torch_default_threads_is_marked_oversubscribed_and_unset():
     config = resolve(
-        RunOptions(
+        RunOptions.of(
             workload="mnist-cnn", workers=2, threads_per_worker="torch-default", affinity="none"
         ),
         available_cores=[0, 1],
     )
-    assert config.threads_per_worker is None and config.core_sets is None
-    assert config.oversubscribed
+    assert config.parallel.threads_per_worker is None and config.parallel.core_sets is None
+    assert config.parallel.oversubscribed
 
 
 def test_scaled_lr_rules():
@@ -88,8 +96,12 @@ def test_scaled_lr_rules():
     assert math.isclose(scaled_lr(0.1, 64, 128, "linear"), 0.05)
 
 
-def test_config_roundtrips_through_dict():
-    config = resolve(RunOptions(workload="mnist-cnn"), available_cores=[0])
-    from trainscale.config import RunConfig
+def test_config_roundtrips_through_its_flat_form():
+    config = resolve(RunOptions.of(workload="mnist-cnn"), available_cores=[0])
+    assert RunConfig.from_flat(config.flat()) == config
 
-    assert RunConfig.from_dict(config.to_dict()) == config
+
+def test_an_unknown_key_in_a_flat_config_is_refused():
+    flat = resolve(RunOptions.of(workload="mnist-cnn"), available_cores=[0]).flat()
+    with pytest.raises(ConfigError, match="unknown RunConfig field 'wrokers'"):
+        RunConfig.from_flat({**flat, "wrokers": 2})

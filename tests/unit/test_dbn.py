@@ -261,7 +261,7 @@ def test_workload_trains_end_to_end_with_both_phases_on_the_clock():
         evaluate=False,
     )
     data = workload.make_synthetic(
-        DataRequest(options=config.workload_options, max_train=64, max_test=16)
+        DataRequest(options=config.data.workload_options, max_train=64, max_test=16)
     )
     outcome = train(config, workload, data, make_strategy(config, DistEnv()))
     s = outcome.summary

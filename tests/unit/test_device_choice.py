@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainscale.config import RunOptions, resolve, resolve_device
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.run.resolve import resolve, resolve_device
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU case")
 
@@ -29,16 +30,18 @@ def test_cpu_is_cpu_without_asking_torch():
 
 def test_fp16_needs_cuda():
     with pytest.raises(ConfigError, match="fp16 needs --device cuda"):
-        resolve(RunOptions(workload="mnist-cnn", precision="fp16", threads_per_worker=1))
+        resolve(RunOptions.of(workload="mnist-cnn", precision="fp16", threads_per_worker=1))
 
 
 def test_grad_accum_must_divide_the_batch():
     with pytest.raises(ConfigError, match="--grad-accum 3"):
-        resolve(RunOptions(workload="mnist-cnn", batch_size=64, grad_accum=3, threads_per_worker=1))
+        resolve(
+            RunOptions.of(workload="mnist-cnn", batch_size=64, grad_accum=3, threads_per_worker=1)
+        )
     config = resolve(
-        RunOptions(workload="mnist-cnn", batch_size=64, grad_accum=4, threads_per_worker=1)
+        RunOptions.of(workload="mnist-cnn", batch_size=64, grad_accum=4, threads_per_worker=1)
     )
-    assert config.grad_accum == 4 and config.global_batch_size == 64
+    assert config.parallel.grad_accum == 4 and config.optimisation.global_batch_size == 64
 
 
 @pytest.mark.parametrize(
@@ -52,4 +55,4 @@ def test_grad_accum_must_divide_the_batch():
 )
 def test_bad_device_options(field, value, fragment):
     with pytest.raises(ConfigError, match=fragment):
-        resolve(RunOptions(workload="mnist-cnn", threads_per_worker=1, **{field: value}))
+        resolve(RunOptions.of(workload="mnist-cnn", threads_per_worker=1, **{field: value}))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import tiny_config, tiny_data, tiny_workload
 
-from trainscale.config import RunOptions, resolve
+from trainscale.config.options import RunOptions
 from trainscale.emulate.async_ps import compute_time
 from trainscale.emulate.engine import emulate, plan_global_steps
 from trainscale.emulate.local_sgd import LocalSGD
@@ -22,6 +22,7 @@ from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.results.store import RunStore
+from trainscale.run.resolve import resolve
 from trainscale.train.trainer import train
 
 TINY = dict(workload="mnist-cnn", threads_per_worker=1, affinity="none", warmup_steps_untimed=1)
@@ -35,7 +36,7 @@ def setup(mode: str, workers: int, b: int = 8, steps: int = 6, **spec_and_option
         if k in spec_and_options
     }
     spec = resolve_spec(EmulationSpec(mode, workers, b, **spec_fields), 64)
-    opts = RunOptions(**{**TINY, "steps": steps, **spec_and_options})
+    opts = RunOptions.from_flat({**TINY, "steps": steps, **spec_and_options})
     config = emulation_config(opts, spec, locate_data=False).with_(channels_last=False)
     return config, spec
 
@@ -65,27 +66,30 @@ def max_difference(a: torch.nn.Module, b: torch.nn.Module) -> float:
 def test_sync_lr_and_warmup_are_those_of_a_real_run_of_n_workers(rule):
     config, spec = setup("sync", 4, b=32, lr_scaling=rule)
     real = resolve(
-        RunOptions(
-            **{**TINY, "steps": 6},
-            workers=4,
-            batch_size=32,
-            lr_scaling=rule,
-            allow_oversubscribe=True,
+        RunOptions.from_flat(
+            {
+                **TINY,
+                "steps": 6,
+                "workers": 4,
+                "batch_size": 32,
+                "lr_scaling": rule,
+                "allow_oversubscribe": True,
+            }
         )
     )
-    assert config.lr == pytest.approx(real.lr)
-    assert config.warmup_fraction == real.warmup_fraction
-    assert (config.batch_size, config.global_batch_size) == (32, 128)
+    assert config.optimisation.lr == pytest.approx(real.optimisation.lr)
+    assert config.optimisation.warmup_fraction == real.optimisation.warmup_fraction
+    assert (config.optimisation.batch_size, config.optimisation.global_batch_size) == (32, 128)
     assert spec.samples_per_step == 128
     if rule == "linear":  # 128 over the reference 64: twice the lr, and a longer warm-up
-        assert config.lr == pytest.approx(2 * config.base_lr)
-        assert config.warmup_fraction >= 0.1
+        assert config.optimisation.lr == pytest.approx(2 * config.optimisation.base_lr)
+        assert config.optimisation.warmup_fraction >= 0.1
 
 
 def test_async_scales_the_lr_to_one_workers_batch():
     config, spec = setup("async", 8, b=64, lr_scaling="linear")
     assert spec.samples_per_step == 64
-    assert config.lr == pytest.approx(config.base_lr)
+    assert config.optimisation.lr == pytest.approx(config.optimisation.base_lr)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +113,9 @@ def test_bad_specs_are_config_errors(spec, fragment):
 def test_synthetic_data_is_refused():
     spec = resolve_spec(EmulationSpec("sync", 2), 64)
     with pytest.raises(ConfigError, match="real data"):
-        emulation_config(RunOptions(**TINY, data="synthetic"), spec, locate_data=False)
+        emulation_config(
+            RunOptions.from_flat({**TINY, "data": "synthetic"}), spec, locate_data=False
+        )
     config, spec = setup("sync", 2)
     synthetic = tiny_data()
     synthetic = type(synthetic)(**{**synthetic.__dict__, "kind": "synthetic"})
@@ -140,7 +146,9 @@ def test_streams_deal_out_each_ranks_distributed_sampler_shard():
     for rank, stream in enumerate(streams):
         env = DistEnv(rank=rank, local_rank=rank, world_size=3, local_world_size=3)
         for epoch in range(2):
-            shard = make_strategy(config, env).shard_indices(data.num_train, epoch, config.seed)
+            shard = make_strategy(config, env).shard_indices(
+                data.num_train, epoch, config.optimisation.seed
+            )
             for batch in range(8):
                 x, y = stream.next_batch()
                 rows = shard[batch * 4 : (batch + 1) * 4]

@@ -8,16 +8,12 @@ import numpy as np
 import pytest
 from cli_helpers import write_random_mnist
 
-from trainscale.config import RunOptions, resolve
+from trainscale.config.limits import MAX_RESAMPLES, check_count
+from trainscale.config.options import RunOptions
 from trainscale.data.text import encode_ids
 from trainscale.emulate.spec import EmulationSpec, check_emulation_memory
 from trainscale.errors import ConfigError
-from trainscale.footprint import DATA_COPIES, Footprint, check_run_memory, estimate_footprint
-from trainscale.limits import MAX_RESAMPLES, check_count
-from trainscale.metrics.compare import compare_step_times
-from trainscale.outputs import check_out_dir, check_out_file
-from trainscale.probe.run import ProbeOptions, plan_probe
-from trainscale.resources import (
+from trainscale.hardware.resources import (
     FDS_PER_WORKER,
     FDS_RESERVED,
     GIB,
@@ -28,7 +24,11 @@ from trainscale.resources import (
     check_worker_count,
     format_bytes,
 )
-from trainscale.runner import locate_data, prepare
+from trainscale.metrics.compare import compare_step_times
+from trainscale.probe.run import ProbeOptions, plan_probe
+from trainscale.results.outputs import check_out_dir, check_out_file
+from trainscale.run.footprint import DATA_COPIES, Footprint, check_run_memory, estimate_footprint
+from trainscale.run.resolve import locate_data, prepare, resolve
 from trainscale.sweep.spec import MAX_RUNS, parse_spec
 from trainscale.train.trainer import check_batch_fits
 from trainscale.workloads import get_workload, workload_names
@@ -54,8 +54,8 @@ def test_worker_count_is_bounded_by_the_open_file_limit() -> None:
 
 
 def test_run_with_too_many_workers_is_refused_when_resolved(monkeypatch) -> None:
-    monkeypatch.setattr("trainscale.resources.open_file_limit", lambda: None)
-    opts = RunOptions(
+    monkeypatch.setattr("trainscale.hardware.resources.open_file_limit", lambda: None)
+    opts = RunOptions.of(
         workload="mnist-cnn",
         data="synthetic",
         workers=10_000,
@@ -106,7 +106,7 @@ def test_run_memory_is_workers_times_one_workers_share() -> None:
     footprint = Footprint(data_bytes=100 * MIB, num_parameters=1_000_000)
     one = footprint.worker_bytes
     config = resolve(
-        RunOptions(workload="mnist-cnn", workers=2, threads_per_worker=1, affinity="none"),
+        RunOptions.of(workload="mnist-cnn", workers=2, threads_per_worker=1, affinity="none"),
         available_cores=[0, 1],
     )
     check_run_memory(config, footprint, available=2 * one)
@@ -115,9 +115,9 @@ def test_run_memory_is_workers_times_one_workers_share() -> None:
 
 
 def test_prepare_refuses_a_run_that_cannot_fit_in_memory(monkeypatch) -> None:
-    monkeypatch.setattr("trainscale.resources.available_memory_bytes", lambda: 300 * MIB)
+    monkeypatch.setattr("trainscale.hardware.resources.available_memory_bytes", lambda: 300 * MIB)
     with pytest.raises(ConfigError, match="one worker .* more than the 300 MiB available"):
-        prepare(RunOptions(workload="mnist-cnn", data="synthetic", threads_per_worker=1))
+        prepare(RunOptions.of(workload="mnist-cnn", data="synthetic", threads_per_worker=1))
 
 
 @pytest.mark.parametrize(
@@ -156,15 +156,15 @@ def test_every_workload_declares_its_synthetic_size(name) -> None:
 
 def test_locating_real_files_reports_their_size(tmp_path: Path) -> None:
     folder = write_random_mnist(tmp_path / "mnist", 96, 20)
-    config = resolve(RunOptions(workload="mnist-cnn", data_dir=str(folder), download=False))
+    config = resolve(RunOptions.of(workload="mnist-cnn", data_dir=str(folder), download=False))
     located, size = locate_data(config)
     assert size == DataSize(96, 20)
-    assert Path(located.data_dir) == folder
+    assert Path(located.data.data_dir) == folder
 
 
 def test_prepare_refuses_a_batch_larger_than_the_real_training_set(tmp_path: Path) -> None:
     folder = write_random_mnist(tmp_path / "mnist", 96, 20)
-    opts = RunOptions(workload="mnist-cnn", data_dir=str(folder), download=False, batch_size=97)
+    opts = RunOptions.of(workload="mnist-cnn", data_dir=str(folder), download=False, batch_size=97)
     with pytest.raises(ConfigError, match="96 of 96 samples"):
         prepare(opts)
 
@@ -189,7 +189,7 @@ def test_text_max_len_is_capped_and_says_the_memory_of_a_text() -> None:
 
 
 def test_encoding_texts_that_cannot_fit_is_refused_before_allocating(monkeypatch) -> None:
-    monkeypatch.setattr("trainscale.resources.available_memory_bytes", lambda: 1000)
+    monkeypatch.setattr("trainscale.hardware.resources.available_memory_bytes", lambda: 1000)
     ids, _ = encode_ids([[5, 6]] * 10, 12)  # 960 bytes
     assert ids.shape == (10, 12) and ids.dtype == np.int64
     with pytest.raises(ConfigError, match="encoding 11 texts padded to -o max_len=12"):
@@ -224,7 +224,7 @@ def test_resamples_and_samples_are_capped() -> None:
 
 
 def test_probe_applies_the_oversubscription_guard_of_run(monkeypatch) -> None:
-    monkeypatch.setattr("trainscale.resources.open_file_limit", lambda: None)
+    monkeypatch.setattr("trainscale.hardware.resources.open_file_limit", lambda: None)
     with pytest.raises(ConfigError, match="64 workers x 1 thread .* or pass --allow-oversubscribe"):
         plan_probe(ProbeOptions(device="cpu", workers=64), gpus=0, cores=2)
     allowed = ProbeOptions(device="cpu", workers=16, allow_oversubscribe=True, quick=True)
@@ -239,7 +239,7 @@ def test_probe_applies_the_oversubscription_guard_of_run(monkeypatch) -> None:
 
 
 def test_probe_sizes_that_cannot_fit_in_memory_are_refused(monkeypatch) -> None:
-    monkeypatch.setattr("trainscale.resources.available_memory_bytes", lambda: GIB)
+    monkeypatch.setattr("trainscale.hardware.resources.available_memory_bytes", lambda: GIB)
     plan_probe(ProbeOptions(device="cpu", matmul_sizes=(8192,), only=("matmul",)), 0, 2)
     with pytest.raises(ConfigError, match="a matmul of size 16384"):
         plan_probe(ProbeOptions(device="cpu", matmul_sizes=(16384,), only=("matmul",)), 0, 2)

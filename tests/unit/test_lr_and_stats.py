@@ -80,10 +80,10 @@ def test_step_schedule_divides_by_10_at_half_and_three_quarters():
 def test_step_scheduler_matches_torch_multisteplr():
     import torch
 
-    from trainscale.config import SCHEDULES
+    from trainscale.config.options import Schedule, literal_choices
     from trainscale.train.lr import make_scheduler
 
-    assert "step" in SCHEDULES
+    assert "step" in literal_choices(Schedule)
     total = 40
     ours_param, torch_param = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
     ours = torch.optim.SGD([ours_param], lr=0.1, momentum=0.9)

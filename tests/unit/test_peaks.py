@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainscale.hardware import (
+from trainscale.hardware.figures import (
     cores_per_node,
     hardware_figures,
     latest_full_probe,
@@ -209,12 +209,15 @@ def test_probe_figure_scales_per_core_and_per_gpu() -> None:
 
 
 def test_hardware_figures_of_a_cpu_run_with_a_stored_probe(tmp_path: Path, monkeypatch) -> None:
-    import trainscale.hardware as hardware
+    import trainscale.hardware.figures as hardware
 
     cpu = facts("avx avx2 fma", ghz=2.0)  # 32 FLOPs/cycle: 64 GFLOP/s per core
     monkeypatch.setattr(hardware, "read_cpu_facts", lambda: cpu)
     monkeypatch.setattr(hardware.socket, "gethostname", lambda: "probe-host")
-    config = SimpleNamespace(device="cpu", precision="fp32", workers=2)
+    config = SimpleNamespace(
+        parallel=SimpleNamespace(device="cpu", workers=2),
+        optimisation=SimpleNamespace(precision="fp32"),
+    )
     summary = {"flops_per_sample": 1e6, "samples_per_s": 32_000.0}  # 32 GFLOP/s achieved
     workers = [{"cores": [0], "torch_threads": 1}, {"cores": [1], "torch_threads": 1}]
     with RunStore(tmp_path / "s.db") as store:
@@ -248,9 +251,12 @@ def test_hardware_figures_of_a_cpu_run_with_a_stored_probe(tmp_path: Path, monke
 
 
 def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
-    import trainscale.hardware as hardware
+    import trainscale.hardware.figures as hardware
 
     monkeypatch.setattr(hardware, "read_cpu_facts", lambda: facts("neon"))
-    config = SimpleNamespace(device="cpu", precision="fp32", workers=1)
+    config = SimpleNamespace(
+        parallel=SimpleNamespace(device="cpu", workers=1),
+        optimisation=SimpleNamespace(precision="fp32"),
+    )
     got = hardware_figures(config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}])
     assert got["mfu"] is None and got["mfu_peak"] is None and got["achieved_tflops"] is None

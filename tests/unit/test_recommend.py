@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import itertools
 import shlex
-from dataclasses import replace
 
 import pytest
 
-from trainscale.cli.command_line import parse_run_command, run_command
-from trainscale.config import RunOptions
+from trainscale.cli.command_line import parse_run_command
+from trainscale.config.cli import run_command
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.recommend.search import SearchSettings, run_search
 from trainscale.recommend.space import (
@@ -19,7 +19,7 @@ from trainscale.recommend.space import (
     thread_counts,
     worker_counts,
 )
-from trainscale.runner import RunFailed
+from trainscale.run.launch import RunFailed
 
 # -- the space ---------------------------------------------------------------------------
 
@@ -106,11 +106,19 @@ def test_max_workers_and_bad_multipliers():
 
 def test_candidate_options_replace_the_batch_and_placement():
     candidate = Candidate(2, 1, "spread", "bf16", 128)
-    base = RunOptions(workload="mnist-cnn", global_batch_size=256, allow_oversubscribe=True)
+    base = RunOptions.of(workload="mnist-cnn", global_batch_size=256, allow_oversubscribe=True)
     options = candidate.options(base)
-    assert (options.workers, options.threads_per_worker, options.affinity) == (2, 1, "spread")
-    assert (options.batch_size, options.global_batch_size, options.precision) == (128, None, "bf16")
-    assert options.allow_oversubscribe is False
+    assert (
+        options.parallel.workers,
+        options.parallel.threads_per_worker,
+        options.parallel.affinity,
+    ) == (2, 1, "spread")
+    assert (
+        options.optimisation.batch_size,
+        options.optimisation.global_batch_size,
+        options.optimisation.precision,
+    ) == (128, None, "bf16")
+    assert options.parallel.allow_oversubscribe is False
     assert candidate.global_batch_size == 256 and candidate.cores == 2
 
 
@@ -138,23 +146,27 @@ class FakeTrials:
 
     def label(self, options: RunOptions) -> str:
         key = (
-            options.workers,
-            options.threads_per_worker,
-            options.affinity,
-            options.precision,
-            options.batch_size,
+            options.parallel.workers,
+            options.parallel.threads_per_worker,
+            options.parallel.affinity,
+            options.optimisation.precision,
+            options.optimisation.batch_size,
         )
         return self.labels[key]
 
     def __call__(self, options: RunOptions) -> dict:
         label = self.label(options)
-        kind = "accuracy" if options.evaluate else "throughput"
-        self.calls.append((label, kind, options.steps))
+        kind = "accuracy" if options.measurement.evaluate else "throughput"
+        self.calls.append((label, kind, options.optimisation.steps))
         rate = self.rates[label]
         if kind == "accuracy":
-            samples = int(options.epochs * 60_000)
+            samples = int(options.optimisation.epochs * 60_000)
         else:
-            samples = options.steps * options.batch_size * options.workers
+            samples = (
+                options.optimisation.steps
+                * options.optimisation.batch_size
+                * options.parallel.workers
+            )
         train_s = samples / rate
         self.now += self.OVERHEAD_S + train_s
         if label in self.fail:
@@ -177,8 +189,8 @@ RATES = {
     "2w x 1t compact fp32 b64": 1800.0,
     "2w x 1t compact fp32 b128": 2000.0,
 }
-THROUGHPUT_BASE = RunOptions(workload="mnist-cnn", data="synthetic", tag="recommend:test")
-ACCURACY_BASE = RunOptions(workload="mnist-cnn", data="real", tag="recommend:test")
+THROUGHPUT_BASE = RunOptions.of(workload="mnist-cnn", data="synthetic", tag="recommend:test")
+ACCURACY_BASE = RunOptions.of(workload="mnist-cnn", data="real", tag="recommend:test")
 
 
 def search(fake, settings=None, accuracy=True):
@@ -307,11 +319,11 @@ def test_search_is_deterministic():
 # -- run_command ---------------------------------------------------------------------------
 
 ROUND_TRIP = [
-    RunOptions(workload="mnist-cnn"),
-    RunOptions(workload="mnist-cnn", workers=2, threads_per_worker=1, batch_size=64),
-    RunOptions(workload="mnist-cnn", threads_per_worker="torch-default", affinity="none"),
-    RunOptions(workload="mnist-cnn", affinity="0,1;2,3", workers=2, allow_oversubscribe=True),
-    RunOptions(
+    RunOptions.of(workload="mnist-cnn"),
+    RunOptions.of(workload="mnist-cnn", workers=2, threads_per_worker=1, batch_size=64),
+    RunOptions.of(workload="mnist-cnn", threads_per_worker="torch-default", affinity="none"),
+    RunOptions.of(workload="mnist-cnn", affinity="0,1;2,3", workers=2, allow_oversubscribe=True),
+    RunOptions.of(
         workload="imdb-bilstm",
         data="synthetic",
         data_dir="/data/my sets",
@@ -334,8 +346,8 @@ ROUND_TRIP = [
         tag="-starts with a dash; and $pecial 'quotes'",
         workload_options={"max_len": "200", "vocab": "a b"},
     ),
-    RunOptions(workload="mnist-cnn", steps=90, warmup_steps_untimed=2),
-    RunOptions(
+    RunOptions.of(workload="mnist-cnn", steps=90, warmup_steps_untimed=2),
+    RunOptions.of(
         workload="cifar10-resnet44",
         device="auto",
         compile=True,
@@ -358,8 +370,8 @@ def test_run_command_round_trips_through_the_real_parser(options):
 
 
 def test_run_command_writes_only_non_defaults_unless_asked():
-    assert run_command(RunOptions(workload="mnist-cnn")) == "trainscale run mnist-cnn"
-    options = Candidate(2, 1, "compact", "fp32", 64).options(RunOptions(workload="mnist-cnn"))
+    assert run_command(RunOptions.of(workload="mnist-cnn")) == "trainscale run mnist-cnn"
+    options = Candidate(2, 1, "compact", "fp32", 64).options(RunOptions.of(workload="mnist-cnn"))
     assert run_command(options) == (
         "trainscale run mnist-cnn --workers 2 --threads-per-worker 1 --batch-size 64"
     )
@@ -373,30 +385,30 @@ def test_run_command_writes_only_non_defaults_unless_asked():
 
 
 def test_run_command_quotes_for_the_shell():
-    command = run_command(RunOptions(workload="mnist-cnn", affinity="0;1", workers=2))
+    command = run_command(RunOptions.of(workload="mnist-cnn", affinity="0;1", workers=2))
     assert "'0;1'" in command
     assert shlex.split(command)[-1] == "0;1"
 
 
 @pytest.mark.parametrize("candidate", build_space(64, range(4), True).candidates[:12])
 def test_every_candidate_round_trips(candidate):
-    options = candidate.options(RunOptions(workload="mnist-cnn"))
+    options = candidate.options(RunOptions.of(workload="mnist-cnn"))
     assert parse_run_command(run_command(options, explicit=("affinity",))) == options
 
 
 def test_round_trip_covers_every_option():
     # Every RunOptions field is set to a non-default value in some ROUND_TRIP case.
-    defaults = RunOptions(workload="x")
+    defaults = RunOptions.of(workload="x")
     covered = {
         name
-        for options, name in itertools.product(ROUND_TRIP, RunOptions.__dataclass_fields__)
-        if getattr(options, name) != getattr(defaults, name)
+        for options, name in itertools.product(ROUND_TRIP, RunOptions.flat_fields())
+        if options.flat()[name] != defaults.flat()[name]
     }
-    assert covered == set(RunOptions.__dataclass_fields__)
+    assert covered == set(RunOptions.flat_fields())
 
 
 def test_replace_keeps_round_trip_for_searched_options():
-    options = replace(ROUND_TRIP[1], precision="bf16", affinity="spread")
+    options = ROUND_TRIP[1].with_(precision="bf16", affinity="spread")
     assert parse_run_command(run_command(options)) == options
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from conftest import tiny_config
 
-from trainscale.config import RunOptions, resolve
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 from trainscale.parallel.rendezvous import (
     Rendezvous,
@@ -21,7 +21,9 @@ from trainscale.parallel.rendezvous import (
     wait_for_endpoint,
 )
 from trainscale.results.store import RunStore
-from trainscale.runner import _record_failure, create_run_row
+from trainscale.run.launch import _record_failure
+from trainscale.run.record import create_run_row
+from trainscale.run.resolve import resolve
 
 
 @pytest.fixture(autouse=True)
@@ -70,15 +72,19 @@ def options(**changes) -> RunOptions:
         rdzv_id="job7",
     )
     fields.update(changes)
-    return RunOptions(**fields)
+    return RunOptions.from_flat(fields)
 
 
 def test_world_size_and_global_batch_span_the_nodes():
     config = resolve(options(workers=2, global_batch_size=64))
-    assert config.world_size == 4 and config.batch_size == 16 and config.global_batch_size == 64
-    assert config.workers == 2, "--workers stays per node"
+    assert (
+        config.world_size == 4
+        and config.optimisation.batch_size == 16
+        and config.optimisation.global_batch_size == 64
+    )
+    assert config.parallel.workers == 2, "--workers stays per node"
     config = resolve(options(workers=1, batch_size=8))
-    assert config.global_batch_size == 16
+    assert config.optimisation.global_batch_size == 16
     with pytest.raises(ConfigError, match="--nnodes 2"):
         resolve(options(workers=2, global_batch_size=30))
 
@@ -88,20 +94,22 @@ def test_job_id_defaults_under_slurm_and_is_required_elsewhere(monkeypatch):
         resolve(options(rdzv_id=None))
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("SLURM_STEP_ID", "0")
-    assert resolve(options(rdzv_id=None)).rdzv_id == "slurm-42-0"
+    assert resolve(options(rdzv_id=None)).nodes.rdzv_id == "slurm-42-0"
 
 
 def test_an_external_launcher_needs_no_endpoint(monkeypatch):
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     config = resolve(options(rdzv_endpoint=None, rdzv_id=None))
-    assert config.nnodes == 2 and config.rdzv_endpoint is None
+    assert config.nodes.nnodes == 2 and config.nodes.rdzv_endpoint is None
 
 
 def test_one_node_ignores_rendezvous_options_and_keeps_its_hash():
     plain = resolve(options(nnodes=1, rdzv_endpoint=None, rdzv_id=None))
     with_rdzv = resolve(options(nnodes=1))
-    assert with_rdzv.rdzv_endpoint is None and with_rdzv.settings_hash() == plain.settings_hash()
+    assert (
+        with_rdzv.nodes.rdzv_endpoint is None and with_rdzv.settings_hash() == plain.settings_hash()
+    )
     two = resolve(options())
     assert two.settings_hash() != plain.settings_hash(), "the node count shapes the run"
     moved = resolve(options(rdzv_endpoint="node002:29400", rdzv_id="job8", rdzv_timeout_s=9))

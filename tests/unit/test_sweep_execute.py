@@ -8,7 +8,8 @@ import pytest
 
 from trainscale.errors import TrainscaleError
 from trainscale.results.store import RunStore
-from trainscale.runner import RunFailed, create_run_row
+from trainscale.run.launch import RunFailed
+from trainscale.run.record import create_run_row
 from trainscale.sweep.execute import INTERRUPTED, execute_sweep
 from trainscale.sweep.plan import make_plan
 from trainscale.sweep.spec import parse_spec

@@ -209,7 +209,7 @@ def test_trainer_uses_batch_order_and_flops_batch() -> None:
     assert model.seen[0] == [0, 1, 2, 3]  # the FLOPs were counted on flops_batch's samples
     steps = model.seen[1:]
     for epoch, (order, batch_size, seed) in enumerate(calls[1:]):
-        assert batch_size == 8 and seed == config.seed * 1_000_003 + epoch
+        assert batch_size == 8 and seed == config.optimisation.seed * 1_000_003 + epoch
         expected = order.flip(0).view(-1, 8).tolist()
         assert steps[epoch * 8 : (epoch + 1) * 8] == expected
     assert outcome.summary["flops_per_sample"] is not None

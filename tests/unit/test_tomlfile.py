@@ -1,4 +1,4 @@
-"""trainscale.tomlfile: every way a TOML file can fail to be read is one line naming it."""
+"""trainscale.config.files: every way a TOML file can fail to be read is one line naming it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.config.files import load_toml
 from trainscale.errors import ConfigError
 from trainscale.simulate.cluster import ClusterError
-from trainscale.tomlfile import load_toml
 
 
 def test_reads_utf8_toml(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from trainscale.cli import (
     workloads_cmd,
 )
 from trainscale.errors import TrainscaleError
-from trainscale.interrupts import describe, exit_status, signals_raise
+from trainscale.parallel.interrupts import describe, exit_status, signals_raise
 
 SUBCOMMANDS = (
     env_cmd,

@@ -6,7 +6,6 @@ import argparse
 import os
 import tempfile
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 from trainscale.cli.common import add_store_argument
@@ -71,15 +70,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _choose_data(args: argparse.Namespace, base) -> tuple[object, str | None]:
     """Real data when it can be found; synthetic (with a loud note) otherwise. Either way
     the run is prepared (resolved, data sized, batch and memory checked) before any rung."""
-    from trainscale.runner import prepare
+    from trainscale.run.resolve import prepare
 
     if args.data == "synthetic":
-        synthetic = replace(base, data="synthetic")
+        synthetic = base.with_(data="synthetic")
         prepare(synthetic)
         return synthetic, None
     try:
         config = prepare(base)
-        return replace(base, data_dir=config.data_dir), None
+        return base.with_(data_dir=config.data.data_dir), None
     except DataError as error:
         if args.data == "real":
             raise
@@ -87,7 +86,7 @@ def _choose_data(args: argparse.Namespace, base) -> tuple[object, str | None]:
             f"REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only, no "
             f"accuracy): {error}"
         )
-        synthetic = replace(base, data="synthetic")
+        synthetic = base.with_(data="synthetic")
         prepare(synthetic)
         return synthetic, note
 
@@ -97,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from trainscale.bench import RungResult, Skipped, markdown_table, plan_ladder, table_rows
-    from trainscale.config import RunOptions
-    from trainscale.outputs import check_out_file
+    from trainscale.config.options import RunOptions
+    from trainscale.results.outputs import check_out_file
     from trainscale.results.store import RunStore, default_store_path
-    from trainscale.runner import RunFailed, execute_run
+    from trainscale.run.launch import RunFailed, execute_run
     from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
@@ -117,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     RunStore(store_path).close()
     env = collect_environment()
     bench_id = uuid.uuid4().hex[:8]
-    base = RunOptions(
+    base = RunOptions.of(
         workload=workload.name,
         data_dir=args.data_dir,
         download=args.download,
@@ -135,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         f"[bold]trainscale bench {bench_id}[/]: {workload.name}, {env['cpu_model']}, "
         f"{len(env['usable_cores'])} usable cores, {len(runnable)} settings x {steps} "
-        f"steps, global batch {workload.recipe.batch_size}, data {base.data}"
+        f"steps, global batch {workload.recipe.batch_size}, data {base.data.kind}"
     )
     results: list[RungResult] = []
     for index, rung in enumerate(ladder, start=1):
@@ -150,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]{rung.name} failed: {error}[/]")
             results.append(RungResult(rung, error=str(error)))
 
-    if not args.quick and base.data == "real":
+    if not args.quick and base.data.kind == "real":
         finished = [r for r in results if r.result and not r.rung.pitfall]
         if finished:
             best = max(finished, key=lambda r: r.result["samples_per_s"])
@@ -158,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
             full = Rung(
                 f"{best.rung.name}, full recipe ({workload.recipe.epochs:g} epoch)",
-                replace(best.rung.options, steps=None, evaluate=True),
+                best.rung.options.with_(steps=None, evaluate=True),
                 cores=best.rung.cores,
                 note="accuracy run: fastest setting above",
             )
@@ -185,10 +184,11 @@ def run(args: argparse.Namespace) -> int:
         f"# trainscale bench {bench_id}: {workload.name}",
         "",
         f"Machine: {env['cpu_model']}, {len(env['usable_cores'])} usable cores, "
-        f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}. Data: {base.data}. "
-        f"Global batch {workload.recipe.batch_size} on every rung; throughput rungs train "
-        f"{steps} steps ({base.warmup_steps_untimed} warm-up steps untimed). Speedup is "
-        "against the serial 1-core run; efficiency = speedup / cores given.",
+        f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}. "
+        f"Data: {base.data.kind}. Global batch {workload.recipe.batch_size} on every rung; "
+        f"throughput rungs train {steps} steps ({base.measurement.warmup_steps_untimed} "
+        "warm-up steps untimed). Speedup is against the serial 1-core run; "
+        "efficiency = speedup / cores given.",
         "",
     ]
     if data_note:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
 from trainscale.errors import StoreError, TrainscaleError
-from trainscale.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
 from trainscale.results.store import DamagedRecordError, RunRecord, RunStore
 
 EPILOG = """\

@@ -11,8 +11,23 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.cli.common import add_store_argument
-from trainscale.cli.run_cmd import add_dataset_arguments
-from trainscale.config import LR_SCALINGS, OPTIMIZERS
+from trainscale.config.cli import add_option_arguments, options_from_args
+
+EMULATED_OPTIONS = (
+    "lr_scaling",
+    "lr",
+    "optimizer",
+    "epochs",
+    "steps",
+    "seed",
+    "eval_every",
+    "target_accuracy",
+    "data",
+    "data_dir",
+    "download",
+    "workload_options",
+)
+"""The run options that shape an emulation (the others describe real workers)."""
 
 EPILOG = """\
 examples:
@@ -85,45 +100,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="async: divide each update's lr by its staleness (Zhang et al. 2016)",
     )
 
-    hp = parser.add_argument_group("training")
-    hp.add_argument(
-        "--lr-scaling",
-        choices=LR_SCALINGS,
-        default="none",
-        help="scale the lr with the samples of a global step over the reference batch; a "
-        "scaled-up lr gets a warm-up of at least 10%% of the steps (default: none)",
+    add_option_arguments(
+        parser,
+        only=EMULATED_OPTIONS,
+        help_overrides={
+            "lr_scaling": "scale the lr with the samples of a global step over the reference "
+            "batch; a scaled-up lr gets a warm-up of at least 10% of the steps",
+            "steps": "global optimizer steps, >= 1 (instead of epochs)",
+            "eval_every": "evaluate every STEPS (>= 1) global steps, and at every epoch's end "
+            "(default: 4 times an epoch)",
+            "data": "real only: emulation is about accuracy (synthetic is refused)",
+        },
     )
-    hp.add_argument("--lr", type=float, help="peak lr at the workload's reference batch size, > 0")
-    hp.add_argument("--optimizer", choices=OPTIMIZERS)
-    length = hp.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=float, help="epochs (passes over the training set), > 0")
-    length.add_argument("--steps", type=int, help="global optimizer steps, >= 1 (overrides epochs)")
-    hp.add_argument("--seed", type=int, default=0, help="random seed, >= 0 (default: 0)")
-
-    meas = parser.add_argument_group("measurement")
-    meas.add_argument(
-        "--eval-every",
-        type=int,
-        metavar="STEPS",
-        help="evaluate every STEPS (>= 1) global steps, and at every epoch's end (default: 4 "
-        "times an epoch)",
-    )
-    meas.add_argument(
-        "--target-accuracy",
-        type=float,
-        metavar="ACC",
-        help="test accuracy for steps to target, a fraction in (0, 1] (default: workload's)",
-    )
-
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--data",
-        choices=("real", "synthetic"),
-        default="real",
-        help="real only: emulation is about accuracy (synthetic is refused)",
-    )
-    add_dataset_arguments(data)
-
     out = parser.add_argument_group("output")
     add_store_argument(out, as_path=False)
     out.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -135,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
     """Emulate every N in turn, store each as a run, print the table (or JSON)."""
     import torch
 
-    from trainscale.config import RunOptions
     from trainscale.emulate.engine import emulate, plan_global_steps
     from trainscale.emulate.record import (
         complete_emulation,
@@ -148,10 +135,10 @@ def run(args: argparse.Namespace) -> int:
         parse_workers,
         resolve_spec,
     )
-    from trainscale.interrupts import failure_reason
-    from trainscale.parallel.worker import load_data
+    from trainscale.parallel.interrupts import failure_reason
     from trainscale.results.store import RunStore, default_store_path
-    from trainscale.runner import new_run_id
+    from trainscale.run.record import new_run_id
+    from trainscale.run.worker import load_data
     from trainscale.train.progress import make_progress
     from trainscale.workloads import get_workload
     from trainscale.workloads.base import Located
@@ -174,22 +161,7 @@ def run(args: argparse.Namespace) -> int:
         for n in counts
     ]
     emulation_id = uuid.uuid4().hex[:12]
-    options = RunOptions(
-        workload=workload.name,
-        data=args.data,
-        data_dir=args.data_dir,
-        download=args.download,
-        lr=args.lr,
-        lr_scaling=args.lr_scaling,
-        optimizer=args.optimizer,
-        epochs=args.epochs,
-        steps=args.steps,
-        eval_every=args.eval_every,
-        target_accuracy=args.target_accuracy,
-        seed=args.seed,
-        workload_options=dict(args.workload_options),
-        tag=emulation_tag(emulation_id),
-    )
+    options = options_from_args(args, workload.name).with_(tag=emulation_tag(emulation_id))
     located: dict[tuple[Any, ...], Located] = {}
     configs = [emulation_config(options, spec, located) for spec in specs]
     store_file = Path(args.store) if args.store else default_store_path()
@@ -199,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
         plan_global_steps(config, spec, data.num_train)
         for config, spec in zip(configs, specs, strict=True)
     ]
-    if configs[0].threads_per_worker is not None:
-        torch.set_num_threads(configs[0].threads_per_worker)
+    if configs[0].parallel.threads_per_worker is not None:
+        torch.set_num_threads(configs[0].parallel.threads_per_worker)
 
     quiet = args.quiet or args.json
     rows = []
@@ -209,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"[{index}/{len(specs)}] {workload.name} {spec.mode} x{spec.workers}: "
                 f"per-worker batch {spec.per_worker_batch_size}, {spec.samples_per_step} "
-                f"samples a global step, lr {config.lr:.4g}, {plan.total_steps} global steps",
+                f"samples a global step, lr {config.optimisation.lr:.4g}, "
+                f"{plan.total_steps} global steps",
                 file=sys.stderr,
                 flush=True,
             )

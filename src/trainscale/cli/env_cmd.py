@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the environment as a table (default) or JSON; returns the exit status."""
     # Imported here so that `trainscale --help` does not pay for importing torch.
-    from trainscale.hardware import machine_energy_sources, machine_peaks
+    from trainscale.hardware.figures import machine_energy_sources, machine_peaks
     from trainscale.system import collect_environment
 
     env = collect_environment()

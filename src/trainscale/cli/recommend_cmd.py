@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from dataclasses import replace
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
@@ -159,11 +158,11 @@ def settings_from_args(args: argparse.Namespace):
 def _accuracy_base(args: argparse.Namespace, base, baseline, epochs: float):
     """Real-data options for the accuracy runs, or (None, why) when they cannot be made."""
     from trainscale.recommend.search import accuracy_options
-    from trainscale.runner import prepare
+    from trainscale.run.resolve import prepare
 
     if args.data == "synthetic":
         return None, "--data synthetic: accuracy not checked (throughput only)"
-    real = replace(base, data="real", data_dir=args.data_dir, download=args.download)
+    real = base.with_(data="real", data_dir=args.data_dir, download=args.download)
     try:
         config = prepare(accuracy_options(baseline, real, epochs))
     except DataError as error:
@@ -171,7 +170,7 @@ def _accuracy_base(args: argparse.Namespace, base, baseline, epochs: float):
             raise
         return None, (f"REAL DATA NOT FOUND, accuracy NOT checked (throughput only): {error}")
     # Runs read from where the data was found: no second search or download per run.
-    return replace(real, data_dir=config.data_dir), None
+    return real.with_(data_dir=config.data.data_dir), None
 
 
 def fit_candidates(space, throughput_base, accuracy_base, accuracy_epochs: float, cores):
@@ -187,9 +186,8 @@ def fit_candidates(space, throughput_base, accuracy_base, accuracy_epochs: float
     """
     from dataclasses import replace as replace_field
 
-    from trainscale.config import resolve
     from trainscale.recommend.search import accuracy_options
-    from trainscale.runner import check_capacity, locate_data
+    from trainscale.run.resolve import check_capacity, locate_data, resolve
 
     located: dict = {}
     advice = "use smaller --batch-multipliers (a candidate's batch is the recipe's x one)"
@@ -216,12 +214,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from trainscale.cli.command_line import run_command
-    from trainscale.config import RunOptions
+    from trainscale.config.cli import run_command
+    from trainscale.config.options import RunOptions
     from trainscale.recommend.search import run_search
     from trainscale.recommend.space import machine_space
     from trainscale.results.store import RunStore, default_store_path
-    from trainscale.runner import execute_run
+    from trainscale.run.launch import execute_run
     from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
@@ -235,9 +233,9 @@ def run(args: argparse.Namespace) -> int:
     space = machine_space(workload.name, args.batch_multipliers, args.max_workers, env)
     recommend_id = uuid.uuid4().hex[:8]
     tag = f"recommend:{recommend_id}"
-    base = RunOptions(workload=workload.name, tag=tag, download=args.download)
+    base = RunOptions.of(workload=workload.name, tag=tag, download=args.download)
     accuracy_base, data_note = _accuracy_base(args, base, space.baseline, settings.accuracy_epochs)
-    throughput_base = replace(base, data="synthetic")
+    throughput_base = base.with_(data="synthetic")
     space = fit_candidates(
         space, throughput_base, accuracy_base, settings.accuracy_epochs, env["usable_cores"]
     )
@@ -262,8 +260,7 @@ def run(args: argparse.Namespace) -> int:
     recommendation = run_search(
         space, throughput_base, accuracy_base, settings, run_one, listener=listener
     )
-    command_options = replace(
-        recommendation.best.options(RunOptions(workload=workload.name)),
+    command_options = recommendation.best.options(RunOptions.of(workload=workload.name)).with_(
         data_dir=args.data_dir,
         download=args.download,
     )

@@ -8,8 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.config.limits import (
+    DEFAULT_MONTE_CARLO_SAMPLES,
+    MAX_MONTE_CARLO_SAMPLES,
+    check_count,
+)
 from trainscale.errors import ConfigError, TrainscaleError
-from trainscale.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES, check_count
 
 EPILOG = """\
 examples:

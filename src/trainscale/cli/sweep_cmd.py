@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from trainscale.cli.common import add_store_argument
 from trainscale.errors import ConfigError
-from trainscale.interrupts import describe, exit_status
+from trainscale.parallel.interrupts import describe, exit_status
 
 EPILOG = """\
 examples:
@@ -99,7 +99,7 @@ def load(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from trainscale.outputs import check_out_dir
+    from trainscale.results.outputs import check_out_dir
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.sweep.execute import execute_sweep
     from trainscale.sweep.plan import make_plan

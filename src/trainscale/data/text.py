@@ -103,7 +103,7 @@ def encode_ids(id_lists: Sequence[Sequence[int]], max_len: int) -> tuple[np.ndar
     are padded to max_len, so a large -o max_len costs N x max_len x 8 bytes whatever the
     texts' lengths.
     """
-    from trainscale.resources import check_memory
+    from trainscale.hardware.resources import check_memory
 
     check_memory(
         len(id_lists) * max_len * np.dtype(np.int64).itemsize,

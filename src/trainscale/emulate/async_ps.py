@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.emulate.gradient import backward_on, optimizer_and_schedule
 from trainscale.emulate.streams import WorkerStream
 from trainscale.metrics import stats
@@ -80,7 +80,7 @@ class AsyncParameterServer:
         self.params = [p for p in model.parameters()]
         # Its own seeded generator: the draw of compute times does not disturb torch's RNG
         # (dropout), and depends only on the seed.
-        self.rng = random.Random(config.seed)
+        self.rng = random.Random(config.optimisation.seed)
         self.version = 0
         """Updates applied so far: the parameters' version."""
         self.staleness: list[int] = []

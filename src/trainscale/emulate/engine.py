@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.emulate.async_ps import AsyncParameterServer
 from trainscale.emulate.local_sgd import LocalSGD
 from trainscale.emulate.spec import EmulationSpec
@@ -84,14 +84,14 @@ def plan_global_steps(config: RunConfig, spec: EmulationSpec, num_train: int) ->
     """The global steps of an emulation (see the module docstring); ConfigError when b
     exceeds a worker's share of the training set."""
     check_batch_fits(
-        config.batch_size,
+        config.optimisation.batch_size,
         num_train,
         spec.workers,
         advice="use a smaller --per-worker-batch-size or fewer workers",
     )
     per_worker, _ = plan_steps(config, num_train, spec.workers)
     per_epoch = per_worker * spec.workers if spec.mode == "async" else per_worker
-    total = config.steps or max(1, math.ceil(config.epochs * per_epoch))
+    total = config.optimisation.steps or max(1, math.ceil(config.optimisation.epochs * per_epoch))
     return StepPlan(per_worker, per_epoch, total)
 
 
@@ -136,14 +136,14 @@ def emulate(
     if data.kind != "real":
         raise ConfigError("emulation needs real data: synthetic data makes no accuracy claim")
     progress = progress or NullProgress()
-    device = torch.device(config.device)
+    device = torch.device(config.parallel.device)
     # One process, no peers: the serial strategy evaluates the full test set and runs any
     # pre-training phase as one worker would.
     serial = Strategy(config, DistEnv())
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.optimisation.seed)
     model = workload.build_model(data.meta).to(device)
     train_x = data.train_x
-    if config.channels_last and train_x.dim() == 4:
+    if config.parallel.channels_last and train_x.dim() == 4:
         model = model.to(memory_format=torch.channels_last)
         train_x = train_x.contiguous(memory_format=torch.channels_last)
     plan = plan_global_steps(config, spec, data.num_train)
@@ -161,7 +161,7 @@ def emulate(
         spec.workers, config, workload, data, train_x, plan.batches_per_worker_epoch
     )
     mode = make_mode(spec, model, streams, workload, config, plan.total_steps)
-    eval_every = config.eval_every or max(1, plan.steps_per_epoch // 4)
+    eval_every = config.measurement.eval_every or max(1, plan.steps_per_epoch // 4)
     samples_per_step = spec.samples_per_step
 
     curve: list[tuple[float, float]] = []  # (training clock s, test accuracy)
@@ -173,7 +173,13 @@ def emulate(
     def run_eval(step: int) -> None:
         nonlocal eval_time_s, last
         t0 = time.perf_counter()
-        last = evaluate(mode.eval_model(), data, serial, config.precision, config.channels_last)
+        last = evaluate(
+            mode.eval_model(),
+            data,
+            serial,
+            config.optimisation.precision,
+            config.parallel.channels_last,
+        )
         eval_time_s += time.perf_counter() - t0
         curve.append((train_clock_s, last[0]))
         steps_curve.append([step, step * samples_per_step, last[0]])
@@ -245,7 +251,7 @@ def _summary(
     last: tuple[float, float, float],
 ) -> dict[str, Any]:
     """The run summary: the usual accuracy fields plus `emulation` (docs/emulation.md)."""
-    target = config.target_accuracy
+    target = config.measurement.target_accuracy
     reached = next((int(s) for s, _, accuracy in steps_curve if accuracy >= target), None)
     samples_per_step = spec.samples_per_step
     emulation = {
@@ -253,9 +259,9 @@ def _summary(
         "workers": spec.workers,
         "global_batch_size": samples_per_step,
         "per_worker_batch_size": spec.per_worker_batch_size,
-        "lr_scaling": config.lr_scaling,
-        "lr": config.lr,
-        "warmup_fraction": config.warmup_fraction,
+        "lr_scaling": config.optimisation.lr_scaling,
+        "lr": config.optimisation.lr,
+        "warmup_fraction": config.optimisation.warmup_fraction,
         "local_steps": spec.local_steps if spec.mode == "local-sgd" else None,
         "staleness": None,
         "staleness_spread": spec.staleness_spread if spec.mode == "async" else None,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.train.lr import make_optimizer, make_scheduler
 from trainscale.train.precision import autocast
 from trainscale.workloads.base import Workload
@@ -25,8 +25,8 @@ def backward_on(
     """Forward and backward of one worker's batch, adding `scale` x its gradient into the
     parameters' `.grad`; returns the (unscaled) loss, detached."""
     device = x.device
-    with autocast(device, config.precision):
-        loss = workload.loss(model(x), y, config.label_smoothing)
+    with autocast(device, config.optimisation.precision):
+        loss = workload.loss(model(x), y, config.optimisation.label_smoothing)
     (loss * scale if scale != 1.0 else loss).backward()
     return loss.detach().float()
 
@@ -37,14 +37,16 @@ def optimizer_and_schedule(
     """The run's optimizer and lr schedule over `total_steps` global steps, as the trainer
     makes them."""
     optimizer = make_optimizer(
-        config.optimizer,
+        config.optimisation.optimizer,
         model.parameters(),
-        config.lr,
-        config.momentum,
-        config.weight_decay,
-        nesterov=config.nesterov,
+        config.optimisation.lr,
+        config.optimisation.momentum,
+        config.optimisation.weight_decay,
+        nesterov=config.optimisation.nesterov,
     )
-    scheduler = make_scheduler(optimizer, total_steps, config.schedule, config.warmup_fraction)
+    scheduler = make_scheduler(
+        optimizer, total_steps, config.optimisation.schedule, config.optimisation.warmup_fraction
+    )
     return optimizer, scheduler
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.emulate.gradient import average_into, backward_on, optimizer_and_schedule
 from trainscale.emulate.streams import WorkerStream
 from trainscale.workloads.base import Workload

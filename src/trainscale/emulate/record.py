@@ -8,7 +8,7 @@ times are stored (the emulating process's step times say nothing about N workers
 
 from __future__ import annotations
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.emulate.engine import EmulationOutcome
 from trainscale.emulate.spec import EmulationSpec, stored_config, stored_config_hash
 from trainscale.results.store import RunStore
@@ -29,7 +29,7 @@ def create_emulation_row(
 
     env = collect_environment()
     stored = stored_config(config, spec)
-    threads = config.threads_per_worker
+    threads = config.parallel.threads_per_worker
     if threads is None:
         threads = env["torch_num_threads_default"]
     store.create_run(
@@ -37,11 +37,11 @@ def create_emulation_row(
         config.workload,
         stored,
         env,
-        data_kind=config.data,
+        data_kind=config.data.kind,
         world_size=1,
         threads_per_worker=threads,
-        affinity=config.affinity,
-        precision=config.precision,
+        affinity=config.parallel.affinity,
+        precision=config.optimisation.precision,
         global_batch_size=spec.samples_per_step,
         tag=config.tag,
         config_hash=stored_config_hash(stored),

@@ -17,9 +17,10 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from trainscale.config import RunConfig, RunOptions, resolve
+from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import ConfigError
-from trainscale.footprint import Footprint
+from trainscale.run.footprint import Footprint
+from trainscale.run.resolve import resolve
 from trainscale.workloads.base import Located
 
 MODES = ("sync", "async", "local-sgd")
@@ -130,12 +131,12 @@ def parse_workers(text: str) -> list[int]:
 
 def check_options(opts: RunOptions) -> None:
     """Refuse run options that an emulation cannot honour."""
-    if opts.data != "real":
+    if opts.data.kind != "real":
         raise ConfigError(
             "emulation needs real data: it measures accuracy, and synthetic data (random "
             "labels) makes no accuracy claim; give the dataset with --data-dir"
         )
-    if not opts.evaluate:
+    if not opts.measurement.evaluate:
         raise ConfigError("emulation measures accuracy: it cannot run without evaluation")
 
 
@@ -146,8 +147,7 @@ def emulation_options(opts: RunOptions, spec: EmulationSpec) -> RunOptions:
     grows; asking it for one worker at batch B applies exactly those rules at B.
     """
     check_options(opts)
-    return replace(
-        opts,
+    return opts.with_(
         workers=1,
         batch_size=spec.samples_per_step,
         global_batch_size=None,
@@ -175,8 +175,8 @@ def emulation_config(
         raise ValueError("resolve the spec first (resolve_spec)")
     config = resolve(emulation_options(opts, spec))
     if locate_data:
-        from trainscale.footprint import estimate_footprint
-        from trainscale.runner import locate_data as find_data
+        from trainscale.run.footprint import estimate_footprint
+        from trainscale.run.resolve import locate_data as find_data
         from trainscale.train.trainer import check_batch_fits
         from trainscale.workloads import get_workload
 
@@ -189,7 +189,10 @@ def emulation_config(
         )
         workload = get_workload(config.workload)
         check_emulation_memory(
-            spec, estimate_footprint(workload, config.workload_options, size, config.seed)
+            spec,
+            estimate_footprint(
+                workload, config.data.workload_options, size, config.optimisation.seed
+            ),
         )
     return config.with_(batch_size=spec.per_worker_batch_size)
 
@@ -210,7 +213,7 @@ def check_emulation_memory(
 ) -> None:
     """ConfigError when the emulating process cannot hold N workers' state (one line that
     says what each worker holds and how many fit)."""
-    from trainscale.resources import available_memory_bytes, check_memory, format_bytes
+    from trainscale.hardware.resources import available_memory_bytes, check_memory, format_bytes
 
     available = available_memory_bytes() if available is None else available
     each = emulated_worker_bytes(spec, footprint)
@@ -231,7 +234,7 @@ def check_emulation_memory(
 
 def stored_config(config: RunConfig, spec: EmulationSpec) -> dict[str, Any]:
     """What is stored as the run's config: the resolved config plus the emulation settings."""
-    return {**config.to_dict(), "emulation": spec.settings()}
+    return {**config.flat(), "emulation": spec.settings()}
 
 
 def stored_config_hash(stored: dict[str, Any]) -> str:

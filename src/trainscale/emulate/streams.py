@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import Strategy
 from trainscale.workloads.base import TensorData, Workload
@@ -43,7 +43,7 @@ class WorkerStream:
         env = DistEnv(rank=rank, local_rank=rank, world_size=world, local_world_size=world)
         self._sharding = Strategy(config, env)
         # Seeded as the trainer seeds each rank's augmentation generator.
-        self._augment = torch.Generator().manual_seed(config.seed * 1000 + rank)
+        self._augment = torch.Generator().manual_seed(config.optimisation.seed * 1000 + rank)
         self._epoch = -1
         self._order: torch.Tensor | None = None
 
@@ -54,20 +54,22 @@ class WorkerStream:
 
     def _epoch_order(self, epoch: int) -> torch.Tensor:
         config = self.config
-        order = self._sharding.shard_indices(self.data.num_train, epoch, config.seed)
+        order = self._sharding.shard_indices(self.data.num_train, epoch, config.optimisation.seed)
         if self.workload.batch_order is not None:
             # The trainer seeds this alike on every rank (same seed, fresh generator).
-            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
-            order = self.workload.batch_order(order, self.data, config.batch_size, generator)
+            generator = torch.Generator().manual_seed(config.optimisation.seed * 1_000_003 + epoch)
+            order = self.workload.batch_order(
+                order, self.data, config.optimisation.batch_size, generator
+            )
         return order
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """This worker's next (x, y) batch of `config.batch_size` samples."""
+        """This worker's next (x, y) batch of `config.optimisation.batch_size` samples."""
         epoch, index = divmod(self.position, self.batches_per_epoch)
         if epoch != self._epoch:
             self._order = self._epoch_order(epoch)
             self._epoch = epoch
-        size = self.config.batch_size
+        size = self.config.optimisation.batch_size
         rows = self._order[index * size : (index + 1) * size]
         x = self.train_x[rows]
         y = self.data.train_y[rows]

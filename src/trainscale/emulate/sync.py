@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.emulate.gradient import (
     backward_on,
     optimizer_and_schedule,

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from trainscale.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
+from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 
 _CHUNK_ELEMENTS = 4_000_000
 """Largest resample matrix built at once (32 MB of float64): long runs are done in chunks."""

@@ -96,7 +96,7 @@ def parse_price_table(raw: Mapping[str, Any], origin: str) -> PriceTable:
 
 def load_price_table(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The price table in use: `path`, else ``$TRAINSCALE_PRICES``, else the packaged example."""
-    from trainscale.tomlfile import load_toml
+    from trainscale.config.files import load_toml
 
     chosen = path if path is not None else (os.environ.get(PRICES_ENV_VAR, "").strip() or None)
     file = Path(chosen).expanduser() if chosen is not None else DEFAULT_PRICES

@@ -17,9 +17,9 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from trainscale.interrupts import Interrupted, children_start_deaf, preserved_handlers
 from trainscale.parallel import loopback
 from trainscale.parallel import rendezvous as rdzv
+from trainscale.parallel.interrupts import Interrupted, children_start_deaf, preserved_handlers
 
 AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 """The signals PyTorch's elastic agent takes over while it runs (its default list)."""

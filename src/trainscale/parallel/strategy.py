@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.parallel.distenv import DistEnv
 from trainscale.workloads.base import TensorData
 
@@ -35,11 +35,13 @@ class Strategy:
         """Pin to cores and fix the thread count before torch starts its thread pool."""
         from trainscale.parallel.affinity import pin_current_process
 
-        if self.config.core_sets is not None:
-            cores = self.config.core_sets[self.env.local_rank % len(self.config.core_sets)]
+        if self.config.parallel.core_sets is not None:
+            cores = self.config.parallel.core_sets[
+                self.env.local_rank % len(self.config.parallel.core_sets)
+            ]
             pin_current_process(cores)
-        if self.config.threads_per_worker is not None:
-            torch.set_num_threads(self.config.threads_per_worker)
+        if self.config.parallel.threads_per_worker is not None:
+            torch.set_num_threads(self.config.parallel.threads_per_worker)
 
     def teardown(self) -> None:
         """Release what setup acquired."""
@@ -116,7 +118,7 @@ class CpuDataParallel(Strategy):
 
     def setup(self) -> None:
         super().setup()
-        timeout = datetime.timedelta(seconds=self.config.timeout_s)
+        timeout = datetime.timedelta(seconds=self.config.parallel.timeout_s)
         # gloo's collectives raise after `timeout`: a silent or dead peer ends the run instead
         # of hanging it forever.
         dist.init_process_group("gloo", timeout=timeout)
@@ -129,8 +131,8 @@ class CpuDataParallel(Strategy):
         # DDP broadcasts rank 0's parameters at construction, so all replicas start equal.
         # Gradients as views into the communication buckets save a copy per step.
         options: dict[str, Any] = {"gradient_as_bucket_view": True}
-        if self.config.bucket_cap_mb is not None:
-            options["bucket_cap_mb"] = self.config.bucket_cap_mb
+        if self.config.parallel.bucket_cap_mb is not None:
+            options["bucket_cap_mb"] = self.config.parallel.bucket_cap_mb
         if self.device.type == "cuda":
             options["device_ids"] = [self.device.index]
         return nn.parallel.DistributedDataParallel(model, **options)
@@ -182,7 +184,7 @@ class CudaDataParallel(CpuDataParallel):
         Strategy.setup(self)
         self.device = torch.device("cuda", self.env.local_rank)
         torch.cuda.set_device(self.device)
-        timeout = datetime.timedelta(seconds=self.config.timeout_s)
+        timeout = datetime.timedelta(seconds=self.config.parallel.timeout_s)
         dist.init_process_group("nccl", timeout=timeout, device_id=self.device)
 
     def describe(self) -> str:
@@ -191,7 +193,7 @@ class CudaDataParallel(CpuDataParallel):
 
 def make_strategy(config: RunConfig, env: DistEnv) -> Strategy:
     """The strategy for this run: serial or DDP, on the CPU or on GPUs."""
-    if config.device == "cuda":
+    if config.parallel.device == "cuda":
         return CudaDataParallel(config, env) if env.world_size > 1 else CudaStrategy(config, env)
     if env.world_size > 1:
         return CpuDataParallel(config, env)

@@ -34,8 +34,8 @@ def allreduce_worker(
     import torch
     import torch.distributed as dist
 
-    from trainscale.interrupts import exit_quietly_on_signals
     from trainscale.parallel.distenv import DistEnv, exit_with_parent
+    from trainscale.parallel.interrupts import exit_quietly_on_signals
     from trainscale.parallel.loopback import pin_gloo_to_loopback
 
     exit_with_parent()

@@ -220,7 +220,7 @@ def check_probe_memory(plan: ProbePlan, available: int | None = None) -> None:
     A matmul of size n holds A, B and C (and A and B once more in fp32 while they are cast):
     4 n^2 x 4 bytes at most. Each all-reduce worker holds its message and gloo a copy of it.
     """
-    from trainscale.resources import WORKER_PROCESS_BYTES, check_memory
+    from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
 
     if "matmul" in plan.kinds:
         n = max(plan.matmul_sizes)
@@ -244,8 +244,8 @@ def _check_cpu_workers(workers: int, cores: int, allow_oversubscribe: bool) -> N
     """The guard `trainscale run` applies: one thread per all-reduce worker, so more workers
     than cores oversubscribe the machine (refused unless allowed), and never more processes
     than the machine can start."""
+    from trainscale.hardware.resources import check_worker_count, open_file_limit
     from trainscale.parallel.affinity import oversubscription_message
-    from trainscale.resources import check_worker_count, open_file_limit
 
     if workers > cores and not allow_oversubscribe:
         raise ConfigError(
@@ -274,7 +274,7 @@ def probe_device_name(device_type: str, gpu_index: int = 0) -> str:
         return torch.cuda.get_device_name(gpu_index)
     from trainscale.metrics.peaks import read_cpu_facts
 
-    # The same name a run's MFU looks its probe up by (trainscale.hardware).
+    # The same name a run's MFU looks its probe up by (trainscale.hardware.figures).
     return read_cpu_facts().model_name or "cpu"
 
 

@@ -29,10 +29,10 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from trainscale.config import RunOptions
+from trainscale.config.options import RunOptions
 from trainscale.errors import TrainscaleError
 from trainscale.recommend.space import Candidate, Space
 
@@ -210,8 +210,7 @@ class SearchListener:
 
 def throughput_options(candidate: Candidate, base: RunOptions, timed_steps: int, warmup: int):
     """The run options of a throughput trial: `timed_steps` measured after `warmup`."""
-    return replace(
-        candidate.options(base),
+    return candidate.options(base).with_(
         steps=timed_steps + warmup,
         epochs=None,
         warmup_steps_untimed=warmup,
@@ -226,8 +225,7 @@ def accuracy_options(candidate: Candidate, base: RunOptions, epochs: float) -> R
     Epochs rather than steps, so every setting sees the same number of samples whatever its
     global batch (to within one batch).
     """
-    return replace(
-        candidate.options(base),
+    return candidate.options(base).with_(
         epochs=epochs,
         steps=None,
         evaluate=True,
@@ -273,7 +271,7 @@ class _Search:
     def attempt(
         self, candidate: Candidate, options: RunOptions, kind: str, rung: int | None
     ) -> Trial:
-        from trainscale.runner import RunFailed
+        from trainscale.run.launch import RunFailed
 
         self.listener.trial_started(candidate, kind, rung)
         t0 = self.clock()

@@ -10,10 +10,10 @@ is only tried where the CPU computes it natively (elsewhere it is emulated and s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from trainscale.config import RunOptions
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 
 AFFINITIES = ("compact", "spread")
@@ -58,8 +58,7 @@ class Candidate:
 
     def options(self, base: RunOptions) -> RunOptions:
         """`base` with this candidate's settings (the per-worker batch replaces any global one)."""
-        return replace(
-            base,
+        return base.with_(
             workers=self.workers,
             threads_per_worker=self.threads_per_worker,
             affinity=self.affinity,

@@ -50,10 +50,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from trainscale.config.files import load_toml, parse_toml
 from trainscale.errors import ConfigError
 from trainscale.simulate.collectives import ALGORITHMS, Link, Topology
 from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
-from trainscale.tomlfile import load_toml, parse_toml
 
 DEVICE_KINDS = ("cpu", "cuda")
 PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")

@@ -22,7 +22,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from trainscale.limits import DEFAULT_MONTE_CARLO_SAMPLES
+from trainscale.config.limits import DEFAULT_MONTE_CARLO_SAMPLES
 
 UPPER_QUARTILE_Z = NormalDist().inv_cdf(0.75)
 DEFAULT_SIGMA = 0.02

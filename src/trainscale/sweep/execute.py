@@ -107,7 +107,8 @@ def execute_sweep(
 
     `run_one` defaults to `runner.execute_run` (tests may pass a stand-in).
     """
-    from trainscale.runner import RunFailed, SweepSlot, execute_run
+    from trainscale.run.launch import RunFailed, execute_run
+    from trainscale.run.record import SweepSlot
 
     listener = listener or SweepListener()
     run_one = run_one or execute_run

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from trainscale.config import RunConfig, RunOptions
+from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import TrainscaleError
 from trainscale.sweep.spec import SweepSpec
 from trainscale.workloads.base import Located
@@ -53,7 +53,7 @@ class Plan:
 
 def make_plan(spec: SweepSpec) -> Plan:
     """Resolve every configuration (raising TrainscaleError naming it) and order the runs."""
-    from trainscale.runner import prepare
+    from trainscale.run.resolve import prepare
 
     resolved: list[tuple[str, RunOptions, RunConfig]] = []
     skipped: list[tuple[str, str]] = []
@@ -61,7 +61,7 @@ def make_plan(spec: SweepSpec) -> Plan:
     for label, overrides in spec.configurations():
         fields = {**spec.base, **overrides}
         try:
-            options = RunOptions(**fields)
+            options = RunOptions.from_flat(fields)
             config = prepare(options, located)
         except TrainscaleError as error:
             if spec.skip_invalid:

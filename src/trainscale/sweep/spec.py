@@ -36,12 +36,11 @@ import hashlib
 import itertools
 import json
 import math
-import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainscale.config import RunOptions
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 
 ORDERS = ("interleaved", "random")
@@ -58,7 +57,6 @@ _ALIASES = {
     "warmup_steps": "warmup_steps_untimed",
     "options": "workload_options",
 }
-_RUN_FIELDS = {f.name for f in fields(RunOptions)}
 
 
 @dataclass(frozen=True)
@@ -115,7 +113,7 @@ class SweepSpec:
 
 def load_spec_file(path: Path) -> SweepSpec:
     """Read and validate a sweep file; ConfigError (one line, naming the key) otherwise."""
-    from trainscale.tomlfile import load_toml
+    from trainscale.config.files import load_toml
 
     raw = load_toml(path, "sweep file")
     return parse_spec(raw, default_name=path.stem, where=f"sweep file {path}")
@@ -229,7 +227,7 @@ def _check_table(table: Any, where: str, fail) -> dict[str, Any]:
 def _field_name(key: str, where: str, fail) -> str:
     name = key.replace("-", "_")
     name = _ALIASES.get(name, name)
-    if name not in _RUN_FIELDS:
+    if name not in RunOptions.flat_fields():
         raise fail(where, "unknown run option (see `trainscale run --help`)")
     return name
 
@@ -251,7 +249,7 @@ def _check_value(name: str, value: Any, where: str, fail) -> Any:
 
 
 def _field_types() -> dict[str, Any]:
-    return typing.get_type_hints(RunOptions)
+    return {key: leaf.annotation for key, leaf in RunOptions.flat_fields().items()}
 
 
 def _is_int(value: Any) -> bool:

@@ -6,6 +6,17 @@ import math
 
 import torch
 
+
+def scaled_lr(base_lr: float, global_batch: int, reference_batch: int, rule: str) -> float:
+    """The lr for `global_batch` given one tuned at `reference_batch` (Goyal et al. 2017)."""
+    ratio = global_batch / reference_batch
+    if rule == "linear":
+        return base_lr * ratio
+    if rule == "sqrt":
+        return base_lr * math.sqrt(ratio)
+    return base_lr
+
+
 STEP_MILESTONES = (0.5, 0.75)
 """Where the 'step' schedule divides the lr, as fractions of the total steps."""
 STEP_GAMMA = 0.1

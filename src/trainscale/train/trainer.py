@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainscale.config import RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.errors import ConfigError
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
@@ -80,9 +80,11 @@ def check_batch_fits(
 
 def plan_steps(config: RunConfig, num_train: int, world_size: int) -> tuple[int, int]:
     """(steps per epoch, total steps). Partial last batches are dropped, as with drop_last."""
-    check_batch_fits(config.batch_size, num_train, world_size)
-    steps_per_epoch = worker_shard(num_train, world_size) // config.batch_size
-    total = config.steps or max(1, math.ceil(config.epochs * steps_per_epoch))
+    check_batch_fits(config.optimisation.batch_size, num_train, world_size)
+    steps_per_epoch = worker_shard(num_train, world_size) // config.optimisation.batch_size
+    total = config.optimisation.steps or max(
+        1, math.ceil(config.optimisation.epochs * steps_per_epoch)
+    )
     return steps_per_epoch, total
 
 
@@ -127,11 +129,11 @@ def train(
     env = strategy.env
     device = strategy.device
     faults = FaultInjector(env.rank)
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.optimisation.seed)
     data = strategy.place_data(data)
     model = workload.build_model(data.meta).to(device)
     train_x = data.train_x
-    if config.channels_last and train_x.dim() == 4:
+    if config.parallel.channels_last and train_x.dim() == 4:
         # Once for the whole in-memory set; batches are gathered with advanced indexing,
         # which keeps the layout (index_select would return contiguous NCHW batches).
         model = model.to(memory_format=torch.channels_last)
@@ -153,44 +155,50 @@ def train(
         pretrain_s = strategy.max_float(time.perf_counter() - t0)
     model = strategy.wrap(model)
     compile_s = None
-    if config.compile:
+    if config.optimisation.compile:
         model, compile_s = compile_model(
             model,
-            train_x[: config.batch_size],
-            data.train_y[: config.batch_size],
+            train_x[: config.optimisation.batch_size],
+            data.train_y[: config.optimisation.batch_size],
             workload,
-            config.precision,
+            config.optimisation.precision,
             device,
         )
     optimizer = make_optimizer(
-        config.optimizer,
+        config.optimisation.optimizer,
         model.parameters(),
-        config.lr,
-        config.momentum,
-        config.weight_decay,
-        nesterov=config.nesterov,
+        config.optimisation.lr,
+        config.optimisation.momentum,
+        config.optimisation.weight_decay,
+        nesterov=config.optimisation.nesterov,
         fused=device.type == "cuda",
     )
-    scaler = make_grad_scaler(device, config.precision)
+    scaler = make_grad_scaler(device, config.optimisation.precision)
     steps_per_epoch, total_steps = plan_steps(config, data.num_train, env.world_size)
-    scheduler = make_scheduler(optimizer, total_steps, config.schedule, config.warmup_fraction)
-    eval_every = config.eval_every or max(1, steps_per_epoch // 4)
+    scheduler = make_scheduler(
+        optimizer, total_steps, config.optimisation.schedule, config.optimisation.warmup_fraction
+    )
+    eval_every = config.measurement.eval_every or max(1, steps_per_epoch // 4)
     # No accuracy claim from synthetic data, ever; none either when evaluation is off.
-    can_claim_accuracy = data.kind == "real" and config.evaluate
+    can_claim_accuracy = data.kind == "real" and config.measurement.evaluate
     num_epochs = math.ceil(total_steps / steps_per_epoch)
-    micro = config.batch_size // config.grad_accum
+    micro = config.optimisation.batch_size // config.parallel.grad_accum
     # Reading a loss value synchronises a GPU with the host; only show it where it is free.
     show_loss = device.type == "cpu"
 
     clock = make_clock(device)
     times = StepTimes(clock)
-    breakdown = Breakdown(clock, config.breakdown_every, config.warmup_steps_untimed)
-    comm_marked = config.breakdown_every > 0 and strategy.hook_communication(model, breakdown)
+    breakdown = Breakdown(
+        clock, config.measurement.breakdown_every, config.measurement.warmup_steps_untimed
+    )
+    comm_marked = config.measurement.breakdown_every > 0 and strategy.hook_communication(
+        model, breakdown
+    )
     curve: list[tuple[float, float]] = []  # (training clock s, test accuracy)
     epochs: list[dict[str, Any]] = []
     train_clock_s = pretrain_s  # pre-training is training: it is on the clock
     eval_time_s = 0.0
-    augment_generator = torch.Generator().manual_seed(config.seed * 1000 + env.rank)
+    augment_generator = torch.Generator().manual_seed(config.optimisation.seed * 1000 + env.rank)
     step = 0
     last_eval_step = -1
     last_accuracy, last_loss, last_f1 = None, None, None
@@ -208,7 +216,11 @@ def train(
         settle_clock()
         t0 = time.perf_counter()
         last_accuracy, last_loss, last_f1 = evaluate(
-            strategy.unwrap(model), data, strategy, config.precision, config.channels_last
+            strategy.unwrap(model),
+            data,
+            strategy,
+            config.optimisation.precision,
+            config.parallel.channels_last,
         )
         # Ranks run in lock-step; the slowest one's clock is the run's clock at this point.
         clock_s = strategy.max_float(train_clock_s)
@@ -226,12 +238,12 @@ def train(
         epoch_train_s, epoch_eval_s0 = 0.0, eval_time_s
         loss_sum = torch.zeros((), device=device)
         t_shuffle = time.perf_counter()
-        order = strategy.shard_indices(data.num_train, epoch, config.seed)
+        order = strategy.shard_indices(data.num_train, epoch, config.optimisation.seed)
         if workload.batch_order is not None:
             # Seeded alike on every rank, so ranks order their batches alike (for length
             # bucketing: similar lengths at the same step, no rank waits on a long batch).
-            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + epoch)
-            order = workload.batch_order(order, data, config.batch_size, generator)
+            generator = torch.Generator().manual_seed(config.optimisation.seed * 1_000_003 + epoch)
+            order = workload.batch_order(order, data, config.optimisation.batch_size, generator)
         order = order.to(device)
         shuffle_s = time.perf_counter() - t_shuffle
         epoch_train_s += shuffle_s
@@ -242,7 +254,10 @@ def train(
             start = clock.mark()
             if sampled:
                 breakdown.begin(start)
-            index = order[batch * config.batch_size : (batch + 1) * config.batch_size]
+            index = order[
+                batch * config.optimisation.batch_size : (batch + 1)
+                * config.optimisation.batch_size
+            ]
             x = train_x[index]
             y = data.train_y[index]
             if workload.augment is not None:
@@ -250,18 +265,18 @@ def train(
             if sampled:
                 breakdown.mark("data")
             optimizer.zero_grad(set_to_none=True)
-            for part in range(config.grad_accum):
-                last = part == config.grad_accum - 1
+            for part in range(config.parallel.grad_accum):
+                last = part == config.parallel.grad_accum - 1
                 # Only the last micro-batch communicates; the others accumulate locally.
                 with nullcontext() if last else strategy.no_sync(model):
-                    with autocast(device, config.precision):
+                    with autocast(device, config.optimisation.precision):
                         loss = workload.loss(
                             model(x[part * micro : (part + 1) * micro]),
                             y[part * micro : (part + 1) * micro],
-                            config.label_smoothing,
+                            config.optimisation.label_smoothing,
                         )
-                    if config.grad_accum > 1:
-                        loss = loss / config.grad_accum
+                    if config.parallel.grad_accum > 1:
+                        loss = loss / config.parallel.grad_accum
                     if sampled:
                         breakdown.mark("forward")
                     (scaler.scale(loss) if scaler else loss).backward()
@@ -278,7 +293,7 @@ def train(
                 breakdown.mark("optimizer")
                 breakdown.end()
             times.add(start, end)
-            loss_sum += loss.detach().float() * config.grad_accum
+            loss_sum += loss.detach().float() * config.parallel.grad_accum
             step += 1
             faults.after_step(step)
             if step % 10 == 0 or step == total_steps:
@@ -370,30 +385,30 @@ def summarize(
     workers: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The run's headline numbers, following the measurement rules in docs/methodology.md."""
-    timed = step_times_s[config.warmup_steps_untimed :]
+    timed = step_times_s[config.measurement.warmup_steps_untimed :]
     warmup_excluded = bool(timed)
     if not timed:  # a run shorter than the warm-up: report all steps, and say so
         timed = step_times_s
     full_epochs = [e["epoch_time_s"] for e in epochs if e["full"]]
-    reached = stats.first_reaching(curve, config.target_accuracy) if real_data else None
+    reached = stats.first_reaching(curve, config.measurement.target_accuracy) if real_data else None
     return {
-        "samples_per_s": config.global_batch_size * len(timed) / sum(timed),
-        "samples_per_s_per_worker": config.batch_size * len(timed) / sum(timed),
+        "samples_per_s": config.optimisation.global_batch_size * len(timed) / sum(timed),
+        "samples_per_s_per_worker": config.optimisation.batch_size * len(timed) / sum(timed),
         "step_time_s_median": stats.median(timed),
         "step_time_s_p90": stats.percentile(timed, 90),
         "step_time_s_iqr": stats.iqr(timed),
         "num_timed_steps": len(timed),
-        "warmup_steps_excluded": config.warmup_steps_untimed if warmup_excluded else 0,
+        "warmup_steps_excluded": config.measurement.warmup_steps_untimed if warmup_excluded else 0,
         "epoch_time_s": stats.median(full_epochs) if full_epochs else None,
         "time_to_target_s": reached,
-        "target_accuracy": config.target_accuracy,
+        "target_accuracy": config.measurement.target_accuracy,
         "test_accuracy": test_accuracy if real_data else None,
         "test_loss": test_loss if real_data else None,
         "accuracy_curve": [[t, a] for t, a in curve],
         "train_time_s": train_clock_s,
         "eval_time_s": eval_time_s,
         "num_steps": len(step_times_s),
-        "num_samples": len(step_times_s) * config.global_batch_size,
+        "num_samples": len(step_times_s) * config.optimisation.global_batch_size,
         "peak_memory_bytes_per_worker": [w["peak_rss_bytes"] for w in workers],
         "peak_gpu_memory_bytes_per_worker": (
             [w["peak_gpu_bytes"] for w in workers] if "peak_gpu_bytes" in workers[0] else None

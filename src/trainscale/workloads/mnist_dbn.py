@@ -94,8 +94,8 @@ def _layers(name: str, text: str) -> tuple[int, ...]:
         )
     parameters = num_parameters(sizes)
     if parameters > MAX_PARAMETERS:
-        from trainscale.footprint import BYTES_PER_PARAMETER, STATE_COPIES
-        from trainscale.resources import format_bytes
+        from trainscale.hardware.resources import format_bytes
+        from trainscale.run.footprint import BYTES_PER_PARAMETER, STATE_COPIES
 
         state = format_bytes(parameters * BYTES_PER_PARAMETER * STATE_COPIES)
         raise ConfigError(
@@ -203,16 +203,18 @@ def pretrain(model: Any, data: TensorData, strategy: Any, config: Any, progress:
     """Greedy CD pre-training with the run's options, at the run's global batch size."""
     from trainscale.train.rbm_pretrain import CdSettings, pretrain_stack
 
-    options = parse_options(config.workload_options)
+    options = parse_options(config.data.workload_options)
     settings = CdSettings(
         epochs=options.pretrain_epochs,
         lr=options.pretrain_lr,
         k=options.cd_k,
         persistent=options.persistent,
         weight_decay=options.pretrain_weight_decay,
-        seed=config.seed,
+        seed=config.optimisation.seed,
     )
-    return pretrain_stack(model, data.train_x, strategy, settings, config.batch_size, progress)
+    return pretrain_stack(
+        model, data.train_x, strategy, settings, config.optimisation.batch_size, progress
+    )
 
 
 @register("mnist-dbn")

@@ -89,7 +89,7 @@ def _max_len(value: str) -> int:
     """-o max_len, from 1 to MAX_LEN; the error says what a text would take in memory."""
     number = _int("max_len", value, 1)
     if number > MAX_LEN:
-        from trainscale.resources import format_bytes
+        from trainscale.hardware.resources import format_bytes
 
         per_text = format_bytes(number * 8)
         raise ConfigError(

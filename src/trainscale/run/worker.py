@@ -11,19 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from trainscale.config import RunConfig, data_request
+from trainscale.config.options import RunConfig
 from trainscale.errors import StoreError
-from trainscale.interrupts import (
+from trainscale.metrics.energy import combine_nodes, start_node_meter
+from trainscale.parallel.distenv import DistEnv, exit_with_parent
+from trainscale.parallel.interrupts import (
     WorkerStopped,
     exit_quietly_on_signals,
     failure_reason,
     interrupted_reason,
     received_signal,
 )
-from trainscale.metrics.energy import combine_nodes, start_node_meter
-from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import make_strategy
+from trainscale.run.resolve import data_request
 from trainscale.train.progress import make_progress
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
@@ -37,7 +38,7 @@ def load_data(config: RunConfig) -> TensorData:
     """The run's dataset, real (from the search path) or synthetic (from the seed)."""
     workload = get_workload(config.workload)
     request = data_request(config)
-    if config.data == "synthetic":
+    if config.data.kind == "synthetic":
         return workload.make_synthetic(request)
     return workload.load_real(request)
 
@@ -64,7 +65,7 @@ def worker_main(
     env = DistEnv.from_environ()
     if env.world_size == env.local_world_size:
         pin_gloo_to_loopback()  # every peer is on this machine: nothing to open to the network
-    config = RunConfig.from_dict(config_dict)
+    config = RunConfig.from_flat(config_dict)
     strategy = make_strategy(config, env)
     # Rank 0's id is the run's; the others learn it once the process group is up.
     _report(report_dir, env, run_id if env.is_main else "")
@@ -74,7 +75,7 @@ def worker_main(
 
         store = RunStore(store_path)
         if create_row:
-            from trainscale.runner import create_run_row
+            from trainscale.run.record import create_run_row
 
             create_run_row(store, run_id, config)
     try:
@@ -84,7 +85,7 @@ def worker_main(
             _report(report_dir, env, run_id)
         workload = get_workload(config.workload)
         data = load_data(config)
-        meter = start_node_meter(config.device, env.local_rank, env.local_world_size)
+        meter = start_node_meter(config.parallel.device, env.local_rank, env.local_world_size)
         outcome = train(config, workload, data, strategy, make_progress(env.is_main, quiet))
         # Local rank 0 of each node read its node's counters; every rank joins the gather.
         reading = None if meter is None else meter.stop()
@@ -97,7 +98,7 @@ def worker_main(
             "data_kind": data.kind,
         }
         if store is not None:
-            from trainscale.runner import store_outcome
+            from trainscale.run.record import store_outcome
 
             store_outcome(store, run_id, config, outcome, data)
         return result if env.is_main else None

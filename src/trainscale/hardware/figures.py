@@ -117,7 +117,7 @@ def hardware_figures(
     store: Any | None = None,
 ) -> dict[str, Any]:
     """The keys this module adds to a run summary (see the module docstring)."""
-    device_type = config.device
+    device_type = config.parallel.device
     gpu_name = None
     tf32 = False
     facts = None
@@ -128,7 +128,7 @@ def hardware_figures(
         gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
         # cuDNN convolutions use TF32 by default; matmuls only when allowed.
         tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
-        devices = int(config.workers)
+        devices = int(config.parallel.workers)
         entry = match_gpu(gpu_name)
         kind = entry.kind if entry else None
         device_name = gpu_name
@@ -140,7 +140,7 @@ def hardware_figures(
         device_name = facts.model_name or "cpu"
     peak = run_peak(
         device_type,
-        config.precision,
+        config.optimisation.precision,
         gpu_name=gpu_name,
         gpus=devices,
         tf32=tf32,
@@ -162,7 +162,7 @@ def hardware_figures(
         "mfu_probe_peak": None,
     }
     if store is not None and achieved is not None:
-        precision = peak.precision if peak is not None else config.precision
+        precision = peak.precision if peak is not None else config.optimisation.precision
         probe = latest_full_probe(store, socket.gethostname(), device_name, device_type)
         if probe is not None:
             reachable = probe_flops_per_s(probe.result, precision, device_type, devices)

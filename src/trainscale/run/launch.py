@@ -1,142 +1,33 @@
-"""One run from start to stored result: resolve, check data, record, launch or join, store.
+"""One run from the parent's side: the row, the launch (or joining an external launcher,
+or meeting other nodes), and the failure or interruption recorded with its reason.
 
-The parent process validates everything a user can get wrong before any worker starts (so
-mistakes cost one line, not a stored failure), creates the run's row as 'running', launches
-the workers, and marks the run failed with the first worker's reason if they fail, or as
-interrupted when a signal (Ctrl-C, SIGTERM) stops it. Rank 0 writes the completed result in
-one transaction. A failure that cannot be recorded (the disk is full) is said so in the
-error; the row, left 'running', is found stale once this process has gone (see
+The parent validates everything a user can get wrong before any worker starts (so mistakes
+cost one line, not a stored failure: see resolve.py), creates the run's row as 'running',
+launches the workers, and marks the run failed with the first worker's reason if they fail,
+or as interrupted when a signal (Ctrl-C, SIGTERM) stops it. Rank 0 writes the completed
+result in one transaction. A failure that cannot be recorded (the disk is full) is said so in
+the error; the row, left 'running', is found stale once this process has gone (see
 results/owner.py).
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainscale.config import RunConfig, RunOptions, data_request, resolve
+from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import ConfigError, StoreError
-from trainscale.interrupts import Interrupted, failure_reason, interrupted_reason, stop_signal
 from trainscale.parallel.distenv import DistEnv, launched_externally
+from trainscale.parallel.interrupts import (
+    Interrupted,
+    failure_reason,
+    interrupted_reason,
+    stop_signal,
+)
 from trainscale.results.store import RunStore, default_store_path
-from trainscale.workloads.base import DataSize, Located
-
-
-@dataclass(frozen=True)
-class SweepSlot:
-    """Where a run sits in a sweep: the sweep, its plan index and its repeat index."""
-
-    sweep_id: str
-    item: int
-    repeat: int
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex
-
-
-def create_run_row(
-    store: RunStore, run_id: str, config: RunConfig, sweep: SweepSlot | None = None
-) -> None:
-    """Insert the run as 'running', with its resolved config and this machine's facts."""
-    from trainscale.system import collect_environment
-
-    env = collect_environment()
-    threads = config.threads_per_worker
-    if threads is None:  # left to torch: record what torch picks (its default on this machine)
-        threads = env["torch_num_threads_default"]
-    store.create_run(
-        run_id,
-        config.workload,
-        config.to_dict(),
-        env,
-        data_kind=config.data,
-        world_size=config.world_size,
-        threads_per_worker=threads,
-        affinity=config.affinity,
-        precision=config.precision,
-        global_batch_size=config.global_batch_size,
-        tag=config.tag,
-        config_hash=config.settings_hash(),
-        sweep_id=sweep.sweep_id if sweep else None,
-        sweep_item=sweep.item if sweep else None,
-        repeat_index=sweep.repeat if sweep else None,
-    )
-
-
-def store_outcome(store: RunStore, run_id: str, config: RunConfig, outcome: Any, data: Any) -> None:
-    """Write rank 0's measurements as the completed run (one transaction)."""
-    summary = dict(outcome.summary)
-    # What the workers actually ran with (cores, threads), beside what was asked for.
-    summary["workers"] = outcome.workers
-    summary["data_source"] = data.source
-    from trainscale.hardware import hardware_figures_safe
-
-    # Devices, peak and MFU (against the table, and against this machine's probe if stored).
-    summary.update(hardware_figures_safe(config, summary, outcome.workers, store))
-    store.complete_run(run_id, summary, outcome.epochs, outcome.step_times_s)
-
-
-def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = None) -> RunConfig:
-    """Resolve options, make sure the data is there (downloading it if allowed), and check
-    that the run fits: a worker's shard holds a batch, and this machine's memory holds the
-    workers. Raises TrainscaleError (one line) before any worker starts.
-
-    `located` caches where each distinct data request was found: locating reads the files
-    in full (to fail early on a corrupt one), and a sweep over one dataset pays that once.
-    """
-    config, size = locate_data(resolve(opts), located)
-    check_capacity(config, size)
-    return config
-
-
-def locate_data(
-    config: RunConfig, located: dict[tuple[Any, ...], Located] | None = None
-) -> tuple[RunConfig, DataSize]:
-    """(the config reading from where the data was found, the dataset's size).
-
-    Real data is located (and checked) as `prepare` does; synthetic data has the size its
-    workload declares.
-    """
-    from trainscale.workloads import get_workload
-
-    workload = get_workload(config.workload)
-    if config.data != "real":
-        if workload.synthetic_size is None:  # a workload spec's omission, not a user's
-            raise ValueError(f"workload {workload.name} declares no synthetic_size")
-        return config, workload.synthetic_size
-    key = (
-        config.workload,
-        config.data_dir,
-        config.download,
-        tuple(sorted(config.workload_options.items())),
-    )
-    if located is None:
-        located = {}
-    if key not in located:
-        located[key] = workload.locate_real(data_request(config))
-    found = located[key]
-    # Workers read from where the parent found the files: no second search or download.
-    return config.with_(data_dir=str(found.path)), found.size
-
-
-def check_capacity(config: RunConfig, size: DataSize, batch_advice: str | None = None) -> None:
-    """ConfigError unless a worker's shard of `size` holds one batch and this node's memory
-    holds the workers (data, model state, processes). The memory check is left out under an
-    external launcher: the workers already exist and already hold their share.
-    `batch_advice` replaces the batch error's advice (for commands without --batch-size)."""
-    from trainscale.footprint import check_run_memory, estimate_footprint
-    from trainscale.train.trainer import check_batch_fits
-    from trainscale.workloads import get_workload
-
-    check_batch_fits(config.batch_size, size.num_train, config.world_size, batch_advice)
-    if not launched_externally():
-        footprint = estimate_footprint(
-            get_workload(config.workload), config.workload_options, size, config.seed
-        )
-        check_run_memory(config, footprint)
+from trainscale.run.record import SweepSlot, create_run_row, new_run_id
+from trainscale.run.resolve import prepare
 
 
 def execute_run(
@@ -156,14 +47,14 @@ def execute_run(
     external launcher returns None.
     """
     from trainscale.parallel.launcher import WorkersFailed, launch_workers
-    from trainscale.parallel.worker import worker_main
     from trainscale.results.export import run_to_json_dict
+    from trainscale.run.worker import worker_main
 
     store_file = Path(store_path) if store_path else default_store_path()
     if launched_externally():
         return _join_external(opts, store_file, quiet)
     config = config or prepare(opts)
-    if config.nnodes > 1:
+    if config.nodes.nnodes > 1:
         if sweep is not None:  # a sweep's bookkeeping lives in one process on one node
             raise ConfigError("a sweep runs on one node; nnodes > 1 is for `trainscale run`")
         return _run_on_nodes(config, store_file, quiet)
@@ -172,7 +63,9 @@ def execute_run(
         create_run_row(store, run_id, config, sweep)
     try:
         launch_workers(
-            worker_main, (config.to_dict(), run_id, str(store_file), quiet, False), config.workers
+            worker_main,
+            (config.flat(), run_id, str(store_file), quiet, False),
+            config.parallel.workers,
         )
     except WorkersFailed as failure:
         unrecorded = record_failure(store_file, run_id, failure.reason)
@@ -189,8 +82,8 @@ def execute_run(
 
 def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str, Any] | None:
     """Started by an external torchrun/srun: become one worker; rank 0 records the run."""
-    from trainscale.parallel.worker import worker_main
     from trainscale.results.export import run_to_json_dict
+    from trainscale.run.worker import worker_main
 
     env = DistEnv.from_environ()
     if env.world_size % env.local_world_size:
@@ -201,10 +94,10 @@ def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str,
     # The launcher decides the shape: this node's workers (for the CPU plan and the GPU
     # check) and the nodes (for the world size and the global batch).
     shape = {"workers": env.local_world_size, "nnodes": env.world_size // env.local_world_size}
-    opts = RunOptions(**{**opts.__dict__, **shape})
+    opts = opts.with_(**shape)
     config = prepare(opts)
     run_id = new_run_id()
-    worker_main(config.to_dict(), run_id, str(store_file), quiet, True)
+    worker_main(config.flat(), run_id, str(store_file), quiet, True)
     if not env.is_main:
         return None
     with RunStore(store_file) as store:
@@ -240,22 +133,24 @@ def _run_on_nodes(
 
     from trainscale.parallel.launcher import RendezvousLost, WorkersFailed, launch_workers
     from trainscale.parallel.rendezvous import Rendezvous, RendezvousFailed
-    from trainscale.parallel.worker import worker_main
     from trainscale.results.export import run_to_json_dict
+    from trainscale.run.worker import worker_main
 
     # Any node may get rank 0, so each checks its store before the others wait for it.
     with RunStore(store_file):
         pass
     rendezvous = Rendezvous(
-        endpoint=str(config.rdzv_endpoint),
-        job_id=str(config.rdzv_id),
-        nnodes=config.nnodes,
-        timeout_s=float(config.rdzv_timeout_s or 0),
+        endpoint=str(config.nodes.rdzv_endpoint),
+        job_id=str(config.nodes.rdzv_id),
+        nnodes=config.nodes.nnodes,
+        timeout_s=float(config.nodes.rdzv_timeout_s or 0),
     )
     with tempfile.TemporaryDirectory(prefix="trainscale-node-") as report_dir:
-        args = (config.to_dict(), new_run_id(), str(store_file), quiet, True, report_dir)
+        args = (config.flat(), new_run_id(), str(store_file), quiet, True, report_dir)
         try:
-            returned = launch_workers(worker_main, args, config.workers, rendezvous=rendezvous)
+            returned = launch_workers(
+                worker_main, args, config.parallel.workers, rendezvous=rendezvous
+            )
         except RendezvousFailed:
             raise
         except RendezvousLost as lost:
@@ -279,7 +174,7 @@ def _run_on_nodes(
     if 0 in returned:  # keyed by global rank: rank 0 ran here and stored the run here
         with RunStore(store_file) as store:
             return run_to_json_dict(store.get_run(run_id))
-    return RemoteResult(run_id, config.nnodes, config.world_size)
+    return RemoteResult(run_id, config.nodes.nnodes, config.world_size)
 
 
 def _read_reports(report_dir: str) -> tuple[bool, str | None]:

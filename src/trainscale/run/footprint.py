@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainscale.resources import WORKER_PROCESS_BYTES, check_memory, format_bytes
+from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory, format_bytes
 from trainscale.workloads.base import DataRequest, DataSize, Workload
 
 BYTES_PER_PARAMETER = 4
@@ -92,9 +92,9 @@ def check_run_memory(config: Any, footprint: Footprint, available: int | None = 
     processes.
     """
     per_worker = footprint.worker_bytes
-    if config.device == "cuda":
+    if config.parallel.device == "cuda":
         per_worker -= footprint.model_state_bytes
-    workers = config.workers
+    workers = config.parallel.workers
     what = (
         f"{workers} worker{'s' if workers != 1 else ''} x ({footprint.describe()})"
         if workers > 1

@@ -1,0 +1,70 @@
+"""A run's row in the store: created 'running' by whoever launches, completed by rank 0.
+
+The parent creates the row before any worker starts (so a run that fails is stored as
+failed); where no parent can (an external launcher, several nodes) rank 0's worker does.
+Rank 0 writes the completed result in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from trainscale.config.options import RunConfig
+from trainscale.results.store import RunStore
+
+
+@dataclass(frozen=True)
+class SweepSlot:
+    """Where a run sits in a sweep: the sweep, its plan index and its repeat index."""
+
+    sweep_id: str
+    item: int
+    repeat: int
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def create_run_row(
+    store: RunStore, run_id: str, config: RunConfig, sweep: SweepSlot | None = None
+) -> None:
+    """Insert the run as 'running', with its resolved config and this machine's facts."""
+    from trainscale.system import collect_environment
+
+    env = collect_environment()
+    threads = config.parallel.threads_per_worker
+    if threads is None:  # left to torch: record what torch picks (its default on this machine)
+        threads = env["torch_num_threads_default"]
+    store.create_run(
+        run_id,
+        config.workload,
+        config.flat(),
+        env,
+        data_kind=config.data.kind,
+        world_size=config.world_size,
+        threads_per_worker=threads,
+        affinity=config.parallel.affinity,
+        precision=config.optimisation.precision,
+        global_batch_size=config.optimisation.global_batch_size,
+        tag=config.tag,
+        config_hash=config.settings_hash(),
+        sweep_id=sweep.sweep_id if sweep else None,
+        sweep_item=sweep.item if sweep else None,
+        repeat_index=sweep.repeat if sweep else None,
+    )
+
+
+def store_outcome(store: RunStore, run_id: str, config: RunConfig, outcome: Any, data: Any) -> None:
+    """Write rank 0's measurements as the completed run (one transaction)."""
+    summary = dict(outcome.summary)
+    # What the workers actually ran with (cores, threads), beside what was asked for.
+    summary["workers"] = outcome.workers
+    summary["data_source"] = data.source
+    from trainscale.hardware.figures import hardware_figures_safe
+
+    # Devices, peak and MFU (against the table, and against this machine's probe if stored).
+    summary.update(hardware_figures_safe(config, summary, outcome.workers, store))
+    store.complete_run(run_id, summary, outcome.epochs, outcome.step_times_s)
