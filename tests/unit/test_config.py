@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -105,3 +106,87 @@ def test_an_unknown_key_in_a_flat_config_is_refused():
     flat = resolve(RunOptions.of(workload="mnist-cnn"), available_cores=[0]).flat()
     with pytest.raises(ConfigError, match="unknown RunConfig field 'wrokers'"):
         RunConfig.from_flat({**flat, "wrokers": 2})
+
+
+# -- options declared once -------------------------------------------------------------------
+
+
+def test_the_settings_hash_is_that_of_the_runs_already_stored():
+    # Stores written before the options were grouped match repeats and resumed sweeps by
+    # these hashes: the grouping must not change them (values computed by that code).
+    serial = RunOptions.of("mnist-cnn", workers=2, threads_per_worker=1, data="synthetic")
+    assert resolve(serial, available_cores=[0, 1]).settings_hash() == "53bcb0f8d4a226d9"
+    nodes = RunOptions.of(
+        "mnist-dbn",
+        nnodes=2,
+        rdzv_endpoint="h:1",
+        rdzv_id="j",
+        steps=7,
+        tag="x",
+        workload_options={"cd_k": "3"},
+    )
+    assert resolve(nodes, available_cores=[0, 1]).settings_hash() == "5fcd9c5c1f8aee94"
+
+
+def _run_help() -> str:
+    import contextlib
+    import io
+
+    from trainscale.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["run", "--help"])
+    return " ".join(out.getvalue().split())
+
+
+def test_every_run_option_is_in_run_help_with_its_docstring():
+    from trainscale.config.cli import field_docs, leaf_flag
+
+    text = _run_help()
+    for key, leaf in RunOptions.flat_fields().items():
+        if key == "workload":
+            continue
+        owner = RunOptions if leaf.group is None else type(getattr(RunOptions.of("x"), leaf.group))
+        doc = field_docs(owner)[leaf.name]
+        assert doc, f"{key} has no docstring"
+        assert f"{leaf_flag(leaf)} " in text, f"{leaf_flag(leaf)} missing from `run --help`"
+        # argparse wraps lines (also at hyphens): compare without whitespace.
+        assert "".join(doc.split()) in "".join(text.split()), f"{key}'s docstring is not its help"
+
+
+def test_no_default_is_written_twice():
+    # A field's default lives in its declaration; the help text appends it, so a docstring
+    # that spells it out would say it twice (and go stale when it changes).
+    from trainscale.cli import build_parser
+    from trainscale.config.cli import DECLARED, field_docs
+
+    for key, leaf in RunOptions.flat_fields().items():
+        owner = RunOptions if leaf.group is None else type(getattr(RunOptions.of("x"), leaf.group))
+        default = leaf.default() if leaf.has_default else None
+        if default is None or isinstance(default, (bool, dict)):
+            continue
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        doc = field_docs(owner).get(leaf.name, "")
+        assert not re.search(rf"default[^)]*\b{re.escape(shown)}\b", doc), (key, doc)
+    # Every command that takes run options gets their defaults from the declarations; the
+    # only exception is said where it is made (sweep's --data overrides only when given).
+    overridden = {("sweep", "data")}
+    minimal = {
+        "run": ["run", "mnist-cnn"],
+        "emulate": ["emulate", "mnist-cnn", "--workers", "2", "--mode", "sync"],
+        "recommend": ["recommend", "mnist-cnn"],
+        "bench": ["bench"],
+        "sweep": ["sweep", "f.toml"],
+    }
+    parser = build_parser()
+    for command, argv in minimal.items():
+        args = parser.parse_args(argv)
+        keys = getattr(args, DECLARED)
+        assert keys, f"{command} declares no run options"
+        for key in keys:
+            if (command, key) in overridden:
+                continue
+            leaf = RunOptions.flat_fields()[key]
+            expected = [] if leaf.item.metadata.get("pairs") else leaf.default()
+            assert getattr(args, key) == expected, (command, key)

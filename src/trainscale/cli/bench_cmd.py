@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 from trainscale.cli.common import add_store_argument
+from trainscale.config.cli import add_option_arguments
 from trainscale.errors import ConfigError, DataError, TrainscaleError
 
 DEFAULT_STEPS = 100
@@ -48,14 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto = real data when found, else synthetic with a warning",
     )
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="directory with the dataset files; the only place looked in when given",
-    )
-    parser.add_argument(
-        "--no-download", dest="download", action="store_false", help="never download the dataset"
-    )
+    add_option_arguments(parser, only=("data_dir", "download"))
     add_store_argument(parser, as_path=False)
     parser.add_argument(
         "--out",

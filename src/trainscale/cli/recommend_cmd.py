@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.config.cli import add_option_arguments
 from trainscale.errors import ConfigError, DataError
 
 EPILOG = """\
@@ -102,14 +103,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "with a warning; synthetic = skip it (default: auto)",
     )
     acc.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="directory with the dataset files; the only place looked in when given",
-    )
-    acc.add_argument(
-        "--no-download", dest="download", action="store_false", help="never download the dataset"
-    )
-    acc.add_argument(
         "--accuracy-epochs",
         type=float,
         metavar="E",
@@ -123,6 +116,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="reject a finalist whose test accuracy is more than this many percentage points "
         "(0 to 100) below the baseline's (default: 0.5)",
     )
+    add_option_arguments(parser, only=("data_dir", "download"))
     out = parser.add_argument_group("output")
     add_store_argument(out)
     add_json_argument(out)

@@ -11,6 +11,7 @@ from typing import Any
 from rich.markup import escape
 
 from trainscale.cli.common import add_store_argument
+from trainscale.config.cli import add_option_arguments
 from trainscale.errors import ConfigError
 from trainscale.parallel.interrupts import describe, exit_status
 
@@ -58,15 +59,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="write the sweep's report (Markdown, CSV, HTML with plots) to DIR afterwards; "
         "DIR must be a writable directory or creatable (checked before the first run)",
     )
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="directory with the dataset files, for every run (the only place looked in)",
-    )
-    parser.add_argument(
-        "--data",
-        choices=("real", "synthetic"),
-        help="override the data of every run (synthetic: throughput only, no accuracy)",
+    # Given on the command line, these replace the sweep's own for every run.
+    add_option_arguments(
+        parser,
+        only=("data", "data_dir"),
+        defaults={"data": None},
+        help_overrides={
+            "data": "override the data of every run (synthetic: throughput only, no accuracy)"
+        },
     )
     parser.set_defaults(handler=run)
 
