@@ -57,6 +57,36 @@ def test_bad_price_files_name_the_key(tmp_path: Path, text: str, names: str) -> 
     assert isinstance(error.value, TrainscaleError)  # the CLI prints one line, exit 2
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[prices]\nH100 = "cheap"\n',
+            "prices.H100: must be a number of dollars per hour, finite and >= 0, got 'cheap'",
+        ),
+        ('[prices]\n"H100 PCIe" = inf\n', 'prices."H100 PCIe": must be a number of dollars'),
+        ("as_of = 2024\n[prices]\n", "as_of: must be text, got 2024"),
+        ('as_of = "2024"\n', "[prices] section is missing"),
+        ("prices = 3\n", "prices: must be a table of dollars per device-hour ([prices]), got 3"),
+    ],
+)
+def test_price_file_messages_name_the_file_the_key_and_the_reason(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(PriceError) as error:
+        load_price_table(path)
+    assert str(error.value).startswith(f"price file {path}: {message}")
+
+
+def test_whole_numbers_are_prices_too(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('notes = "mine"\n[prices]\nA100 = 2\n')
+    table = load_price_table(path)
+    assert table.prices == {"A100": 2.0} and table.meta == {"notes": "mine"}
+
+
 def test_missing_price_file(tmp_path: Path) -> None:
     with pytest.raises(PriceError, match="does not exist"):
         load_price_table(tmp_path / "nope.toml")

@@ -79,6 +79,17 @@ def test_a_good_file_parses_with_units(tmp_path):
         (("overlap = 0.8", "overlap = -1"), "communication.overlap: must be in"),
         (('algorithm = "hierarchical"', 'algorithm = "gossip"'), "communication.algorithm"),
         (('name = "two-node"', 'name = "x"\nspeed = 3'), "speed: unknown key"),
+        (("devices_per_node = 4", "devices_per_node = true"), "devices_per_node: must be a whole"),
+        (("devices_per_node = 4", 'devices_per_node = "4"'), "devices_per_node: must be a whole"),
+        (
+            ('fp32 = "10 TFLOP/s"', 'fp64 = "10 TFLOP/s"'),
+            "device.peak_flops.fp64: unknown key; use one of fp32, tf32, bf16, fp16",
+        ),
+        (('name = "Test GPU"', 'name = "Test GPU"\nmatch = [""]'), "device.match[0]: must be a"),
+        (("efficiency = 0.5", "efficiency = nan"), "device.efficiency: must be in (0, 1], got nan"),
+        (("efficiency = 0.5", "speed = 0.5"), "device.speed: unknown key; allowed: cores,"),
+        (("[device]", "[devices]"), "devices: unknown key; allowed:"),
+        (("overlap = 0.8", "servers = 0"), "communication.servers: must be a whole number >= 1"),
     ],
 )
 def test_bad_files_fail_in_one_line_naming_the_key(tmp_path, change, message):
@@ -88,8 +99,23 @@ def test_bad_files_fail_in_one_line_naming_the_key(tmp_path, change, message):
     with pytest.raises(ClusterError) as error:
         load_cluster_file(path)
     text = str(error.value)
-    assert message in text and str(path) in text
+    assert message in text and text.startswith(f"cluster file {path}: ")
     assert "\n" not in text
+
+
+def test_a_missing_section_is_named(tmp_path):
+    path = write(
+        tmp_path, GOOD.split("[device]")[0] + "[intra_node]" + GOOD.split("[intra_node]")[1]
+    )
+    with pytest.raises(ClusterError, match=r"^cluster file .*: \[device\] section is missing$"):
+        load_cluster_file(path)
+
+
+def test_one_peak_for_every_precision_and_one_match_name(tmp_path):
+    text = GOOD.replace('{ fp32 = "10 TFLOP/s", bf16 = "100 TFLOP/s" }', '"10 TFLOP/s"')
+    text = text.replace('name = "Test GPU"', 'name = "Test GPU"\nmatch = "TG-1"')
+    spec = load_cluster_file(write(tmp_path, text))
+    assert spec.device.peak_for("fp16") == 10e12 and spec.device.match == ("TG-1",)
 
 
 def test_a_multi_node_cluster_needs_a_network(tmp_path):

@@ -36,6 +36,21 @@ def spec_of(**raw):
         ({"points": [{"workers": 2}], "grid": {"workers": [1]}}, "is also a grid axis"),
         ({"points": {"workers": 2}}, "points: must be an array of tables"),
         ({"skip_invalid": "yes"}, "skip_invalid: must be true or false"),
+        ({"name": "  "}, "name: must be a non-empty string, got '  '"),
+        ({"seed": -1}, "seed: must be a whole number >= 0, got -1"),
+        ({"base": 3}, "base: must be a table of run options, got 3"),
+        ({"grid": [1]}, "grid: must be a table of option = [values], got [1]"),
+        ({"points": [3]}, "points[0]: must be a table, got 3"),
+        ({"points": [{"label": 3}]}, "points[0].label: must be a string, got 3"),
+        ({"points": [{"wrokers": 2}]}, "points[0].wrokers: unknown run option"),
+        (
+            {"grid": {"threads-per-worker": [1, True]}},
+            "grid.threads-per-worker[1]: input should be a valid integer, got True",
+        ),
+        (
+            {"base": {"workload": "mnist-cnn", "precision": "fp64"}},
+            "base.precision: input should be 'fp32', 'bf16' or 'fp16', got 'fp64'",
+        ),
     ],
 )
 def test_invalid_specs_name_the_key(raw, fragment):
@@ -46,6 +61,28 @@ def test_invalid_specs_name_the_key(raw, fragment):
     assert fragment in message, message
     assert message.startswith("sweep file x.toml: ")
     assert "\n" not in message
+
+
+def test_an_absurd_grid_is_refused_before_its_values_are_checked():
+    grid = {key: list(range(1, 101)) for key in ("seed", "steps", "eval_every", "lr")}
+    grid["workers"] = ["not a number"]  # never looked at: the size alone refuses the sweep
+    with pytest.raises(ConfigError) as error:
+        parse_spec({"base": dict(BASE), "grid": grid}, default_name="t", where="sweep file x")
+    assert str(error.value) == (
+        "sweep file x: grid: 100 seed x 100 steps x 100 eval_every x 100 lr x 1 workers x "
+        "1 repeats = 100,000,000 runs, more than the 10,000 a sweep may plan; shorten an axis "
+        "or split the sweep"
+    )
+
+
+def test_the_file_order_of_the_axes_names_the_configurations():
+    spec = spec_of(grid={"workers": [1, 2], "batch_size": [8]})
+    assert [label for label, _ in spec.configurations()] == [
+        "workers=1, batch_size=8",
+        "workers=2, batch_size=8",
+    ]
+    spec = spec_of(grid={"batch_size": [8], "workers": [1, 2]})
+    assert [label for label, _ in spec.configurations()][0] == "batch_size=8, workers=1"
 
 
 def test_cli_spellings_and_numbers_as_floats_are_accepted():

@@ -13,19 +13,20 @@ The price table is TOML (see `default_prices.toml`, shipped with trainscale as a
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
+
+from trainscale.config.files import Expect, TomlFile, load_toml, validate
 from trainscale.errors import ConfigError
 
 PRICES_ENV_VAR = "TRAINSCALE_PRICES"
 DEFAULT_PRICES = Path(__file__).with_name("default_prices.toml")
-TOP_LEVEL_KEYS = ("as_of", "source", "notes", "prices")
 CPU_CORE = "cpu-core"
 """Price key of one CPU core (vCPU) for one hour."""
 
@@ -63,46 +64,50 @@ class PriceTable:
         return None
 
 
+class PriceFile(TomlFile):
+    """A price file as written (see `default_prices.toml`)."""
+
+    file_kind = "price file"
+    error = PriceError
+
+    as_of: Annotated[str, Expect("text")] | None = None
+    source: Annotated[str, Expect("text")] | None = None
+    notes: Annotated[str, Expect("text")] | None = None
+    prices: Annotated[
+        dict[
+            str,
+            Annotated[
+                float,
+                Field(ge=0, allow_inf_nan=False),
+                Expect("a number of dollars per hour, finite and >= 0"),
+            ],
+        ],
+        Expect("a table of dollars per device-hour ([prices])"),
+    ]
+    """Dollars per device-hour by device kind, device name or `cpu-core`."""
+
+    def table(self, origin: str) -> PriceTable:
+        """The price table this file gives; `origin` says where it came from."""
+        return PriceTable(
+            prices=dict(self.prices),
+            origin=origin,
+            as_of=self.as_of,
+            source=self.source,
+            meta={"notes": self.notes} if self.notes is not None else {},
+        )
+
+
 def parse_price_table(raw: Mapping[str, Any], origin: str) -> PriceTable:
     """Validate a parsed price file; PriceError naming the offending key otherwise."""
-
-    def fail(key: str, reason: str) -> PriceError:
-        return PriceError(f"price file {origin}: {key}: {reason}")
-
-    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
-    if unknown:
-        raise fail(unknown[0], f"unknown key; valid top-level keys: {', '.join(TOP_LEVEL_KEYS)}")
-    for key in ("as_of", "source", "notes"):
-        if key in raw and not isinstance(raw[key], str):
-            raise fail(key, f"must be text, got {raw[key]!r}")
-    prices = raw.get("prices")
-    if not isinstance(prices, dict):
-        raise fail("prices", "missing: a [prices] table of dollars per device-hour is required")
-    clean: dict[str, float] = {}
-    for key, value in prices.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(f"prices.{key}", f"must be a number of dollars per hour, got {value!r}")
-        if not math.isfinite(value) or value < 0:
-            raise fail(f"prices.{key}", f"must be a finite number >= 0, got {value!r}")
-        clean[str(key)] = float(value)
-    return PriceTable(
-        prices=clean,
-        origin=origin,
-        as_of=raw.get("as_of"),
-        source=raw.get("source"),
-        meta={k: raw[k] for k in ("notes",) if k in raw},
-    )
+    return validate(raw, PriceFile, f"price file {origin}").table(origin)
 
 
 def load_price_table(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The price table in use: `path`, else ``$TRAINSCALE_PRICES``, else the packaged example."""
-    from trainscale.config.files import load_toml
-
     chosen = path if path is not None else (os.environ.get(PRICES_ENV_VAR, "").strip() or None)
     file = Path(chosen).expanduser() if chosen is not None else DEFAULT_PRICES
     origin = str(file) if chosen is not None else "default (example prices)"
-    raw = load_toml(file, "price file", PriceError)
-    return parse_price_table(raw, origin)
+    return load_toml(file, PriceFile).table(origin)
 
 
 def device_hours(devices: float, seconds: float) -> float:

@@ -1,62 +1,21 @@
 """Cluster specs: devices per node, device compute, the intra-node link and the network.
 
-A cluster is a TOML file (or a shipped preset, `simulate/presets/*.toml`, or `local`, the
-machine at hand). Every quantity carries its unit ("100 Gb/s", "5 us", "15.7 TFLOP/s") and
-every section may say where its figures come from (`source`); the presets always do.
-
-```toml
-name = "my-cluster"
-source = "where the figures come from"
-nodes = 4                  # optional: at most this many nodes (default: as many as asked)
-devices_per_node = 4
-
-[device]
-kind = "cuda"              # 'cpu' or 'cuda'
-name = "V100 SXM2"
-match = ["V100-SXM2"]      # optional: which stored runs measured this device (by name)
-peak_flops = { fp32 = "15.7 TFLOP/s", fp16 = "125 TFLOP/s" }   # or one string
-efficiency = 0.35          # share of the peak training reaches (when no run measured it)
-memory_bandwidth = "900 GB/s"   # optional: the optimizer's memory-bound time
-op_overhead = "10 us"      # optional: fixed cost per dispatched operator (without a run)
-straggler_sigma = 0.02     # optional: lognormal spread of per-worker compute time
-source = "..."
-
-[intra_node]               # between the devices of one node
-alpha = "5 us"
-bandwidth = "50 GB/s"
-source = "..."
-
-[inter_node]               # one network link per node; needed unless nodes = 1
-alpha = "5 us"
-bandwidth = "100 Gb/s"
-source = "..."
-
-[communication]            # optional
-algorithm = "ring"         # ring, tree, halving-doubling, hierarchical, parameter-server, auto
-overlap = 1.0              # share of communication that can run beside backward compute
-servers = 1                # parameter servers
-server_bandwidth = "100 Gb/s"
-```
-
-Mistakes (a missing or unknown key, a negative count, a unit that does not parse) raise
-`ClusterError`: one line that names the file and the key.
+A cluster comes from a TOML file (its format, and the models that validate it, are in
+`cluster_file.py`), a shipped preset (`simulate/presets/*.toml`), or `local`, the machine at
+hand. Mistakes raise `ClusterError`: one line that names the file and the key.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from trainscale.config.files import load_toml, parse_toml
-from trainscale.errors import ConfigError
-from trainscale.simulate.collectives import ALGORITHMS, Link, Topology
-from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
+from trainscale.config.files import load_toml, parse_toml, validate
+from trainscale.simulate.cluster_file import ClusterError, ClusterFile, LinkSection
+from trainscale.simulate.collectives import Link, Topology
 
-DEVICE_KINDS = ("cpu", "cuda")
-PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")
 LOCAL = "local"
 """The name of the generated cluster that describes the machine at hand."""
 
@@ -68,36 +27,6 @@ replaces them with measured ones."""
 DEFAULT_PCIE_ALPHA_S = 10e-6
 DEFAULT_PCIE_BANDWIDTH = 10e9
 """GPUs of one machine without a probe: PCIe 3.0 x16 as NCCL typically reaches it."""
-
-_TOP_KEYS = {
-    "name",
-    "description",
-    "source",
-    "nodes",
-    "devices_per_node",
-    "device",
-    "intra_node",
-    "inter_node",
-    "communication",
-}
-_DEVICE_KEYS = {
-    "kind",
-    "name",
-    "match",
-    "peak_flops",
-    "efficiency",
-    "memory_bandwidth",
-    "op_overhead",
-    "cores",
-    "straggler_sigma",
-    "source",
-}
-_LINK_KEYS = {"name", "alpha", "bandwidth", "source"}
-_COMM_KEYS = {"algorithm", "overlap", "servers", "server_bandwidth", "source"}
-
-
-class ClusterError(ConfigError):
-    """A cluster file or preset that cannot be used, said in one line."""
 
 
 @dataclass(frozen=True)
@@ -265,188 +194,55 @@ class ClusterSpec:
 # -- reading ---------------------------------------------------------------------------------
 
 
-class _Reader:
-    """Typed reads of one table with errors that name the file and the key."""
-
-    def __init__(self, where: str, table: dict[str, Any], prefix: str = "") -> None:
-        self.where = where
-        self.table = table
-        self.prefix = prefix
-
-    def fail(self, key: str, message: str) -> ClusterError:
-        return ClusterError(f"cluster {self.where}: {self.prefix}{key}: {message}")
-
-    def check_keys(self, allowed: set[str]) -> None:
-        unknown = sorted(set(self.table) - allowed)
-        if unknown:
-            raise self.fail(unknown[0], f"unknown key; allowed: {', '.join(sorted(allowed))}")
-
-    def required(self, key: str) -> Any:
-        if key not in self.table:
-            raise ClusterError(f"cluster {self.where}: {self.prefix}{key} is missing")
-        return self.table[key]
-
-    def text(self, key: str, default: str = "") -> str:
-        value = self.table.get(key, default)
-        if not isinstance(value, str):
-            raise self.fail(key, f"must be a string, got {value!r}")
-        return value
-
-    def whole(self, key: str, *, required: bool = False, default: int | None = None) -> int | None:
-        value = self.required(key) if required else self.table.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(key, f"must be a whole number >= 1, got {value!r}")
-        return value
-
-    def fraction(self, key: str, default: float | None = None, *, open_zero: bool = False):
-        value = self.table.get(key, default)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"must be a number, got {value!r}")
-        low_ok = value > 0 if open_zero else value >= 0
-        if not (math.isfinite(value) and low_ok and value <= 1):
-            bound = "(0, 1]" if open_zero else "[0, 1]"
-            raise self.fail(key, f"must be in {bound}, got {value!r}")
-        return float(value)
-
-    def non_negative(self, key: str) -> float | None:
-        value = self.table.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, f"must be a number, got {value!r}")
-        if not (math.isfinite(value) and value >= 0):
-            raise self.fail(key, f"must be a number >= 0, got {value!r}")
-        return float(value)
-
-    def quantity(self, key: str, parse, *, required: bool = False) -> float | None:
-        if key not in self.table:
-            if required:
-                raise ClusterError(f"cluster {self.where}: {self.prefix}{key} is missing")
-            return None
-        try:
-            return parse(self.table[key])
-        except ValueError as error:
-            raise self.fail(key, str(error)) from None
-
-    def sub(self, key: str, *, required: bool = False) -> _Reader | None:
-        if key not in self.table:
-            if required:
-                raise ClusterError(f"cluster {self.where}: [{key}] section is missing")
-            return None
-        value = self.table[key]
-        if not isinstance(value, dict):
-            raise self.fail(key, "must be a table ([section])")
-        return _Reader(self.where, value, f"{key}.")
-
-
-def _link(reader: _Reader) -> LinkSpec:
-    reader.check_keys(_LINK_KEYS)
-    alpha = reader.quantity("alpha", parse_time, required=True)
-    bandwidth = reader.quantity("bandwidth", parse_bandwidth, required=True)
-    assert alpha is not None and bandwidth is not None
-    return LinkSpec(
-        alpha_s=alpha,
-        bandwidth_bytes_per_s=bandwidth,
-        name=reader.text("name"),
-        source=reader.text("source"),
-    )
-
-
-def _device(reader: _Reader) -> DeviceSpec:
-    reader.check_keys(_DEVICE_KEYS)
-    kind = reader.required("kind")
-    if kind not in DEVICE_KINDS:
-        raise reader.fail("kind", f"must be one of {', '.join(DEVICE_KINDS)}, got {kind!r}")
-    match = reader.table.get("match", [])
-    if isinstance(match, str):
-        match = [match]
-    if not isinstance(match, list) or not all(isinstance(m, str) and m for m in match):
-        raise reader.fail("match", f"must be a list of non-empty strings, got {match!r}")
-    peaks: dict[str, float] = {}
-    raw_peak = reader.table.get("peak_flops")
-    if isinstance(raw_peak, dict):
-        for precision, text in raw_peak.items():
-            if precision not in PRECISION_KEYS:
-                raise reader.fail(
-                    f"peak_flops.{precision}",
-                    f"unknown precision; use {', '.join(PRECISION_KEYS)}",
-                )
-            try:
-                peaks[precision] = parse_flops(text)
-            except ValueError as error:
-                raise reader.fail(f"peak_flops.{precision}", str(error)) from None
-    elif raw_peak is not None:
-        peak = reader.quantity("peak_flops", parse_flops)
-        assert peak is not None
-        peaks["*"] = peak
-    sigma = reader.non_negative("straggler_sigma")
-    return DeviceSpec(
-        kind=kind,
-        name=reader.text("name", kind),
-        match=tuple(match),
-        peak_flops=peaks,
-        efficiency=reader.fraction("efficiency", open_zero=True),
-        memory_bandwidth=reader.quantity("memory_bandwidth", parse_bandwidth),
-        op_overhead_s=reader.quantity("op_overhead", parse_time),
-        cores=reader.whole("cores"),
-        straggler_sigma=sigma,
-        source=reader.text("source"),
-    )
-
-
 def parse_cluster(data: dict[str, Any], where: str, default_name: str = "cluster") -> ClusterSpec:
     """Validate a cluster table (as read from TOML); ClusterError names `where` and the key."""
-    top = _Reader(where, data)
-    top.check_keys(_TOP_KEYS)
-    devices_per_node = top.whole("devices_per_node", required=True)
-    assert devices_per_node is not None
-    nodes = top.whole("nodes")
-    device_reader = top.sub("device", required=True)
-    intra_reader = top.sub("intra_node", required=True)
-    assert device_reader is not None and intra_reader is not None
-    device = _device(device_reader)
-    intra = _link(intra_reader)
-    inter_reader = top.sub("inter_node")
-    inter = _link(inter_reader) if inter_reader is not None else None
-    if inter is None and nodes != 1:
-        raise ClusterError(
-            f"cluster {where}: [inter_node] section is missing (needed unless nodes = 1)"
-        )
-    algorithm, overlap, servers, server_bandwidth = "ring", 1.0, 1, None
-    comm = top.sub("communication")
-    if comm is not None:
-        comm.check_keys(_COMM_KEYS)
-        algorithm = comm.text("algorithm", "ring")
-        if algorithm not in ALGORITHMS:
-            raise comm.fail("algorithm", f"must be one of {', '.join(ALGORITHMS)}")
-        overlap = comm.fraction("overlap", 1.0)
-        servers = comm.whole("servers", default=1)
-        server_bandwidth = comm.quantity("server_bandwidth", parse_bandwidth)
-    return ClusterSpec(
-        name=top.text("name", default_name) or default_name,
-        devices_per_node=devices_per_node,
-        device=device,
-        intra_node=intra,
-        inter_node=inter,
-        nodes=nodes,
-        algorithm=algorithm,
-        overlap=overlap if overlap is not None else 1.0,
-        servers=servers or 1,
-        server_bandwidth=server_bandwidth,
-        description=top.text("description"),
-        source=top.text("source"),
-        origin=where,
-    )
+    return _spec_of(validate(data, ClusterFile, f"cluster {where}"), where, default_name)
 
 
 def load_cluster_file(path: Path) -> ClusterSpec:
     """Read and validate a cluster TOML file."""
-    data = load_toml(path, "cluster file", ClusterError)
-    return parse_cluster(data, str(path), default_name=path.stem)
+    return _spec_of(load_toml(path, ClusterFile), str(path), default_name=path.stem)
+
+
+def _spec_of(file: ClusterFile, origin: str, default_name: str) -> ClusterSpec:
+    """The cluster a validated file describes."""
+    device = file.device
+    comm = file.communication
+    return ClusterSpec(
+        name=file.name or default_name,
+        devices_per_node=file.devices_per_node,
+        device=DeviceSpec(
+            kind=device.kind,
+            name=device.name if device.name is not None else device.kind,
+            match=tuple(device.match),
+            peak_flops=dict(device.peak_flops),
+            efficiency=device.efficiency,
+            memory_bandwidth=device.memory_bandwidth,
+            op_overhead_s=device.op_overhead,
+            cores=device.cores,
+            straggler_sigma=device.straggler_sigma,
+            source=device.source,
+        ),
+        intra_node=_link_of(file.intra_node),
+        inter_node=_link_of(file.inter_node) if file.inter_node is not None else None,
+        nodes=file.nodes,
+        algorithm=comm.algorithm,
+        overlap=comm.overlap,
+        servers=comm.servers,
+        server_bandwidth=comm.server_bandwidth,
+        description=file.description,
+        source=file.source,
+        origin=origin,
+    )
+
+
+def _link_of(section: LinkSection) -> LinkSpec:
+    return LinkSpec(
+        alpha_s=section.alpha,
+        bandwidth_bytes_per_s=section.bandwidth,
+        name=section.name,
+        source=section.source,
+    )
 
 
 # -- presets ---------------------------------------------------------------------------------

@@ -15,11 +15,14 @@ A sweep file is TOML:
 
     [grid]                        # every combination of these values
     workers = [1, 2]
-    threads_per_worker = [1, 2]
 
     [[points]]                    # optional explicit configurations, each crossed with the grid
-    label = "naive DDP"
-    workers = 2
+    label = "pinned"
+    threads_per_worker = 1
+    affinity = "compact"
+
+    [[points]]                    # a point sets options the grid does not
+    label = "naive"
     threads_per_worker = "torch-default"
     affinity = "none"
     allow_oversubscribe = true
@@ -38,25 +41,19 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from trainscale.config.options import RunOptions
-from trainscale.errors import ConfigError
+from pydantic import Field, StringConstraints, model_validator
+
+from trainscale.config.files import Expect, TomlFile, load_toml, validate
+from trainscale.config.tables import run_options_table
 
 ORDERS = ("interleaved", "random")
-TOP_LEVEL_KEYS = ("name", "repeats", "order", "seed", "skip_invalid", "base", "grid", "points")
 MAX_RUNS = 10_000
 """Most runs (configurations x repeats) a sweep may plan. Ten thousand runs of even a
 minute each is a week of machine time: a grid larger than that is a typo (an axis of
 thousands of values, one axis too many), not an experiment. The size is computed from the
 axes' lengths before any configuration is built, so an absurd grid costs nothing."""
-
-# Command-line spellings whose field name differs; dashes are turned into underscores first.
-_ALIASES = {
-    "timeout": "timeout_s",
-    "warmup_steps": "warmup_steps_untimed",
-    "options": "workload_options",
-}
 
 
 @dataclass(frozen=True)
@@ -111,95 +108,101 @@ class SweepSpec:
         return out
 
 
+_Base = run_options_table("BaseTable")
+
+
+class _Grid(run_options_table("GridTable", axes=True)):
+    expect = "a table of option = [values]"
+
+
+class _Point(run_options_table("PointTable")):
+    expect = "a table"
+
+    label: Annotated[str, Expect("a string")] | None = None
+
+
+class SweepFile(TomlFile):
+    """A sweep file as written (see the module's docstring); `to_spec()` is the sweep."""
+
+    file_kind = "sweep file"
+
+    name: (
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, min_length=1),
+            Expect("a non-empty string"),
+        ]
+        | None
+    ) = None
+    repeats: Annotated[int, Field(ge=1), Expect("a whole number >= 1")] = 1
+    order: Annotated[Literal[ORDERS], Expect(f"one of {', '.join(ORDERS)}")] = "interleaved"
+    seed: Annotated[int, Field(ge=0), Expect("a whole number >= 0")] = 0
+    skip_invalid: Annotated[bool, Expect("true or false")] = False
+    base: _Base = Field(default_factory=_Base)
+    grid: _Grid = Field(default_factory=_Grid)
+    points: Annotated[list[_Point], Expect("an array of tables ([[points]])")] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _size_first(cls, raw: Any) -> Any:
+        # The size first, from the lengths alone: an absurd grid is refused before any of its
+        # values is checked or any configuration built.
+        if isinstance(raw, dict) and isinstance(raw.get("grid"), dict):
+            lengths = {k: len(v) for k, v in raw["grid"].items() if isinstance(v, list)}
+            points = raw.get("points")
+            repeats = raw.get("repeats", 1)
+            _check_size(
+                lengths,
+                len(points) if isinstance(points, list) else 0,
+                repeats if _is_int(repeats) and repeats > 0 else 1,
+            )
+        return raw
+
+    @model_validator(mode="after")
+    def _across_keys(self) -> SweepFile:
+        axes = self.grid.given()
+        for index, point in enumerate(self.points):
+            overlap = [key for key in point.given() if key in axes]
+            if overlap:
+                raise ValueError(
+                    f"points[{index}].{overlap[0]}: is also a grid axis; set it in one place"
+                )
+        if not (
+            "workload" in self.base.given()
+            or "workload" in axes
+            or (self.points and all("workload" in p.given() for p in self.points))
+        ):
+            raise ValueError(
+                "base.workload: missing: give the workload in [base], [grid] or every point"
+            )
+        return self
+
+    def to_spec(self, default_name: str) -> SweepSpec:
+        """The sweep, with option names normalised; `default_name` when the file has none."""
+        return SweepSpec(
+            name=self.name or default_name,
+            base=self.base.given(),
+            grid=self.grid.given(),
+            points=[{**({"label": p.label} if p.label else {}), **p.given()} for p in self.points],
+            repeats=self.repeats,
+            order=self.order,
+            seed=self.seed,
+            skip_invalid=self.skip_invalid,
+        )
+
+
 def load_spec_file(path: Path) -> SweepSpec:
     """Read and validate a sweep file; ConfigError (one line, naming the key) otherwise."""
-    from trainscale.config.files import load_toml
-
-    raw = load_toml(path, "sweep file")
-    return parse_spec(raw, default_name=path.stem, where=f"sweep file {path}")
+    return load_toml(path, SweepFile).to_spec(default_name=path.stem)
 
 
 def parse_spec(raw: dict[str, Any], default_name: str, where: str = "sweep") -> SweepSpec:
-    """Validate a sweep given as a dict (a parsed file, or a recipe)."""
-
-    def fail(key: str, reason: str) -> ConfigError:
-        return ConfigError(f"{where}: {key}: {reason}")
-
-    unknown = sorted(set(raw) - set(TOP_LEVEL_KEYS))
-    if unknown:
-        raise fail(unknown[0], f"unknown key; valid top-level keys: {', '.join(TOP_LEVEL_KEYS)}")
-    name = raw.get("name", default_name)
-    if not isinstance(name, str) or not name.strip():
-        raise fail("name", "must be a non-empty string")
-    repeats = raw.get("repeats", 1)
-    if not _is_int(repeats) or repeats < 1:
-        raise fail("repeats", f"must be a whole number >= 1, got {repeats!r}")
-    order = raw.get("order", "interleaved")
-    if order not in ORDERS:
-        raise fail("order", f"must be one of {', '.join(ORDERS)}, got {order!r}")
-    seed = raw.get("seed", 0)
-    if not _is_int(seed) or seed < 0:
-        raise fail("seed", f"must be a whole number >= 0, got {seed!r}")
-    skip_invalid = raw.get("skip_invalid", False)
-    if not isinstance(skip_invalid, bool):
-        raise fail("skip_invalid", f"must be true or false, got {skip_invalid!r}")
-
-    base = _check_table(raw.get("base", {}), "base", fail)
-    grid_raw = raw.get("grid", {})
-    if not isinstance(grid_raw, dict):
-        raise fail("grid", "must be a table of option = [values]")
-    for key, values in grid_raw.items():
-        _field_name(key, f"grid.{key}", fail)
-        if not isinstance(values, list):
-            raise fail(f"grid.{key}", f"must be a list of values, got {values!r}")
-        if not values:
-            raise fail(f"grid.{key}", "is empty: an axis needs at least one value")
-    points_raw = raw.get("points", [])
-    if not isinstance(points_raw, list):
-        raise fail("points", "must be an array of tables ([[points]])")
-    # The size first, from the lengths alone: an absurd grid is refused before any of its
-    # values is checked or any configuration built.
-    lengths = {key: len(values) for key, values in grid_raw.items()}
-    _check_size(lengths, len(points_raw), repeats, fail)
-    grid: dict[str, list[Any]] = {}
-    for key, values in grid_raw.items():
-        name_ = _field_name(key, f"grid.{key}", fail)
-        grid[name_] = [
-            _check_value(name_, value, f"grid.{key}[{i}]", fail) for i, value in enumerate(values)
-        ]
-    points = []
-    for index, point in enumerate(points_raw):
-        if not isinstance(point, dict):
-            raise fail(f"points[{index}]", "must be a table")
-        label = point.get("label")
-        if label is not None and not isinstance(label, str):
-            raise fail(f"points[{index}].label", "must be a string")
-        checked = _check_table(
-            {k: v for k, v in point.items() if k != "label"}, f"points[{index}]", fail
-        )
-        overlap = sorted(set(checked) & set(grid))
-        if overlap:
-            raise fail(f"points[{index}].{overlap[0]}", "is also a grid axis; set it in one place")
-        points.append({**({"label": label} if label else {}), **checked})
-
-    spec = SweepSpec(
-        name=name.strip(),
-        base=base,
-        grid=grid,
-        points=points,
-        repeats=repeats,
-        order=order,
-        seed=seed,
-        skip_invalid=skip_invalid,
-    )
-    configurations = spec.configurations()
-    workloads = {overrides.get("workload", base.get("workload")) for _, overrides in configurations}
-    if None in workloads:
-        raise fail("base.workload", "missing: give the workload in [base], [grid] or every point")
-    return spec
+    """Validate a sweep given as a dict (a parsed file, or a recipe); ConfigError (one line
+    starting with `where`, naming the key) otherwise."""
+    return validate(raw, SweepFile, where).to_spec(default_name)
 
 
-def _check_size(axis_lengths: dict[str, int], num_points: int, repeats: int, fail) -> None:
+def _check_size(axis_lengths: dict[str, int], num_points: int, repeats: int) -> None:
     """Refuse a sweep of more than MAX_RUNS runs, naming the factors of its size."""
     num_runs = math.prod(axis_lengths.values()) * max(1, num_points) * repeats
     if num_runs > MAX_RUNS:
@@ -207,49 +210,10 @@ def _check_size(axis_lengths: dict[str, int], num_points: int, repeats: int, fai
         if num_points:
             factors.append(f"{num_points:,} points")
         factors.append(f"{repeats:,} repeats")
-        raise fail(
-            "grid",
-            f"{' x '.join(factors)} = {num_runs:,} runs, more than the {MAX_RUNS:,} a sweep "
-            "may plan; shorten an axis or split the sweep",
+        raise ValueError(
+            f"grid: {' x '.join(factors)} = {num_runs:,} runs, more than the {MAX_RUNS:,} a "
+            "sweep may plan; shorten an axis or split the sweep"
         )
-
-
-def _check_table(table: Any, where: str, fail) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        raise fail(where, "must be a table of run options")
-    checked = {}
-    for key, value in table.items():
-        name = _field_name(key, f"{where}.{key}", fail)
-        checked[name] = _check_value(name, value, f"{where}.{key}", fail)
-    return checked
-
-
-def _field_name(key: str, where: str, fail) -> str:
-    name = key.replace("-", "_")
-    name = _ALIASES.get(name, name)
-    if name not in RunOptions.flat_fields():
-        raise fail(where, "unknown run option (see `trainscale run --help`)")
-    return name
-
-
-def _check_value(name: str, value: Any, where: str, fail) -> Any:
-    """Strict type check of one option value against the RunOptions field type."""
-    from pydantic import TypeAdapter, ValidationError
-
-    if name == "workload_options" and isinstance(value, dict):
-        # TOML numbers are fine here: workload options travel as text, like `-o KEY=VALUE`.
-        value = {
-            str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()
-        }
-    try:
-        return TypeAdapter(_field_types()[name]).validate_python(value, strict=True)
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise fail(where, f"{first['msg'].lower()}, got {value!r}") from None
-
-
-def _field_types() -> dict[str, Any]:
-    return {key: leaf.annotation for key, leaf in RunOptions.flat_fields().items()}
 
 
 def _is_int(value: Any) -> bool:
