@@ -4,15 +4,19 @@ A sweep's report or a bench table is written after minutes or hours of runs; a p
 cannot be written must fail in one line before the first run, not after the last. The
 checks create nothing that stays (a dry run leaves no directory behind): writability is
 tried with a temporary file, which also catches what permission bits do not show (a
-read-only file system, /proc, or any directory when running as root).
+read-only file system, /proc, or any directory when running as root). The files themselves
+are written whole or not at all (`write_atomically`).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
-from trainscale.errors import ConfigError
+from trainscale.errors import ConfigError, StoreError
 
 
 def _cannot_write_in(directory: Path) -> str | None:
@@ -62,3 +66,25 @@ def check_out_file(path: Path, what: str = "the table") -> None:
         raise ConfigError(
             f"cannot write {what} to {path}: no file can be created in {parent} ({problem})"
         )
+
+
+def write_atomically(path: Path, write: Callable[[TextIO], None]) -> None:
+    """Write a text file through a temporary sibling and a rename, so that a reader never
+    sees half of it; `write` gets the open file. StoreError (one line) when it cannot be."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise StoreError(f"cannot write {path}: directory {parent} does not exist")
+    temp = parent / f".{path.name}.{os.getpid()}.tmp"
+    created = False
+    try:
+        # os.open rather than tempfile: the mode then follows the umask like any new file.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        created = True
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+            write(out)
+        os.replace(temp, path)
+    except OSError as error:
+        raise StoreError(f"cannot write {path}: {error.strerror or error}") from None
+    finally:
+        if created and temp.exists():
+            temp.unlink()

@@ -1,0 +1,223 @@
+"""The bench, end to end: check everything, measure every rung, tabulate, write the table.
+
+`run_bench` is what `trainscale bench` calls; it returns a `BenchResult` and reports its
+progress to a `BenchListener` (the CLI prints it, a Python caller may pass its own or none).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainscale.bench.ladder import Rung, Skipped, plan_ladder
+from trainscale.bench.table import RungResult, markdown_table, table_rows
+from trainscale.config.options import RunOptions
+from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.run.data_choice import DataChoice, prepare_real
+
+DEFAULT_STEPS = 100
+"""Training steps of a throughput rung."""
+QUICK_STEPS = 30
+"""Training steps of a throughput rung with `quick`."""
+DEFAULT_OUT = "trainscale-bench.md"
+"""Where the Markdown table is written by default."""
+
+
+class BenchListener:
+    """What a bench reports as it goes; the CLI prints it, a silent caller ignores it."""
+
+    def data_note(self, note: str) -> None:
+        """Real data was asked for (auto) but not found: the bench measures synthetic data."""
+
+    def started(self, result: BenchResult, runnable: int) -> None:
+        """The ladder is planned: `runnable` of its rungs will run."""
+
+    def rung_started(self, index: int, total: int, rung: Rung) -> None:
+        """Rung `index` (from 1) of `total` starts."""
+
+    def rung_failed(self, rung: Rung, error: str) -> None:
+        """A rung's run failed (it is stored as failed; the bench goes on)."""
+
+    def full_recipe_started(self, fastest: Rung) -> None:
+        """The accuracy run starts, on the fastest setting."""
+
+
+@dataclass
+class BenchResult:
+    """What a bench measured, and where its table went."""
+
+    bench_id: str
+    workload: str
+    env: dict[str, Any]
+    """This machine's facts (`system.collect_environment`)."""
+    options: RunOptions
+    """The options every rung starts from (the data chosen, the steps, the tag)."""
+    steps: int
+    global_batch_size: int
+    data_note: str | None = None
+    """Why the bench measured synthetic data although real data was wanted, or None."""
+    results: list[RungResult] = field(default_factory=list)
+    out: Path | None = None
+    """The Markdown file written, or None."""
+
+    @property
+    def title(self) -> str:
+        return f"trainscale bench {self.bench_id}: {self.workload} on {self.env['cpu_model']}"
+
+    @property
+    def rows(self) -> list[dict[str, str]]:
+        """The table's rows (`bench.table.table_rows`)."""
+        return table_rows(self.results)
+
+    @property
+    def all_failed(self) -> bool:
+        """Every rung that ran failed (partial failures are in the table and the store)."""
+        ran = [r for r in self.results if not isinstance(r.rung, Skipped)]
+        return bool(ran) and all(r.error is not None for r in ran)
+
+    def markdown(self) -> str:
+        """The Markdown file: the machine, the rules of the measurement, and the table."""
+        env, base = self.env, self.options
+        lines = [
+            f"# trainscale bench {self.bench_id}: {self.workload}",
+            "",
+            f"Machine: {env['cpu_model']}, {len(env['usable_cores'])} usable cores, "
+            f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}. "
+            f"Data: {base.data.kind}. Global batch {self.global_batch_size} on every rung; "
+            f"throughput rungs train {self.steps} steps "
+            f"({base.measurement.warmup_steps_untimed} warm-up steps untimed). Speedup is "
+            "against the serial 1-core run; efficiency = speedup / cores given.",
+            "",
+        ]
+        if self.data_note:
+            lines += [f"**{self.data_note}**", ""]
+        lines += [
+            markdown_table(self.rows),
+            "",
+            f"Runs are stored with tag `bench:{self.bench_id}` "
+            f"(`trainscale runs list --tag bench:{self.bench_id}`).",
+            "",
+        ]
+        return "\n".join(lines)
+
+
+def bench_steps(steps: int | None, quick: bool) -> int:
+    """Steps of a throughput rung: `steps` (a whole number >= 1), else the default."""
+    if steps is not None and steps < 1:
+        raise ConfigError(f"--steps must be a whole number >= 1, got {steps}")
+    return steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS)
+
+
+def choose_data(base: RunOptions, data: DataChoice) -> tuple[RunOptions, str | None]:
+    """Real data when it can be found; synthetic (with a loud note) otherwise. Either way
+    the run is prepared (resolved, data sized, batch and memory checked) before any rung."""
+    from trainscale.run.resolve import prepare
+
+    if data != "synthetic":
+        config, missing = prepare_real(base, data)
+        if config is not None:
+            return base.with_(data_dir=config.data.data_dir), None
+        note = (
+            "REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only, no "
+            f"accuracy): {missing}"
+        )
+    else:
+        note = None
+    synthetic = base.with_(data="synthetic")
+    prepare(synthetic)
+    return synthetic, note
+
+
+def run_bench(
+    workload: str = "mnist-cnn",
+    *,
+    data: DataChoice = "auto",
+    data_dir: str | None = None,
+    download: bool = True,
+    steps: int | None = None,
+    quick: bool = False,
+    store: str | Path | None = None,
+    out: str | Path | None = DEFAULT_OUT,
+    listener: BenchListener | None = None,
+) -> BenchResult:
+    """Measure the ladder of settings for `workload` on this machine, store every run.
+
+    Everything a user can get wrong (the workload, `steps`, `out`, the store, the data) fails
+    before the first rung. Each rung trains `steps` steps (default 100, `quick` 30) at the
+    recipe's global batch; then, unless `quick` or on synthetic data, the fastest sound
+    setting trains the full recipe for accuracy. A rung that fails is stored as failed and
+    in the table. The Markdown table is written to `out` (None: not written).
+    """
+    from trainscale.results.outputs import check_out_file, write_atomically
+    from trainscale.results.store import RunStore, default_store_path
+    from trainscale.run.launch import RunFailed, execute_run
+    from trainscale.system import collect_environment
+    from trainscale.workloads import get_workload
+
+    listener = listener or BenchListener()
+    spec = get_workload(workload)
+    steps = bench_steps(steps, quick)
+    out_path = Path(out) if out is not None else None
+    if out_path is not None:
+        check_out_file(out_path)
+    store_path = store or default_store_path()
+    # Every rung writes to the store: one that cannot be used fails now, in one line, not
+    # once per rung with a table of failures written anyway.
+    RunStore(store_path).close()
+    env = collect_environment()
+    bench_id = uuid.uuid4().hex[:8]
+    base = RunOptions.of(
+        workload=spec.name,
+        data_dir=data_dir,
+        download=download,
+        steps=steps,
+        # Same global batch on every rung: the same optimisation, so speedups are fair.
+        global_batch_size=spec.recipe.batch_size,
+        evaluate=False,
+        tag=f"bench:{bench_id}",
+    )
+    base, data_note = choose_data(base, data)
+    if data_note:
+        listener.data_note(data_note)
+    result = BenchResult(bench_id, spec.name, env, base, steps, spec.recipe.batch_size, data_note)
+    ladder = plan_ladder(base, len(env["usable_cores"]), bool(env["bf16_native"]), len(env["gpus"]))
+    listener.started(result, len([r for r in ladder if not isinstance(r, Skipped)]))
+
+    def measure(rung: Rung) -> str | None:
+        """Run `rung`, record it; the error of a run that failed (stored as failed)."""
+        try:
+            # Each rung must be able to divide the global batch among its workers.
+            result.results.append(RungResult(rung, execute_run(rung.options, store_path)))
+            return None
+        except (RunFailed, TrainscaleError) as error:
+            result.results.append(RungResult(rung, error=str(error)))
+            return str(error)
+
+    for index, rung in enumerate(ladder, start=1):
+        if isinstance(rung, Skipped):
+            result.results.append(RungResult(rung))
+            continue
+        listener.rung_started(index, len(ladder), rung)
+        error = measure(rung)
+        if error is not None:
+            listener.rung_failed(rung, error)
+    if not quick and base.data.kind == "real":
+        finished = [r for r in result.results if r.result and not r.rung.pitfall]
+        if finished:
+            best = max(finished, key=lambda r: r.result["samples_per_s"])
+            full = Rung(
+                f"{best.rung.name}, full recipe ({spec.recipe.epochs:g} epoch)",
+                best.rung.options.with_(steps=None, evaluate=True),
+                cores=best.rung.cores,
+                note="accuracy run: fastest setting above",
+            )
+            listener.full_recipe_started(best.rung)
+            measure(full)
+    if out_path is not None:
+        text = result.markdown()
+        write_atomically(out_path, lambda handle: handle.write(text))
+        result.out = out_path
+    return result
+

@@ -1,0 +1,57 @@
+"""Types of argument values that several commands take: argparse calls them on the text and
+turns their ArgumentTypeError into the command's one error line."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def positive_int(text: str) -> int:
+    """A whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def positive_ints(text: str) -> tuple[int, ...]:
+    """Whole numbers >= 1 separated by commas, at least one: '1,2,4'."""
+    values = _ints(text, f"expected whole numbers separated by commas, got {text!r}")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers, got {text!r}")
+    return values
+
+
+def whole_numbers(text: str) -> tuple[int, ...]:
+    """Whole numbers separated by commas (empty parts ignored); the library checks their
+    range."""
+    return _ints(text, f"expected whole numbers like 512,1024, got {text!r}")
+
+
+def _ints(text: str, mistake: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(mistake) from None
+
+
+def names(text: str) -> tuple[str, ...]:
+    """Names separated by commas, blanks ignored: 'matmul, allreduce'."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def parsed_list(parse: Callable[[str], object], error: type[Exception]):
+    """An argparse type: `parse` applied to each comma-separated part; its `error` becomes
+    argparse's one-line message."""
+
+    def parse_all(text: str) -> tuple[object, ...]:
+        try:
+            return tuple(parse(part) for part in text.split(",") if part.strip())
+        except error as failure:
+            raise argparse.ArgumentTypeError(str(failure)) from None
+
+    return parse_all
