@@ -220,4 +220,3 @@ def run_bench(
         write_atomically(out_path, lambda handle: handle.write(text))
         result.out = out_path
     return result
-
