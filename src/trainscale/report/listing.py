@@ -1,0 +1,298 @@
+"""The stored runs and sweeps as text: what `trainscale runs list`, `show`, `export` and
+`sweeps` print.
+
+Each function reads the store (never creating one: a mistyped path says so instead of
+showing an empty list; runs whose process is gone are marked failed first) and returns the
+records with their cells, strings ready for a table. Accuracy and time to target are never
+shown for synthetic data (see the measurement rules).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from trainscale.results.export import SUMMARY_KEYS, export_runs
+from trainscale.results.outputs import write_atomically
+from trainscale.results.owner import is_here
+from trainscale.results.schema import EPOCH_FIELDS
+from trainscale.results.store import RunRecord, RunStore, SweepRecord, default_store_path
+
+RUN_COLUMNS = (
+    ("run", "left"),
+    ("created (UTC)", "left"),
+    ("workload", "left"),
+    ("status", "left"),
+    ("data", "left"),
+    ("workers x threads", "right"),
+    ("precision", "left"),
+    ("samples/s", "right"),
+    ("test acc", "right"),
+    ("to target (s)", "right"),
+)
+"""The columns of a list of runs, and how each is justified."""
+
+SWEEP_COLUMNS = (
+    ("sweep", "left"),
+    ("created (UTC)", "left"),
+    ("name", "left"),
+    ("source", "left"),
+    ("runs done/planned", "right"),
+)
+"""The columns of a list of sweeps, and how each is justified."""
+
+
+def open_for_reading(store: str | Path | None = None) -> RunStore:
+    """The store at `store` (default: the usual one), which must exist; stale runs failed."""
+    return RunStore(
+        store if store is not None else default_store_path(), create=False, fail_stale=True
+    )
+
+
+@dataclass
+class RunList:
+    """Stored runs, newest first, as asked for."""
+
+    store: Path
+    records: list[RunRecord]
+    filtered: bool
+    """A filter was given (so an empty list says 'match the filters')."""
+
+    @property
+    def empty_message(self) -> str:
+        return f"no runs in {self.store}" + (" match the filters" if self.filtered else "")
+
+    def rows(self) -> list[dict[str, str]]:
+        """One row of cells per run, keyed by `RUN_COLUMNS`' headers."""
+        return [
+            dict(zip((c for c, _ in RUN_COLUMNS), run_cells(r), strict=True)) for r in self.records
+        ]
+
+
+def list_runs(
+    store: str | Path | None = None,
+    *,
+    workload: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    limit: int | None = None,
+) -> RunList:
+    """The stored runs that match every filter given, at most `limit`, newest first."""
+    with open_for_reading(store) as opened:
+        records = opened.list_runs(workload, status, tag, limit)
+        path = opened.path
+    return RunList(path, records, any(v is not None for v in (workload, status, tag)))
+
+
+def run_cells(record: RunRecord) -> list[str]:
+    """The cells of one run in a list of runs (`RUN_COLUMNS`)."""
+    return [
+        record.short_id,
+        short_time(record.created_at),
+        text(record.workload),
+        status_text(record),
+        text(record.data_kind),
+        f"{text(record.world_size)} x {text(record.threads_per_worker)}",
+        text(record.precision),
+        number(record.summary.get("samples_per_s"), ".1f"),
+        accuracy_cell(record),
+        time_to_target_cell(record),
+    ]
+
+
+@dataclass
+class RunDetails:
+    """One stored run with its epochs, as sections of key/value lines."""
+
+    record: RunRecord
+    epochs: list[dict[str, Any]]
+
+    @property
+    def status(self) -> str:
+        """The run's status (`status_text`)."""
+        return status_text(self.record)
+
+    def overview(self) -> dict[str, str]:
+        record = self.record
+        values = {
+            "created": record.created_at,
+            "finished": record.finished_at,
+            "workload": record.workload,
+            "data": record.data_kind,
+            "workers": record.world_size,
+            "threads per worker": record.threads_per_worker,
+            "affinity": record.affinity,
+            "precision": record.precision,
+            "global batch size": record.global_batch_size,
+            "tag": record.tag,
+            "owner": record.owner.describe() if record.owner else None,
+            "schema version": record.schema_version,
+        }
+        return value_texts(values)
+
+    def summary(self) -> dict[str, str]:
+        """The headline metrics first, in their usual order, then whatever else was recorded."""
+        summary = self.record.summary
+        known = {key: summary[key] for key in SUMMARY_KEYS if key in summary}
+        return value_texts({**known, **summary})
+
+    def epoch_table(self) -> tuple[list[tuple[str, str]], list[list[str]]]:
+        """(columns, rows) of the per-epoch table; columns as (header, justify)."""
+        rows = [
+            [str(row["epoch"]), *(number(row.get(field), ".4f") for field in EPOCH_FIELDS)]
+            for row in self.epochs
+        ]
+        return [(header, "right") for header in ("epoch", *EPOCH_FIELDS)], rows
+
+    def sections(self) -> dict[str, dict[str, str] | None]:
+        """The config and environment as dotted keys (None: not recorded)."""
+        values = {"config": self.record.config, "environment": self.record.env}
+        return {name: value_texts(flatten(v)) if v else None for name, v in values.items()}
+
+
+def run_details(run_id: str, store: str | Path | None = None) -> RunDetails:
+    """The run with id (or unique prefix) `run_id`, and its epochs."""
+    with open_for_reading(store) as opened:
+        record = opened.get_run(run_id)
+        return RunDetails(record, opened.epochs(record.run_id))
+
+
+@dataclass
+class SweepList:
+    """Stored sweeps, newest first, with how many of their planned runs completed."""
+
+    store: Path
+    sweeps: list[SweepRecord]
+    done: dict[str, int]
+
+    def rows(self) -> list[list[str]]:
+        """One row of cells per sweep (`SWEEP_COLUMNS`)."""
+        return [
+            [
+                sweep.short_id,
+                short_time(sweep.created_at),
+                # One line each, whatever a multi-line TOML string put there.
+                " ".join(sweep.name.split()),
+                " ".join(sweep.source.split()),
+                f"{self.done.get(sweep.sweep_id, 0)}/{len(sweep.plan)}",
+            ]
+            for sweep in self.sweeps
+        ]
+
+
+def list_sweeps(store: str | Path | None = None, limit: int | None = None) -> SweepList:
+    """The stored sweeps, at most `limit`, newest first."""
+    with open_for_reading(store) as opened:
+        return SweepList(opened.path, opened.list_sweeps(limit), opened.sweep_progress())
+
+
+def export_stored_runs(
+    fmt: str,
+    out: Path | TextIO,
+    store: str | Path | None = None,
+    *,
+    workload: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    limit: int | None = None,
+) -> int:
+    """Write the stored runs that match the filters as `fmt` (`EXPORT_FORMATS`) to the file
+    `out` (whole or not at all) or the open stream `out`; returns how many were written."""
+    with open_for_reading(store) as opened:
+        records = opened.list_runs(workload, status, tag, limit)
+
+        def write(stream: TextIO) -> None:
+            export_runs(records, fmt, stream, epochs_of=opened.epochs)
+
+        if isinstance(out, Path):
+            write_atomically(out, write)
+        else:
+            write(out)
+    return len(records)
+
+
+# -- cells ---------------------------------------------------------------------------------
+
+
+def flatten(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys, so that config and environment read as key/value lines."""
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def value_texts(values: dict[str, Any]) -> dict[str, str]:
+    """Every value as its text (`value_text`), keys as strings."""
+    return {str(key): value_text(str(key), value) for key, value in values.items()}
+
+
+def value_text(key: str, value: Any) -> str:
+    """A stored value as text: '-' for none, sizes in MiB (keys with 'bytes'), floats in 6
+    significant digits, lists and dicts as JSON."""
+    if value is None:
+        return "-"
+    if "bytes" in key:
+        if isinstance(value, list):
+            return ", ".join(_bytes(v) for v in value)
+        return _bytes(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _bytes(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value / 2**20:.1f} MiB"
+
+
+def number(value: Any, spec: str) -> str:
+    """A number in format `spec`, or '-' for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    return format(value, spec)
+
+
+def text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def short_time(iso: str) -> str:
+    """'2025-01-02T12:34:56.789+00:00' -> '2025-01-02 12:34' (UTC, as the headers say)."""
+    return iso[:16].replace("T", " ")
+
+
+def status_text(record: RunRecord) -> str:
+    """The status; for a run still running on another machine, which one (this one could
+    not tell whether it is still alive: stale runs are only found on their own host)."""
+    owner = record.owner
+    if record.status == "running" and owner is not None and not is_here(owner):
+        return f"running on {owner.host}"
+    return record.status
+
+
+def accuracy_cell(record: RunRecord) -> str:
+    # No accuracy claim from synthetic data (see the measurement rules).
+    if record.data_kind == "synthetic":
+        return "-"
+    return number(record.summary.get("test_accuracy"), ".4f")
+
+
+def time_to_target_cell(record: RunRecord) -> str:
+    if record.data_kind == "synthetic" or record.status != "completed":
+        return "-"
+    seconds = record.summary.get("time_to_target_s")
+    if seconds is None:
+        # "missed" only where the run was evaluated: a --no-eval run never looked.
+        evaluated = record.summary.get("test_accuracy") is not None
+        return "missed" if evaluated and record.summary.get("target_accuracy") is not None else "-"
+    return number(seconds, ".1f")
