@@ -1,0 +1,299 @@
+"""A against B: two stored runs or sweeps, configuration by configuration (`trainscale compare`).
+
+Each side is a run, or the completed runs of a sweep (its repeats), grouped by the label of
+their configuration. Matched groups are compared by their timed step times
+(`metrics.compare.compare_step_times`: the ratio of medians, a bootstrap interval, a rank
+test), with warnings where the comparison is not like with like.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
+from trainscale.errors import StoreError, TrainscaleError
+from trainscale.results.store import DamagedRecordError, RunRecord, RunStore, default_store_path
+
+FEW_STEPS = 20
+"""Below this many timed steps in a run, the comparison says its figures are coarse."""
+
+
+@dataclass
+class Group:
+    """The runs that make up one side of one comparison (one run, or a configuration's
+    completed repeats)."""
+
+    label: str
+    runs: list[RunRecord]
+    step_times: list[list[float]] = field(default_factory=list)
+
+    @property
+    def workload(self) -> str | None:
+        return self.runs[0].workload
+
+    @property
+    def global_batch_size(self) -> int | None:
+        return self.runs[0].global_batch_size
+
+
+@dataclass
+class Side:
+    """One command-line argument, resolved: a run, or a sweep's configurations."""
+
+    kind: str
+    """'run' or 'sweep'."""
+    ident: str
+    """Full id."""
+    groups: list[Group]
+    """One group for a run or a single-configuration sweep; one per label otherwise."""
+    skipped: int = 0
+    """Sweep runs left out because they did not complete."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.ident[:8]}"
+
+
+def resolve_side(store: RunStore, ident: str) -> Side:
+    """A run or a sweep by id or unique prefix; StoreError (one line) when neither or both."""
+    run: RunRecord | None = None
+    sweep = None
+    run_error = sweep_error = None
+    try:
+        run = store.get_run(ident)
+    except StoreError as error:
+        run_error = error
+    try:
+        sweep = store.get_sweep(ident)
+    except StoreError as error:
+        sweep_error = error
+    if run is not None and sweep is not None:
+        raise StoreError(
+            f"{ident!r} matches run {run.short_id} and sweep {sweep.short_id}; give more characters"
+        )
+    if run is not None:
+        _check_completed(run)
+        return Side("run", run.run_id, [Group(run.short_id, [run])])
+    if sweep is not None:
+        return _sweep_side(store, sweep)
+    # A damaged row or an ambiguous prefix says more than "not found": show it.
+    for error in (run_error, sweep_error):
+        if isinstance(error, DamagedRecordError):
+            raise error
+    for error in (run_error, sweep_error):
+        if error is not None and "matches" in str(error):
+            raise error
+    raise StoreError(
+        f"no run or sweep {ident.strip()!r} in {store.path}; `trainscale runs list` shows the "
+        "stored runs"
+    )
+
+
+def _check_completed(run: RunRecord) -> None:
+    if run.status == "failed":
+        raise TrainscaleError(
+            f"run {run.short_id} failed ({run.error or 'no reason recorded'}); only completed "
+            "runs can be compared"
+        )
+    if run.status != "completed":
+        raise TrainscaleError(
+            f"run {run.short_id} is still {run.status}; compare it once it has completed"
+        )
+
+
+def _sweep_side(store: RunStore, sweep) -> Side:
+    labels = {entry["config_hash"]: entry["label"] for entry in sweep.plan}
+    groups: dict[str, Group] = {}
+    skipped = 0
+    for record in store.sweep_runs(sweep.sweep_id):
+        if record.status != "completed":
+            skipped += 1
+            continue
+        label = labels.get(record.config_hash, record.config_hash or "?")
+        groups.setdefault(label, Group(label, [])).runs.append(record)
+    if not groups:
+        raise TrainscaleError(f"sweep {sweep.short_id} has no completed run to compare")
+    # Plan order, so tables read in the order the sweep was written.
+    order = list(dict.fromkeys(entry["label"] for entry in sweep.plan))
+    ordered = sorted(groups.values(), key=lambda g: order.index(g.label) if g.label in order else 0)
+    return Side("sweep", sweep.sweep_id, ordered, skipped)
+
+
+def pair_groups(a: Side, b: Side, config: str | None) -> list[tuple[str, Group, Group]]:
+    """The (label, group A, group B) pairs to compare, matched by configuration label."""
+
+    def pick(side: Side) -> Group:
+        # --config chooses among several configurations; a side with one has nothing to pick.
+        if len(side.groups) == 1:
+            return side.groups[0]
+        matches = [g for g in side.groups if g.label == config]
+        if not matches:
+            labels = ", ".join(repr(g.label) for g in side.groups)
+            raise TrainscaleError(
+                f"{side.name} has no completed configuration {config!r}; it has {labels}"
+            )
+        return matches[0]
+
+    if config is not None:
+        if len(a.groups) == 1 and len(b.groups) == 1:
+            raise TrainscaleError(
+                f"--config {config!r} does not apply: {a.name} and {b.name} have one "
+                "configuration each; --config takes the label of one configuration of a "
+                "sweep side that has several"
+            )
+        group_a, group_b = pick(a), pick(b)
+        return [(config, group_a, group_b)]
+    if len(a.groups) == 1 and len(b.groups) == 1:
+        label = a.groups[0].label if a.groups[0].label == b.groups[0].label else ""
+        return [(label, a.groups[0], b.groups[0])]
+    if len(a.groups) > 1 and len(b.groups) > 1:
+        by_label = {g.label: g for g in b.groups}
+        pairs = [(g.label, g, by_label[g.label]) for g in a.groups if g.label in by_label]
+        if not pairs:
+            raise TrainscaleError(
+                f"{a.name} and {b.name} share no configuration label; pick one on each side "
+                "with --config LABEL"
+            )
+        return pairs
+    multi = a if len(a.groups) > 1 else b
+    labels = ", ".join(repr(g.label) for g in multi.groups)
+    raise TrainscaleError(
+        f"{multi.name} has {len(multi.groups)} configurations ({labels}); choose one with "
+        "--config LABEL"
+    )
+
+
+def load_steps(store: RunStore, group: Group) -> None:
+    """Fill `group.step_times` with each run's timed steps; TrainscaleError if one has none."""
+    from trainscale.metrics.compare import timed_steps
+
+    group.step_times = []
+    for record in group.runs:
+        warmup = record.summary.get("warmup_steps_excluded", 0) or 0
+        steps = [t for t in timed_steps(store.step_times(record.run_id), warmup) if t > 0]
+        if not steps:
+            raise TrainscaleError(f"run {record.short_id} has no timed steps to compare")
+        group.step_times.append(steps)
+
+
+def warnings_for(a: Group, b: Group) -> list[str]:
+    """Why a comparison may not be like with like."""
+    notes = []
+    if a.workload != b.workload:
+        notes.append(f"different workloads ({a.workload} vs {b.workload})")
+    if a.global_batch_size != b.global_batch_size:
+        notes.append(
+            f"different global batch ({a.global_batch_size} vs {b.global_batch_size}): "
+            "throughput ratio is in samples/s, step-time ratio is per step of unequal work"
+        )
+    machines = {
+        (r.env.get("hostname"), r.env.get("cpu_model")) for group in (a, b) for r in group.runs
+    }
+    if len(machines) > 1:
+        notes.append("runs come from different machines")
+    fewest = min(len(steps) for group in (a, b) for steps in group.step_times)
+    if fewest < FEW_STEPS:
+        notes.append(f"a run has only {fewest} timed steps: the median and its interval are coarse")
+    if len(a.runs) == 1 or len(b.runs) == 1:
+        notes.append(
+            "one run on a side: the interval covers step-to-step noise only, and consecutive "
+            "steps are correlated, so it is optimistic; repeats (a sweep with repeats >= 2) "
+            "make it honest"
+        )
+    return notes
+
+
+@dataclass
+class RunComparison:
+    """B against A, one row per matched configuration."""
+
+    a: Side
+    b: Side
+    rows: list[dict[str, Any]]
+    """Per configuration: its label, the runs and workloads of each side, the warnings, and
+    `metrics.compare.Comparison.to_dict()`."""
+    unmatched: list[str]
+    """Labels of configurations found on one side only (two multi-configuration sweeps)."""
+    confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form `trainscale compare --json` prints."""
+        return {
+            "a": {"kind": self.a.kind, "id": self.a.ident, "skipped_runs": self.a.skipped},
+            "b": {"kind": self.b.kind, "id": self.b.ident, "skipped_runs": self.b.skipped},
+            "comparisons": self.rows,
+            "unmatched_labels": self.unmatched,
+        }
+
+
+def compare(
+    a: str,
+    b: str,
+    *,
+    config: str | None = None,
+    confidence: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    store: str | Path | None = None,
+) -> RunComparison:
+    """Compare the step times of run or sweep `b` against `a` (ids or unique prefixes).
+
+    `config` picks one configuration (by label) of a side that has several; two sweeps are
+    otherwise matched label by label. The interval is a percentile bootstrap at `confidence`
+    with `resamples` resamples drawn from `seed`.
+    """
+    from trainscale.metrics.compare import compare_step_times
+
+    if not 0.0 < confidence < 1.0:
+        raise TrainscaleError(f"--confidence must be between 0 and 1, got {confidence}")
+    check_count(
+        "--resamples",
+        resamples,
+        MIN_RESAMPLES,
+        MAX_RESAMPLES,
+        "the interval is stable from a few thousand; more only costs time",
+    )
+    store_path = store or default_store_path()
+    with RunStore(store_path, create=False, fail_stale=True) as opened:
+        side_a = resolve_side(opened, a)
+        side_b = resolve_side(opened, b)
+        pairs = pair_groups(side_a, side_b, config)
+        for _, group_a, group_b in pairs:
+            load_steps(opened, group_a)
+            load_steps(opened, group_b)
+
+    rows = []
+    for label, group_a, group_b in pairs:
+        result = compare_step_times(
+            group_a.step_times,
+            group_b.step_times,
+            samples_per_step_a=group_a.global_batch_size or 1,
+            samples_per_step_b=group_b.global_batch_size or 1,
+            confidence=confidence,
+            num_resamples=resamples,
+            seed=seed,
+        )
+        rows.append(
+            {
+                "label": label,
+                "a_runs": [r.run_id for r in group_a.runs],
+                "b_runs": [r.run_id for r in group_b.runs],
+                "a_workload": group_a.workload,
+                "b_workload": group_b.workload,
+                "a_global_batch_size": group_a.global_batch_size,
+                "b_global_batch_size": group_b.global_batch_size,
+                "warnings": warnings_for(group_a, group_b),
+                **result.to_dict(),
+            }
+        )
+    return RunComparison(side_a, side_b, rows, unmatched(side_a, side_b, pairs), confidence)
+
+
+def unmatched(a: Side, b: Side, pairs: list[tuple[str, Group, Group]]) -> list[str]:
+    """Labels on one side only, when two multi-configuration sweeps were matched by label."""
+    used = {id(g) for _, ga, gb in pairs for g in (ga, gb)}
+    if len(a.groups) > 1 and len(b.groups) > 1:
+        return [g.label for side in (a, b) for g in side.groups if id(g) not in used]
+    return []

@@ -1,0 +1,56 @@
+"""`report.compare_runs.compare`: two stored runs compared as a library call."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trainscale.cli import main
+from trainscale.errors import TrainscaleError
+from trainscale.report.compare_runs import RunComparison, compare
+from trainscale.results.store import RunStore
+
+
+def _store(path, medians: dict[str, float]):
+    with RunStore(path) as store:
+        for seed, (run_id, median) in enumerate(medians.items()):
+            store.create_run(
+                run_id,
+                "mnist-cnn",
+                {"workload": "mnist-cnn"},
+                {"hostname": "h", "cpu_model": "c"},
+                data_kind="synthetic",
+                world_size=1,
+                threads_per_worker=1,
+                affinity="compact",
+                precision="fp32",
+                global_batch_size=64,
+            )
+            steps = list(median * np.exp(np.random.default_rng(seed).normal(0, 0.05, 60)))
+            summary = {"samples_per_s": 64 / median, "warmup_steps_excluded": 0}
+            store.complete_run(run_id, summary, [], steps)
+    return path
+
+
+def test_compare_returns_typed_sides_and_the_json_the_command_prints(tmp_path, capsys):
+    store = _store(tmp_path / "s.db", {"aaaa0001": 0.06, "bbbb0001": 0.05})
+    result = compare("aaaa", "bbbb", resamples=500, store=store)
+    assert isinstance(result, RunComparison)
+    assert (result.a.kind, result.a.ident, result.b.ident) == ("run", "aaaa0001", "bbbb0001")
+    (row,) = result.rows
+    assert row["throughput_ratio"] > 1.1 and row["significant"]
+    assert any("one run on a side" in note for note in row["warnings"])
+    argv = ["compare", "aaaa", "bbbb", "--store", str(store), "--json", "--resamples", "500"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(result.to_dict()))
+
+
+def test_compare_checks_its_numbers_before_reading_the_store(tmp_path):
+    missing = tmp_path / "none.db"
+    with pytest.raises(TrainscaleError, match="--confidence must be between 0 and 1, got 1.5"):
+        compare("a", "b", confidence=1.5, store=missing)
+    with pytest.raises(TrainscaleError, match="--resamples"):
+        compare("a", "b", resamples=1, store=missing)
+    assert not missing.exists()
