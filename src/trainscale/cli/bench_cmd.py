@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from trainscale.bench.run import DEFAULT_OUT, DEFAULT_STEPS, QUICK_STEPS
+from trainscale.bench.run import DEFAULT_OUT, DEFAULT_STEPS, QUICK_STEPS, BenchListener
 from trainscale.cli.common import add_data_choice_argument, add_store_argument
 from trainscale.config.cli import add_option_arguments
 
@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-class Progress:
+class Progress(BenchListener):
     """The bench's progress on stderr: the plan, a rule per rung, failures."""
 
     def __init__(self, console: Console) -> None:

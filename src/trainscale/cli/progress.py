@@ -1,0 +1,70 @@
+"""Progress on stderr of the commands that run many trainings (`recommend`, `sweep`): the
+listeners their library calls report to, printed with rich."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+
+from trainscale.recommend.run import RecommendListener
+
+if TYPE_CHECKING:
+    from trainscale.recommend.run import RecommendPlan
+    from trainscale.recommend.search import Trial
+    from trainscale.recommend.space import Candidate
+
+
+class RecommendProgress(RecommendListener):
+    """The plan, then one line per trial, with the time spent so far against the budget."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.budget_s = 0.0
+        self.start = time.monotonic()
+
+    def planned(self, plan: RecommendPlan) -> None:
+        env, space, settings = plan.env, plan.space, plan.settings
+        self.console.print(
+            f"[bold]trainscale recommend {plan.recommend_id}[/]: {plan.workload} on "
+            f"{escape(str(env['cpu_model']))}, {len(env['usable_cores'])} usable cores; "
+            f"{len(space.candidates)} candidates, rungs of "
+            f"{', '.join(map(str, settings.rung_steps))} timed steps, budget "
+            f"{settings.budget_s:.0f} s"
+        )
+        for line in space.skipped:
+            self.console.print(f"  {escape(line)}")
+        for dropped, kept in space.duplicates:
+            self.console.print(f"  {dropped}: same cores as {kept}, not tried twice")
+        if plan.data_note:
+            self.console.print(f"[bold red]{escape(plan.data_note)}[/]")
+        self.budget_s = settings.budget_s
+        self.start = time.monotonic()
+
+    def _clock(self) -> str:
+        return f"[{time.monotonic() - self.start:5.0f}/{self.budget_s:.0f} s]"
+
+    def rung_started(self, rung: int, timed_steps: int, candidates: list[Candidate]) -> None:
+        self.console.rule(
+            f"rung {rung}: {len(candidates)} setting(s) x {timed_steps} timed steps "
+            "(synthetic data)"
+        )
+
+    def trial_started(self, candidate: Candidate, kind: str, rung: int | None) -> None:
+        what = "accuracy check" if kind == "accuracy" else "throughput"
+        self.console.print(f"{escape(self._clock())} {what}: {candidate.label} ...")
+
+    def trial_finished(self, trial: Trial) -> None:
+        # Run ids are hex: "[d2f4...]" would be read as a style tag, so escape them.
+        run = escape(f" [{trial.run_id[:8]}]") if trial.run_id else ""
+        if trial.error is not None:
+            self.console.print(f"    [red]failed[/]{run}: {escape(trial.error)}")
+        elif trial.kind == "accuracy":
+            self.console.print(f"    test accuracy {trial.test_accuracy:.4f}{run}")
+        else:
+            self.console.print(f"    {trial.samples_per_s:.0f} samples/s{run}")
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]{escape(text)}[/]")

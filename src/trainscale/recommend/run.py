@@ -1,0 +1,292 @@
+"""The recommendation, end to end: the space this machine allows, every candidate checked,
+the search, and the `trainscale run` command that reproduces the best setting.
+
+`recommend` is what `trainscale recommend` calls; it returns a `RecommendResult` and reports
+its progress to a `RecommendListener` (the CLI prints it, a Python caller may pass its own).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from trainscale.config.options import RunOptions
+from trainscale.errors import ConfigError
+from trainscale.recommend.search import (
+    DEFAULT_RUNG_STEPS,
+    QUICK_RUNG_STEPS,
+    Recommendation,
+    SearchListener,
+    SearchSettings,
+    accuracy_options,
+)
+from trainscale.recommend.space import BATCH_MULTIPLIERS, Candidate, Space
+from trainscale.run.data_choice import DataChoice, prepare_real
+
+EXPLICIT_FIELDS = ("workers", "threads_per_worker", "affinity", "precision", "batch_size")
+"""The searched axes: written in the recommended command even where they are the default."""
+
+
+def search_settings(
+    *,
+    quick: bool = False,
+    rung_steps: tuple[int, ...] | None = None,
+    warmup_steps: int | None = None,
+    budget_s: float = 600.0,
+    accuracy_epochs: float | None = None,
+    accuracy_tolerance: float = 0.5,
+) -> SearchSettings:
+    """SearchSettings from what a user gives: `quick` shortens the defaults (trials of 5, 15,
+    45 steps after 3 warm-up steps, a 0.1-epoch accuracy check; else 10, 30, 90 after 5, and
+    0.25); `accuracy_tolerance` is in percentage points (0 to 100)."""
+    if not 0 <= accuracy_tolerance < 100:
+        raise ConfigError(
+            f"--accuracy-tolerance is in percentage points, 0 to 100; got {accuracy_tolerance}"
+        )
+    rungs = rung_steps or (QUICK_RUNG_STEPS if quick else DEFAULT_RUNG_STEPS)
+    warmup = warmup_steps if warmup_steps is not None else (3 if quick else 5)
+    epochs = accuracy_epochs
+    if epochs is None:
+        epochs = 0.1 if quick else 0.25
+    return SearchSettings(
+        rung_steps=tuple(rungs),
+        warmup_steps=warmup,
+        budget_s=budget_s,
+        accuracy_epochs=epochs,
+        accuracy_tolerance=accuracy_tolerance / 100.0,
+    )
+
+
+def accuracy_base(
+    base: RunOptions,
+    baseline: Candidate,
+    epochs: float,
+    data: DataChoice,
+    data_dir: str | None,
+    download: bool,
+) -> tuple[RunOptions | None, str | None]:
+    """Real-data options for the accuracy runs, or (None, why) when they cannot be made."""
+    if data == "synthetic":
+        return None, "--data synthetic: accuracy not checked (throughput only)"
+    real = base.with_(data="real", data_dir=data_dir, download=download)
+    config, missing = prepare_real(accuracy_options(baseline, real, epochs), data)
+    if config is None:
+        return None, f"REAL DATA NOT FOUND, accuracy NOT checked (throughput only): {missing}"
+    # Runs read from where the data was found: no second search or download per run.
+    return real.with_(data_dir=config.data.data_dir), None
+
+
+def fit_candidates(
+    space: Space,
+    throughput_base: RunOptions,
+    accuracy_base: RunOptions | None,
+    accuracy_epochs: float,
+    cores: list[int],
+) -> Space:
+    """The space with every candidate checked as a run is, before any trial starts.
+
+    A candidate's per-worker batch must fit a worker's share of the synthetic trial data
+    (and of the real data of the accuracy check), and this machine's memory must hold its
+    workers. A single worker whose batch exceeds the whole training set comes from
+    --batch-multipliers (or the data is too small for the recipe): a mistake, refused in one
+    line. Several workers whose shards are too small for the batch, or that memory cannot
+    hold, are left out and say so, as other settings the machine cannot run are. `cores`
+    are the usable cores the space was built for.
+    """
+    from trainscale.run.resolve import check_capacity, locate_data, resolve
+
+    located: dict = {}
+    advice = "use smaller --batch-multipliers (a candidate's batch is the recipe's x one)"
+    kept, skipped = [], list(space.skipped)
+    for candidate in [space.baseline, *space.candidates]:
+        trials = [candidate.options(throughput_base)]
+        if accuracy_base is not None:
+            trials.append(accuracy_options(candidate, accuracy_base, accuracy_epochs))
+        try:
+            for options in trials:
+                config, size = locate_data(resolve(options, cores), located)
+                check_capacity(config, size, batch_advice=advice)
+        except ConfigError as error:
+            if candidate is space.baseline or candidate.workers == 1:
+                raise ConfigError(f"candidate {candidate.label}: {error}") from None
+            skipped.append(f"{candidate.label} skipped: {error}")
+            continue
+        if candidate is not space.baseline:
+            kept.append(candidate)
+    return replace(space, candidates=kept, skipped=skipped)
+
+
+@dataclass
+class RecommendPlan:
+    """What is about to be searched."""
+
+    recommend_id: str
+    workload: str
+    env: dict[str, Any]
+    """This machine's facts (`system.collect_environment`)."""
+    space: Space
+    """The candidates that fit this machine, with those left out and why."""
+    settings: SearchSettings
+    data_note: str | None
+    """Why accuracy will not be checked, or None."""
+
+    @property
+    def tag(self) -> str:
+        """The tag of every trial run."""
+        return f"recommend:{self.recommend_id}"
+
+
+class RecommendListener(SearchListener):
+    """What a recommendation reports as it goes: the plan, then the search's events."""
+
+    def planned(self, plan: RecommendPlan) -> None:
+        """The space is built and checked; the search starts next."""
+
+
+@dataclass
+class RecommendResult:
+    """The recommended setting, how it was found, and the command that reproduces it."""
+
+    plan: RecommendPlan
+    recommendation: Recommendation
+    command: str
+    """The `trainscale run` command of the best setting (full recipe)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form `trainscale recommend --json` prints."""
+        plan, settings = self.plan, self.plan.settings
+        return {
+            "recommend_id": plan.recommend_id,
+            "workload": plan.workload,
+            "tag": plan.tag,
+            "command": self.command,
+            "data_note": plan.data_note,
+            "settings": {
+                "rung_steps": list(settings.rung_steps),
+                "warmup_steps": settings.warmup_steps,
+                "keep_fraction": settings.keep_fraction,
+                "budget_s": settings.budget_s,
+                "accuracy_epochs": settings.accuracy_epochs,
+                "accuracy_tolerance": settings.accuracy_tolerance,
+            },
+            "space": plan.space.to_dict(),
+            **self.recommendation.to_dict(),
+        }
+
+
+def recommend(
+    workload: str,
+    *,
+    budget_s: float = 600.0,
+    quick: bool = False,
+    rung_steps: tuple[int, ...] | None = None,
+    warmup_steps: int | None = None,
+    accuracy_epochs: float | None = None,
+    accuracy_tolerance: float = 0.5,
+    batch_multipliers: tuple[int, ...] = BATCH_MULTIPLIERS,
+    max_workers: int | None = None,
+    data: DataChoice = "auto",
+    data_dir: str | None = None,
+    download: bool = True,
+    store: str | Path | None = None,
+    listener: RecommendListener | None = None,
+) -> RecommendResult:
+    """Search this machine for the fastest setting of `workload` that keeps its accuracy.
+
+    Trials run on synthetic data (successive halving within `budget_s` seconds; `quick`,
+    `rung_steps`, `warmup_steps`, `accuracy_epochs` and `accuracy_tolerance` as in
+    `search_settings`); the finalists' accuracy is checked on real data (`data`: auto =
+    when found) against the serial fp32 baseline. The per-worker batches tried are the
+    recipe's times `batch_multipliers`, on at most `max_workers` workers. Every trial is
+    stored with the tag recommend:<id>. Everything a user can get wrong (the workload, the
+    settings, the store, the data, a batch that cannot fit) fails before the first trial.
+    """
+    from trainscale.config.cli import run_command
+    from trainscale.recommend.search import run_search
+    from trainscale.recommend.space import machine_space
+    from trainscale.results.store import RunStore, default_store_path
+    from trainscale.run.launch import execute_run
+    from trainscale.system import collect_environment
+    from trainscale.workloads import get_workload
+
+    listener = listener or RecommendListener()
+    spec = get_workload(workload)
+    settings = search_settings(
+        quick=quick,
+        rung_steps=rung_steps,
+        warmup_steps=warmup_steps,
+        budget_s=budget_s,
+        accuracy_epochs=accuracy_epochs,
+        accuracy_tolerance=accuracy_tolerance,
+    )
+    store_path = store or default_store_path()
+    RunStore(store_path).close()  # an unusable store fails now, not after the first trial
+    env = collect_environment()
+    space = machine_space(spec.name, batch_multipliers, max_workers, env)
+    recommend_id = uuid.uuid4().hex[:8]
+    base = RunOptions.of(workload=spec.name, tag=f"recommend:{recommend_id}", download=download)
+    real_base, data_note = accuracy_base(
+        base, space.baseline, settings.accuracy_epochs, data, data_dir, download
+    )
+    throughput_base = base.with_(data="synthetic")
+    space = fit_candidates(
+        space, throughput_base, real_base, settings.accuracy_epochs, env["usable_cores"]
+    )
+    plan = RecommendPlan(recommend_id, spec.name, env, space, settings, data_note)
+    listener.planned(plan)
+
+    def run_one(options: RunOptions) -> dict[str, Any]:
+        return execute_run(options, store_path, quiet=True)
+
+    recommendation = run_search(
+        space, throughput_base, real_base, settings, run_one, listener=listener
+    )
+    best = recommendation.best.options(RunOptions.of(workload=spec.name))
+    command = run_command(
+        best.with_(data_dir=data_dir, download=download), explicit=EXPLICIT_FIELDS
+    )
+    return RecommendResult(plan, recommendation, command)
+
+
+def summary_lines(payload: dict[str, Any]) -> list[str]:
+    """The human summary of `RecommendResult.to_dict()`: best setting, speedup, accuracy,
+    rejections, ranking, notes, command."""
+    best = payload["best"]
+    lines = [
+        f"recommend {payload['recommend_id']}: {payload['workload']}",
+        f"best: {best['label']} (global batch {best['global_batch_size']})",
+    ]
+    rate, base_rate = payload["best_samples_per_s"], payload["baseline_samples_per_s"]
+    if rate and base_rate:
+        steps = payload["settings"]["rung_steps"][payload["best_rung"]]
+        lines.append(
+            f"  {rate:.0f} samples/s over {steps} timed steps; serial 1-core fp32 baseline "
+            f"{base_rate:.0f} samples/s in the same rung: speedup {payload['speedup']:.2f}x"
+        )
+    if payload["accuracy_checked"]:
+        lines.append(
+            f"  accuracy check ({payload['settings']['accuracy_epochs']:g} epoch, real data): "
+            f"{payload['best_accuracy']:.4f} against the baseline's "
+            f"{payload['baseline_accuracy']:.4f} (tolerance "
+            f"{payload['settings']['accuracy_tolerance'] * 100:.2f} points)"
+        )
+    else:
+        lines.append("  accuracy NOT checked (no real data): throughput only")
+    if payload["rejected"]:
+        lines.append("rejected by the accuracy check:")
+        lines += [f"  {r['label']}: {r['reason']}" for r in payload["rejected"]]
+    lines.append("ranking (last rung reached, samples/s there):")
+    lines += [
+        f"  {r['label']:<32} rung {r['rung']}  {r['samples_per_s']:.0f}" for r in payload["ranking"]
+    ]
+    lines += [f"note: {note}" for note in payload["notes"]]
+    lines += [
+        f"search took {payload['elapsed_s']:.0f} s of a {payload['budget_s']:.0f} s budget; "
+        f"runs stored with tag {payload['tag']} "
+        f"(trainscale runs list --tag {payload['tag']})",
+        "to reproduce (full recipe):",
+        f"  {payload['command']}",
+    ]
+    return lines
