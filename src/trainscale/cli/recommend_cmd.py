@@ -108,7 +108,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from trainscale.cli.progress import RecommendProgress
+    from trainscale.cli.recommend_progress import RecommendProgress
     from trainscale.recommend.run import recommend, summary_lines
 
     # Progress goes to stderr even with --json: stdout carries only the result.

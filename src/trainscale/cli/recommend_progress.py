@@ -1,5 +1,4 @@
-"""Progress on stderr of the commands that run many trainings (`recommend`, `sweep`): the
-listeners their library calls report to, printed with rich."""
+"""Progress of `trainscale recommend` on stderr: the plan, then one line per trial."""
 
 from __future__ import annotations
 

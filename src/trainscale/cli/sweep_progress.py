@@ -1,0 +1,111 @@
+"""Progress of `trainscale sweep` on stderr: the plan, a progress bar over the runs, one line
+per finished run, and the summary table at the end."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from trainscale.sweep.run import SweepRunListener
+from trainscale.sweep.summary import SUMMARY_HEADERS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from trainscale.sweep.plan import Plan
+    from trainscale.sweep.run import SweepResult
+    from trainscale.sweep.spec import SweepSpec
+
+
+class SweepProgress(SweepRunListener):
+    """The plan, then a rich progress bar over the sweep's runs, with ETA, and one line per
+    finished run; at the end, the summary table."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Any = None
+        self.task: Any = None
+        self.running = False
+        """The runs have started (a stop now is one the sweep can resume)."""
+
+    def planning(self) -> Any:
+        return self.console.status("checking every configuration (options, cores, data)...")
+
+    def planned(self, spec: SweepSpec, plan: Plan, store: Path) -> None:
+        for label, reason in plan.skipped:
+            self.console.print(f"[yellow]skipped (skip_invalid): {label}: {reason}[/]")
+        configs = len({p.config_hash for p in plan.runs})
+        self.console.print(
+            f"[bold]sweep {spec.name}[/]: {configs} configurations x {spec.repeats} repeat(s) "
+            f"= {len(plan.runs)} runs, order {spec.order}, store {store}"
+        )
+        self.running = True
+
+    def swept(self, result: SweepResult) -> None:
+        from rich.table import Table
+
+        outcome, summary = result.outcome, result.summary
+        assert outcome is not None and summary is not None
+        short = outcome.sweep_id[:8]
+        if outcome.resumed:
+            self.console.print(
+                f"resumed sweep {short}: {outcome.skipped_done} run(s) were already done"
+            )
+        table = Table(title=summary.title)
+        for header in SUMMARY_HEADERS:
+            table.add_column(header)
+        for row in summary.rows:
+            table.add_row(*row)
+        Console().print(table)
+        self.console.print(
+            f"sweep {short}: {len(outcome.completed)} completed, {len(outcome.failed)} failed "
+            f"in this attempt. Report: trainscale report --sweep {short} --out DIR"
+        )
+
+    def start(self, sweep_id: str, todo: int, done: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        if done:
+            self.console.print(f"sweep {sweep_id[:8]}: {done} run(s) already completed, skipped")
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task(f"sweep {sweep_id[:8]}", total=todo)
+
+    def run_started(self, planned) -> None:
+        self.progress.update(self.task, description=f"{planned.label} (repeat {planned.repeat})")
+
+    def run_finished(self, planned, result, error) -> None:
+        if error is not None:
+            self.console.print(
+                f"[red]failed[/]: {planned.label} (repeat {planned.repeat}): {error}"
+            )
+        else:
+            accuracy = result.get("test_accuracy")
+            acc = f", test acc {accuracy:.4f}" if isinstance(accuracy, float) else ""
+            self.console.print(
+                f"done: {escape(planned.label)} (repeat {planned.repeat}): "
+                f"{result['samples_per_s']:.1f} samples/s{acc}  "
+                + escape(f"[{result['run_id'][:8]}]")
+            )
+        self.progress.advance(self.task)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()

@@ -1,0 +1,49 @@
+"""A sweep's configurations at a glance: runs done, median throughput, spread, accuracy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainscale.metrics import stats
+from trainscale.results.store import RunStore
+
+SUMMARY_HEADERS = ("configuration", "runs", "samples/s (median)", "min..max", "test acc")
+
+
+@dataclass
+class SweepSummary:
+    """One row per configuration of the sweep, in plan order (`SUMMARY_HEADERS`)."""
+
+    title: str
+    rows: list[list[str]]
+
+
+def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
+    """The summary of sweep `sweep_id` (or a unique prefix) from its completed runs; test
+    accuracy only from real data."""
+    with RunStore(store, create=False) as opened:
+        sweep = opened.get_sweep(sweep_id)
+        runs = opened.sweep_runs(sweep.sweep_id)
+    groups: dict[str, list[Any]] = {}
+    for record in runs:
+        if record.status == "completed":
+            groups.setdefault(record.config_hash or "", []).append(record)
+    rows = []
+    for config_hash, label in dict.fromkeys((p["config_hash"], p["label"]) for p in sweep.plan):
+        done = groups.get(config_hash, [])
+        rates = [r.summary.get("samples_per_s") for r in done]
+        rates = [r for r in rates if isinstance(r, (int, float))]
+        accuracies = [r.summary.get("test_accuracy") for r in done if r.data_kind == "real"]
+        accuracies = [a for a in accuracies if isinstance(a, (int, float))]
+        rows.append(
+            [
+                label,
+                str(len(done)),
+                f"{stats.median(rates):.1f}" if rates else "-",
+                f"{min(rates):.1f}..{max(rates):.1f}" if rates else "-",
+                f"{stats.median(accuracies):.4f}" if accuracies else "-",
+            ]
+        )
+    return SweepSummary(f"sweep {sweep.short_id}: {sweep.name}", rows)

@@ -1,0 +1,86 @@
+"""`sweep.run`: a sweep as library calls (load, then run), with a stand-in for the runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_sweep_execute import FakeRunner
+
+from trainscale.errors import ConfigError
+from trainscale.results.store import RunStore
+from trainscale.sweep.run import SweepRunListener, load_sweep, run_sweep
+
+SPEC = """
+name = "two"
+[base]
+workload = "mnist-cnn"
+data = "real"
+steps = 3
+threads_per_worker = 1
+[grid]
+batch_size = [8, 16]
+"""
+
+
+class Heard(SweepRunListener):
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def planned(self, spec, plan, store) -> None:
+        self.events.append(f"planned {len(plan.runs)}")
+
+    def start(self, sweep_id, todo, done) -> None:
+        self.events.append(f"start {todo}")
+
+    def swept(self, result) -> None:
+        self.events.append(f"swept {len(result.outcome.completed)}")
+
+
+@pytest.fixture
+def spec_file(tmp_path: Path) -> Path:
+    path = tmp_path / "two.toml"
+    path.write_text(SPEC)
+    return path
+
+
+def test_load_applies_the_data_overrides_and_names_the_source(spec_file: Path):
+    spec, source = load_sweep(spec_file, data="synthetic", data_dir="/nowhere")
+    assert source == str(spec_file)
+    assert (spec.base["data"], spec.base["data_dir"]) == ("synthetic", "/nowhere")
+    assert load_sweep(spec_file)[0].base["data"] == "real"
+    with pytest.raises(ConfigError, match="--quick scales down a recipe"):
+        load_sweep(spec_file, quick=True)
+    with pytest.raises(ConfigError, match="give a sweep file or --recipe NAME"):
+        load_sweep()
+
+
+def test_a_dry_run_plans_and_stores_nothing(spec_file: Path, tmp_path: Path):
+    spec, source = load_sweep(spec_file, data="synthetic")
+    heard = Heard()
+    result = run_sweep(spec, source, store=tmp_path / "s.db", dry_run=True, listener=heard)
+    assert result.outcome is None and result.summary is None
+    assert [p.label for p in result.plan.runs] == ["batch_size=8", "batch_size=16"]
+    assert heard.events == ["planned 2"]
+    with RunStore(tmp_path / "s.db") as store:
+        assert store.list_sweeps() == []
+
+
+def test_run_sweep_runs_summarises_and_reports_nothing_completed(spec_file, tmp_path, monkeypatch):
+    fake = FakeRunner(fail_items={1})
+    monkeypatch.setattr("trainscale.run.launch.execute_run", fake)
+    spec, source = load_sweep(spec_file, data="synthetic")
+    heard = Heard()
+    result = run_sweep(spec, source, store=tmp_path / "s.db", listener=heard)
+    assert heard.events == ["planned 2", "start 2", "swept 1"]
+    assert result.outcome is not None and len(result.outcome.failed) == 1
+    assert result.summary is not None
+    assert result.summary.title.endswith(": two")
+    assert [row[:3] for row in result.summary.rows] == [
+        ["batch_size=8", "1", "100.0"],
+        ["batch_size=16", "0", "-"],
+    ]
+    assert not result.nothing_completed and result.report is None
+
+    monkeypatch.setattr("trainscale.run.launch.execute_run", FakeRunner(fail_items={0, 1}))
+    assert run_sweep(spec, source, store=tmp_path / "other.db").nothing_completed
