@@ -69,10 +69,19 @@ def add_cluster_argument(target: ArgumentTarget, *, default: str | None, where: 
     )
 
 
+SIMULATED_PRECISION_HELP = (
+    "precision of the predicted training: compute is calibrated from stored runs in it, or "
+    "from a cluster file's peak for it"
+)
+"""--precision of the simulator (the run option, declared in config/options.py), reworded."""
+
+
 def add_step_model_arguments(target: ArgumentTarget) -> None:
-    """How the simulator calibrates and models a step: --calibrate-from, --precision,
-    --device, --threads-per-worker, --algorithm, --straggler-sigma."""
-    from trainscale.config.options import Device, Precision
+    """How the simulator calibrates and models a step: --calibrate-from, --device,
+    --threads-per-worker, --algorithm, --straggler-sigma. (Here --device and
+    --threads-per-worker describe the 'local' cluster, not a run: no 'auto', no
+    'torch-default'.)"""
+    from trainscale.config.options import Device
     from trainscale.simulate.collectives import ALGORITHMS
 
     target.add_argument(
@@ -83,7 +92,6 @@ def add_step_model_arguments(target: ArgumentTarget) -> None:
         help="stored runs to calibrate from: serial runs give compute, multi-worker runs an "
         "effective network (default: the matching serial runs in the store)",
     )
-    target.add_argument("--precision", default="fp32", choices=get_args(Precision))
     target.add_argument(
         "--device",
         choices=get_args(Device),

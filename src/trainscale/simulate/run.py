@@ -1,0 +1,376 @@
+"""The simulator's questions, end to end, from the results store: how a workload scales on a
+cluster (`simulate_scaling`), how well the model predicts stored runs (`validate_simulator`),
+and how long training to the target takes (`time_to_accuracy`).
+
+Each returns a typed result with a `to_dict()` (the JSON the commands print) and, when given
+`plot_dir`, writes its plots there. Every input a user can get wrong fails in one line
+(`check_simulation_inputs`) before any work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from trainscale.config.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES
+from trainscale.errors import ConfigError, TrainscaleError
+
+
+def check_simulation_inputs(
+    *,
+    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
+    threads_per_worker: int | None = None,
+    straggler_sigma: float | None = None,
+    bucket_cap_mb: float | None = None,
+    batch_size: int | None = None,
+    global_batch_size: int | None = None,
+) -> None:
+    """ConfigError (naming the option) for a number the simulator cannot use."""
+    from trainscale.config.limits import check_count
+
+    for name, value in (("batch-size", batch_size), ("global-batch-size", global_batch_size)):
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be at least 1, got {value}")
+    check_count(
+        "--samples",
+        samples,
+        1,
+        MAX_MONTE_CARLO_SAMPLES,
+        "the stratified samples' quantiles are within 1/samples already",
+    )
+    if threads_per_worker is not None and threads_per_worker < 1:
+        raise ConfigError(f"--threads-per-worker must be at least 1, got {threads_per_worker}")
+    if bucket_cap_mb is not None and not bucket_cap_mb > 0:
+        raise ConfigError(f"--bucket-cap-mb must be positive, got {bucket_cap_mb}")
+    if straggler_sigma is not None and not 0 <= straggler_sigma < 5:
+        raise ConfigError(f"--straggler-sigma must be in [0, 5), got {straggler_sigma}")
+
+
+def write_plots(folder: str | Path, plots: Sequence[Any]) -> list[str]:
+    """Write each plot's PNG into `folder` (created if needed); the paths written."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for plot in plots:
+            path = folder / plot.file_name
+            path.write_bytes(plot.png)
+            paths.append(str(path))
+    except OSError as error:
+        raise TrainscaleError(
+            f"cannot write plots to {folder}: {error.strerror or error}"
+        ) from None
+    return paths
+
+
+@dataclass
+class ScalingResult:
+    """Predicted steps of `workload` on `cluster`, one per worker count."""
+
+    workload: str
+    cluster: Any
+    """The ClusterSpec predicted on."""
+    calibration: Any
+    """Where compute, optimizer, data and network times came from (`Calibration`)."""
+    layout: Any
+    """The gradient buckets (`GradientLayout`)."""
+    predictions: list[Any]
+    """One `Prediction` per worker count."""
+    plots: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "cluster": self.cluster.describe(),
+            "calibration": self.calibration.to_dict(),
+            "gradients": self.layout.to_dict(),
+            "predictions": [p.to_dict() for p in self.predictions],
+            "plots": self.plots,
+        }
+
+
+def simulate_scaling(
+    workload: str,
+    *,
+    cluster: str = "local",
+    workers: str | Sequence[int] | None = None,
+    calibrate_from: Sequence[str] = (),
+    batch_size: int | None = None,
+    global_batch_size: int | None = None,
+    precision: str = "fp32",
+    device: str | None = None,
+    threads_per_worker: int | None = None,
+    algorithm: str | None = None,
+    bucket_cap_mb: float | None = None,
+    straggler_sigma: float | None = None,
+    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
+    seed: int = 0,
+    store: str | Path | None = None,
+    plot_dir: str | Path | None = None,
+) -> ScalingResult:
+    """Predict step time, throughput and speedup of `workload` on `cluster` (a preset, a
+    cluster TOML file or 'local') for each count in `workers` ('1,2,4' or a list; default:
+    powers of two up to the cluster's devices), calibrated from stored runs."""
+    from trainscale.results.store import default_store_path
+    from trainscale.simulate.predict import predict_scaling
+    from trainscale.simulate.setup import (
+        calibrate,
+        default_workers,
+        open_store,
+        parse_workers,
+        resolve_cluster,
+    )
+    from trainscale.workloads import get_workload
+
+    get_workload(workload)
+    check_simulation_inputs(
+        samples=samples,
+        threads_per_worker=threads_per_worker,
+        straggler_sigma=straggler_sigma,
+        bucket_cap_mb=bucket_cap_mb,
+        batch_size=batch_size,
+        global_batch_size=global_batch_size,
+    )
+    opened = open_store(Path(store or default_store_path()), required=bool(calibrate_from))
+    try:
+        spec = resolve_cluster(
+            cluster, opened, device=device, threads_per_worker=threads_per_worker, workload=workload
+        )
+        if workers is None:
+            counts = default_workers(spec)
+        else:
+            counts = parse_workers(workers) if isinstance(workers, str) else list(workers)
+        for count in counts:
+            spec.check_workers(count)
+        setup = calibrate(
+            workload,
+            spec,
+            opened,
+            run_ids=calibrate_from,
+            precision=precision,
+            bucket_cap_mb=bucket_cap_mb,
+            sigma_override=straggler_sigma,
+        )
+    finally:
+        if opened is not None:
+            opened.close()
+    predictions = predict_scaling(
+        setup.calibration,
+        setup.layout,
+        spec,
+        counts,
+        per_worker_batch=batch_size,
+        global_batch=global_batch_size,
+        algorithm=algorithm,
+        samples=samples,
+        seed=seed,
+    )
+    result = ScalingResult(workload, spec, setup.calibration, setup.layout, predictions)
+    if plot_dir is not None:
+        from trainscale.simulate.plots import scaling_plots
+
+        result.plots = write_plots(plot_dir, scaling_plots(predictions, workload, spec.name))
+    return result
+
+
+@dataclass
+class ValidationResult:
+    """The model's predictions of stored measured runs, with their errors."""
+
+    report: Any
+    """The `ValidationReport`."""
+    plots: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.report.to_dict(), "plots": self.plots}
+
+
+def validate_simulator(
+    *,
+    workload: str | None = None,
+    cluster: str | None = None,
+    calibrate_from: Sequence[str] = (),
+    tag: str | None = None,
+    sweep: str | None = None,
+    straggler_sigma: float | None = None,
+    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
+    seed: int = 0,
+    store: str | Path | None = None,
+    plot_dir: str | Path | None = None,
+) -> ValidationResult:
+    """Predict every completed stored run (of `workload`, with `tag`, of `sweep`) that
+    calibration did not use, on its own machine (or `cluster`), and the errors."""
+    from trainscale.results.store import default_store_path
+    from trainscale.simulate.calibrate import device_kind, probe_link
+    from trainscale.simulate.setup import cached_layout, load_runs, open_store
+    from trainscale.simulate.validate import validate_runs
+
+    check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma)
+    if workload:
+        from trainscale.workloads import get_workload
+
+        get_workload(workload)
+    store_path = Path(store or default_store_path())
+    opened = open_store(store_path, required=True)
+    assert opened is not None
+    with opened:
+        spec = None
+        if cluster and cluster != "local":
+            from trainscale.simulate.cluster import resolve_cluster_argument
+
+            spec = resolve_cluster_argument(cluster)
+        sweep_id = opened.get_sweep(sweep).sweep_id if sweep else None
+        records = opened.list_runs(
+            workload=workload, status="completed", tag=tag, sweep_id=sweep_id
+        )
+        given = load_runs(opened, calibrate_from)
+        probes: dict[tuple[Any, str], Any] = {}
+
+        def link_for(record):
+            key = (record.env.get("hostname"), device_kind(record))
+            if key not in probes:
+                probes[key] = probe_link(opened, key[0], key[1])
+            return probes[key]
+
+        if given:
+            known = {r.run_id for r in records}
+            records = records + [r for r in given if r.run_id not in known]
+        report = validate_runs(
+            records,
+            cached_layout,
+            calibrate_from=given or None,
+            cluster=spec,
+            link_for=link_for,
+            sigma_override=straggler_sigma,
+            sigma_records=opened.list_runs(status="completed"),
+            samples=samples,
+            seed=seed,
+        )
+    if not report.rows:
+        reasons = "; ".join(sorted({why for _, why in report.skipped})) or (
+            "no measured run besides the calibration runs"
+        )
+        raise TrainscaleError(f"nothing to validate in {store_path}: {reasons}")
+    result = ValidationResult(report)
+    if plot_dir is not None:
+        from trainscale.simulate.plots import validation_plots
+
+        result.plots = write_plots(plot_dir, validation_plots(report))
+    return result
+
+
+@dataclass
+class ClusterPresets:
+    """The shipped cluster presets; 'local' is generated from this machine when used."""
+
+    presets: list[Any]
+    """One ClusterSpec per preset."""
+    plots: list[str] = field(default_factory=list)
+    """None drawn (as for the other results)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        from trainscale.simulate.cluster import LOCAL
+
+        return {"presets": [p.describe() for p in self.presets], "generated": [LOCAL]}
+
+
+def cluster_presets() -> ClusterPresets:
+    """The shipped cluster presets, 'local' (made from this machine) aside."""
+    from trainscale.simulate.cluster import LOCAL, load_preset, preset_names
+
+    return ClusterPresets([load_preset(name) for name in preset_names() if name != LOCAL])
+
+
+@dataclass
+class TimeToAccuracyResult:
+    """Emulated steps to the target x predicted step time, per stored emulation."""
+
+    workload: str
+    cluster: Any
+    calibration: Any
+    layout: Any
+    rows: list[Any]
+    """One `TimeToAccuracyRow` per emulated setting."""
+    plots: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from trainscale.simulate.time_to_accuracy import best_by_mode
+
+        return {
+            "workload": self.workload,
+            "cluster": self.cluster.describe(),
+            "calibration": self.calibration.to_dict(),
+            "rows": [r.to_dict() for r in self.rows],
+            "best_by_mode": best_by_mode(self.rows),
+            "plots": self.plots,
+        }
+
+
+def time_to_accuracy(
+    workload: str,
+    *,
+    cluster: str = "local",
+    emulation: str | None = None,
+    calibrate_from: Sequence[str] = (),
+    precision: str = "fp32",
+    device: str | None = None,
+    threads_per_worker: int | None = None,
+    algorithm: str | None = None,
+    straggler_sigma: float | None = None,
+    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
+    seed: int = 0,
+    store: str | Path | None = None,
+    plot_dir: str | Path | None = None,
+) -> TimeToAccuracyResult:
+    """For every completed stored emulation of `workload` (only those of `emulation`, an id
+    as in the tag emulate:ID, if given), predict the time per step on `cluster` and multiply
+    by the emulated steps to the target."""
+    from trainscale.results.store import default_store_path
+    from trainscale.simulate.setup import calibrate, open_store, resolve_cluster
+    from trainscale.simulate.time_to_accuracy import emulated_setting, predict_time_to_accuracy
+    from trainscale.workloads import get_workload
+
+    # An unknown name is the first thing to say, before any store or emulation is looked at.
+    get_workload(workload)
+    check_simulation_inputs(
+        samples=samples, threads_per_worker=threads_per_worker, straggler_sigma=straggler_sigma
+    )
+    store_path = Path(store or default_store_path())
+    opened = open_store(store_path, required=True)
+    assert opened is not None
+    with opened:
+        records = opened.list_runs(workload=workload, status="completed")
+        if emulation:
+            tag = f"emulate:{emulation.strip()}"
+            records = [r for r in records if (r.tag or "").startswith(tag)]
+        settings = [s for s in (emulated_setting(r) for r in records) if s is not None]
+        if not settings:
+            which = f" with tag {tag}" if emulation else ""
+            raise TrainscaleError(
+                f"no completed emulation of {workload}{which} in {store_path}; run "
+                f"`trainscale emulate {workload} ...` first"
+            )
+        spec = resolve_cluster(
+            cluster, opened, device=device, threads_per_worker=threads_per_worker, workload=workload
+        )
+        if algorithm:
+            spec = replace(spec, algorithm=algorithm)
+        setup = calibrate(
+            workload,
+            spec,
+            opened,
+            run_ids=calibrate_from,
+            precision=precision,
+            sigma_override=straggler_sigma,
+        )
+    rows = predict_time_to_accuracy(
+        settings, setup.calibration, setup.layout, spec, samples=samples, seed=seed
+    )
+    result = TimeToAccuracyResult(workload, spec, setup.calibration, setup.layout, rows)
+    if plot_dir is not None:
+        from trainscale.simulate.plots import time_to_accuracy_plot
+
+        result.plots = write_plots(plot_dir, time_to_accuracy_plot(rows, workload, spec.name))
+    return result
