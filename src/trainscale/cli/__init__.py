@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from trainscale import __version__
@@ -28,6 +27,7 @@ from trainscale.cli import (
     sweep_cmd,
     workloads_cmd,
 )
+from trainscale.cli.lines import OneLineErrorParser, WarningLines, discard_stdout, one_line
 from trainscale.errors import TrainscaleError
 from trainscale.parallel.interrupts import describe, exit_status, signals_raise
 
@@ -54,38 +54,6 @@ EXIT_BROKEN_PIPE = 141
 128 + SIGPIPE, what the shell reports for `cat`, `yes` and other tools that the same pipe
 stops, so that `set -o pipefail` scripts see trainscale like any of them. 0 would claim the
 whole output was delivered, which it was not."""
-
-
-def one_line(text: str) -> str:
-    """`text` as one terminal line: whitespace runs folded to a space, and any other
-    character a terminal would not print as itself (controls, line and record separators,
-    escape sequences that a user's input may carry) written as its Python escape."""
-    folded = " ".join(text.split())
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in folded)
-
-
-class WarningLines(logging.Handler):
-    """The library's warnings (e.g. a damaged stored row left out of a listing) as one
-    `trainscale: warning: ...` line each on stderr, each said once per command."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.said: set[str] = set()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = one_line(record.getMessage())
-        if message in self.said:
-            return
-        self.said.add(message)
-        # sys.stderr at the time of the warning, not at start-up: tests swap it.
-        print(f"trainscale: warning: {message}", file=sys.stderr)
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse prints usage plus the error; a mistake should cost the user one line."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             # away (`| head -1`) is noticed below and not printed as an ignored exception.
             sys.stdout.flush()
     except BrokenPipeError:
-        _discard_stdout()
+        discard_stdout()
         return EXIT_BROKEN_PIPE
     finally:
         logger.removeHandler(warnings)
@@ -139,18 +107,3 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM: one line, status 128 + N
         print(f"trainscale: {describe(stop)}", file=sys.stderr)
         return exit_status(stop)
-
-
-def _discard_stdout() -> None:
-    """Point standard output at the null device, so that what is still buffered is dropped
-    quietly at exit instead of raising BrokenPipeError again (the recipe of Python's
-    `signal` documentation)."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return  # not a real file (captured in tests): nothing is flushed to a pipe at exit
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)

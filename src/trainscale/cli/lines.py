@@ -1,0 +1,56 @@
+"""What the command line writes besides results: one terminal line per error or warning,
+and a quiet exit when its reader has gone."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def one_line(text: str) -> str:
+    """`text` as one terminal line: whitespace runs folded to a space, and any other
+    character a terminal would not print as itself (controls, line and record separators,
+    escape sequences that a user's input may carry) written as its Python escape."""
+    folded = " ".join(text.split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in folded)
+
+
+class WarningLines(logging.Handler):
+    """The library's warnings (e.g. a damaged stored row left out of a listing) as one
+    `trainscale: warning: ...` line each on stderr, each said once per command."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.said: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = one_line(record.getMessage())
+        if message in self.said:
+            return
+        self.said.add(message)
+        # sys.stderr at the time of the warning, not at start-up: tests swap it.
+        print(f"trainscale: warning: {message}", file=sys.stderr)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; a mistake should cost the user one line."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+
+def discard_stdout() -> None:
+    """Point standard output at the null device, so that what is still buffered is dropped
+    quietly at exit instead of raising BrokenPipeError again (the recipe of Python's
+    `signal` documentation)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (captured in tests): nothing is flushed to a pipe at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
