@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
+from trainscale.data.tensors import TensorData
 from trainscale.emulate.async_ps import AsyncParameterServer
 from trainscale.emulate.local_sgd import LocalSGD
 from trainscale.emulate.spec import EmulationSpec
@@ -36,11 +37,11 @@ from trainscale.emulate.sync import SyncSGD
 from trainscale.errors import ConfigError
 from trainscale.metrics import stats
 from trainscale.parallel.distenv import DistEnv
-from trainscale.parallel.strategy import Strategy, worker_facts
+from trainscale.parallel.strategy import make_strategy, worker_facts
 from trainscale.train.evaluate import evaluate
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.trainer import check_batch_fits, plan_steps
-from trainscale.workloads.base import TensorData, Workload
+from trainscale.workloads.base import Workload
 
 
 class Mode(Protocol):
@@ -139,7 +140,7 @@ def emulate(
     device = torch.device(config.parallel.device)
     # One process, no peers: the serial strategy evaluates the full test set and runs any
     # pre-training phase as one worker would.
-    serial = Strategy(config, DistEnv())
+    serial = make_strategy(config, DistEnv())
     torch.manual_seed(config.optimisation.seed)
     model = workload.build_model(data.meta).to(device)
     train_x = data.train_x

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from trainscale.config.options import RunConfig, RunOptions
+from trainscale.data.tensors import Located
 from trainscale.errors import ConfigError
 from trainscale.run.footprint import Footprint
 from trainscale.run.resolve import resolve
-from trainscale.workloads.base import Located
 
 MODES = ("sync", "async", "local-sgd")
 DEFAULT_LOCAL_STEPS = 8

@@ -1,9 +1,9 @@
 """Each emulated worker's batches, in the order a real rank of N would train on them.
 
-A real rank's order comes from `Strategy.shard_indices` (DistributedSampler semantics: one
+A real rank's order comes from `Sharding.shard_indices` (DistributedSampler semantics: one
 permutation per (seed, epoch), padded and dealt out rank by rank), then the workload's
 optional batch ordering and augmentation, seeded as the trainer seeds them. A stream asks
-the same `Strategy` code for the same shard, so an emulated worker sees exactly the batches
+the same `Sharding` code for the same shard, so an emulated worker sees exactly the batches
 of the rank it stands for.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from trainscale.config.options import RunConfig
-from trainscale.parallel.distenv import DistEnv
-from trainscale.parallel.strategy import Strategy
-from trainscale.workloads.base import TensorData, Workload
+from trainscale.data.tensors import TensorData
+from trainscale.parallel.sharding import Sharding
+from trainscale.workloads.base import Workload
 
 
 class WorkerStream:
@@ -40,8 +40,7 @@ class WorkerStream:
         self.batches_per_epoch = batches_per_epoch
         self.position = 0
         """Batches taken so far (over all epochs)."""
-        env = DistEnv(rank=rank, local_rank=rank, world_size=world, local_world_size=world)
-        self._sharding = Strategy(config, env)
+        self._sharding = Sharding(rank, world)
         # Seeded as the trainer seeds each rank's augmentation generator.
         self._augment = torch.Generator().manual_seed(config.optimisation.seed * 1000 + rank)
         self._epoch = -1

@@ -22,9 +22,10 @@ from trainscale.config.options import (
     RunConfig,
     RunOptions,
 )
+from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import launched_externally
-from trainscale.workloads.base import DataRequest, DataSize, Located, Workload
+from trainscale.workloads.base import Workload
 
 
 def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunConfig:

@@ -22,10 +22,11 @@ from typing import Any
 import torch
 
 from trainscale.config.options import RunConfig
+from trainscale.data.tensors import TensorData
 from trainscale.errors import ConfigError
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
-from trainscale.train.breakdown import Breakdown
+from trainscale.train.breakdown import Breakdown, timed_allreduce_hook
 from trainscale.train.evaluate import evaluate
 from trainscale.train.faults import FaultInjector
 from trainscale.train.flops import count_flops_per_sample
@@ -33,7 +34,7 @@ from trainscale.train.lr import make_optimizer, make_scheduler
 from trainscale.train.precision import autocast, make_grad_scaler
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.timing import StepTimes, make_clock
-from trainscale.workloads.base import TensorData, Workload
+from trainscale.workloads.base import Workload
 
 
 @dataclass
@@ -192,7 +193,7 @@ def train(
         clock, config.measurement.breakdown_every, config.measurement.warmup_steps_untimed
     )
     comm_marked = config.measurement.breakdown_every > 0 and strategy.hook_communication(
-        model, breakdown
+        model, timed_allreduce_hook, breakdown
     )
     curve: list[tuple[float, float]] = []  # (training clock s, test accuracy)
     epochs: list[dict[str, Any]] = []
