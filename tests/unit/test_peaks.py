@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from trainscale.hardware.facts import CpuFacts, read_cpu_facts
 from trainscale.hardware.figures import (
     cores_per_node,
     hardware_figures,
@@ -14,43 +15,97 @@ from trainscale.hardware.figures import (
     probe_flops_per_s,
     run_peak,
 )
-from trainscale.metrics.peaks import (
-    CpuFacts,
+from trainscale.hardware.peaks import (
+    PRECISIONS,
     achieved_flops_per_s,
     cpu_flops_per_cycle,
     cpu_peak,
     gpu_peak,
+    gpu_peaks,
     match_gpu,
     mfu,
+    parse_gpu_peaks,
     peak_precision,
-    read_cpu_facts,
 )
 from trainscale.results.store import RunStore
 
+ROOT = Path(__file__).resolve().parents[2]
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("NVIDIA H100 80GB HBM3", "H100 SXM5"),
-        ("NVIDIA H100 PCIe", "H100 PCIe"),
-        ("NVIDIA H100 NVL", "H100 NVL"),
-        ("NVIDIA H200", "H200 SXM"),
-        ("NVIDIA H200 NVL", "H200 NVL"),
-        ("NVIDIA A100-SXM4-80GB", "A100"),
-        ("NVIDIA A100-SXM4-40GB", "A100"),
-        ("NVIDIA A100 80GB PCIe", "A100"),
-        ("NVIDIA A100-PCIE-40GB", "A100"),
-        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
-        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
-        ("Tesla V100-PCIE-32GB", "V100 PCIe"),
-        ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
-        ("Tesla T4", "T4"),
-        ("Tesla K80", "K80 (one GK210)"),
-    ],
-)
+TORCH_NAMES = {
+    "NVIDIA H100 80GB HBM3": "H100 SXM5",
+    "NVIDIA H100 PCIe": "H100 PCIe",
+    "NVIDIA H100 NVL": "H100 NVL",
+    "NVIDIA H200": "H200 SXM",
+    "NVIDIA H200 NVL": "H200 NVL",
+    "NVIDIA A100-SXM4-80GB": "A100",
+    "NVIDIA A100-SXM4-40GB": "A100",
+    "NVIDIA A100 80GB PCIe": "A100",
+    "NVIDIA A100-PCIE-40GB": "A100",
+    "Tesla V100-SXM2-16GB": "V100 SXM2",
+    "Tesla V100-SXM2-32GB": "V100 SXM2",
+    "Tesla V100-PCIE-32GB": "V100 PCIe",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe",
+    "Tesla T4": "T4",
+    "Tesla K80": "K80 (one GK210)",
+}
+"""Device names as torch.cuda.get_device_name() prints them, and their table entries."""
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(TORCH_NAMES.items()))
 def test_gpu_names_as_torch_prints_them_find_their_entry(name: str, expected: str) -> None:
     entry = match_gpu(name)
     assert entry is not None and entry.name == expected
+
+
+def test_every_entry_of_the_shipped_peak_table_loads_with_a_source() -> None:
+    table = gpu_peaks()
+    assert len(table) == 11
+    assert len({entry.name for entry in table}) == len(table)
+    for entry in table:
+        assert entry.name.strip() and entry.kind.strip(), entry
+        assert "datasheet" in entry.source, entry  # every figure says where it comes from
+        assert entry.tflops and set(entry.tflops) <= set(PRECISIONS), entry
+        assert all(value > 0 for value in entry.tflops.values()), entry
+        assert "fp32" in entry.tflops, entry  # every GPU has an fp32 figure
+    # Every entry can be reached from a name torch prints, and the matcher names no other.
+    assert {match_gpu(name).name for name in TORCH_NAMES} == {entry.name for entry in table}
+
+
+def test_the_peak_table_is_package_data() -> None:
+    # A wheel built without it would have no GPU peaks at all.
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["trainscale"]
+    assert "hardware/gpu_peaks.toml" in shipped
+    assert (ROOT / "src/trainscale/hardware/gpu_peaks.toml").is_file()
+
+
+GOOD_ENTRY = {"name": "X1", "kind": "X", "source": "X1 datasheet", "tflops": {"fp32": 1.0}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ({}, "expected [[gpu]] entries"),
+        ({"gpu": [GOOD_ENTRY], "cpu": []}, "expected [[gpu]] entries"),
+        ({"gpu": [{k: v for k, v in GOOD_ENTRY.items() if k != "source"}]}, "keys must be"),
+        ({"gpu": [{**GOOD_ENTRY, "source": " "}]}, "source must be non-empty text"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {}}]}, "tflops must be a table"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {"fp64": 1.0}}]}, "unknown precision 'fp64'"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {"fp32": 0}}]}, "tflops.fp32 must be a positive"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {"fp32": "67"}}]}, "tflops.fp32 must be a positive"),
+        ({"gpu": [GOOD_ENTRY, GOOD_ENTRY]}, "gpu entry 2: name 'X1' is listed twice"),
+    ],
+)
+def test_a_bad_peak_table_is_refused_naming_the_entry(raw, fragment: str) -> None:
+    with pytest.raises(ValueError, match="test.toml") as caught:
+        parse_gpu_peaks(raw, "test.toml")
+    assert fragment in str(caught.value)
+    assert parse_gpu_peaks({"gpu": [GOOD_ENTRY]}, "test.toml")[0].tflops == {"fp32": 1.0}
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 - which devices ran it (GPUs, or the CPU cores its workers could use) and their price-table
   kind, so a report can cost it;
 - the achieved model FLOP/s and MFU against the theoretical peak of those devices at the
-  run's precision (`metrics.peaks`), with the peak and its source;
+  run's precision (`hardware.peaks`), with the peak and its source;
 - `mfu_vs_probe`: the same against the matmul figure `trainscale probe` measured on this
   host and device, when one is stored.
 
@@ -17,8 +17,8 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from trainscale.metrics.peaks import (
-    CpuFacts,
+from trainscale.hardware.facts import CpuFacts, read_cpu_facts
+from trainscale.hardware.peaks import (
     Peak,
     achieved_flops_per_s,
     cpu_peak,
@@ -26,7 +26,6 @@ from trainscale.metrics.peaks import (
     match_gpu,
     mfu,
     peak_precision,
-    read_cpu_facts,
 )
 
 
@@ -221,7 +220,7 @@ def machine_peaks(env: dict[str, Any], facts: CpuFacts | None = None) -> dict[st
 
 def machine_energy_sources(env: dict[str, Any]) -> dict[str, str]:
     """Whether RAPL and NVML energy can be read here (for `trainscale env`)."""
-    from trainscale.metrics.energy import cuda_gpu_ids, energy_sources, load_nvml
+    from trainscale.hardware.energy import cuda_gpu_ids, energy_sources, load_nvml
 
     gpus = env.get("gpus") or []
     ids = cuda_gpu_ids(len(gpus)) if gpus else []
