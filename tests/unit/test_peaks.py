@@ -6,7 +6,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import tiny_config
 
+from trainscale.config.options import RunConfig
 from trainscale.hardware.facts import CpuFacts, read_cpu_facts
 from trainscale.hardware.figures import (
     cores_per_node,
@@ -315,3 +317,90 @@ def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
     )
     got = hardware_figures(config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}])
     assert got["mfu"] is None and got["mfu_peak"] is None and got["achieved_tflops"] is None
+
+
+def test_cores_per_node_tells_nodes_apart_by_address() -> None:
+    # Containers on two machines often share a host name; their addresses differ.
+    same_name = [
+        {"hostname": "localhost", "addr": "10.0.0.1", "cores": [0, 1], "torch_threads": 2},
+        {"hostname": "localhost", "addr": "10.0.0.2", "cores": [0, 1], "torch_threads": 2},
+    ]
+    assert cores_per_node(same_name) == [2, 2]
+    # Two workers of one node report the same address: one node, cores counted once.
+    one_node = [{**same_name[0], "cores": [0, 1, 2, 3]}] * 2
+    assert cores_per_node(one_node) == [4]
+
+
+def _cuda_config(nnodes: int, workers: int) -> RunConfig:
+    flat = tiny_config().flat()
+    flat.update(
+        device="cuda",
+        nnodes=nnodes,
+        workers=workers,
+        batch_size=16,
+        global_batch_size=16 * nnodes * workers,
+        rdzv_endpoint="node0:29400" if nnodes > 1 else None,
+        rdzv_id="job" if nnodes > 1 else None,
+    )
+    return RunConfig.from_flat(flat)
+
+
+def test_a_cuda_run_over_several_nodes_counts_the_gpus_of_every_node(monkeypatch) -> None:
+    import trainscale.hardware.figures as hardware
+
+    monkeypatch.setattr(hardware, "cuda_device", lambda: ("NVIDIA A100-SXM4-80GB", False))
+    config = _cuda_config(nnodes=2, workers=4)
+    assert config.world_size == 8
+    # Throughput is global: 8 GPUs together do 10,000 samples/s of 1 GFLOP each.
+    summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
+    got = hardware_figures(config, summary, [{}] * 8)
+    assert got["hardware"]["devices"] == 8
+    assert got["mfu_peak"]["devices"] == 8
+    assert got["mfu_peak"]["tflops"] == pytest.approx(8 * 19.5)
+    assert got["mfu"] == pytest.approx(10.0 / (8 * 19.5))
+    one_node = hardware_figures(_cuda_config(nnodes=1, workers=4), summary, [{}] * 4)
+    assert one_node["hardware"]["devices"] == 4
+    assert one_node["mfu"] == pytest.approx(10.0 / (4 * 19.5))
+
+
+def test_a_cuda_run_over_several_nodes_scales_the_probe_to_every_gpu(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import trainscale.hardware.figures as hardware
+
+    monkeypatch.setattr(hardware, "cuda_device", lambda: ("NVIDIA A100-SXM4-80GB", False))
+    monkeypatch.setattr(hardware.socket, "gethostname", lambda: "gpu-host")
+    summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
+    with RunStore(tmp_path / "s.db") as store:
+        store.add_probe(
+            "matmul",
+            {"precisions": {"fp32": {"best_flops_per_s": 10e12}}},
+            {},
+            host="gpu-host",
+            device_type="cuda",
+            device="NVIDIA A100-SXM4-80GB",
+        )
+        got = hardware_figures(_cuda_config(nnodes=2, workers=4), summary, [{}] * 8, store)
+    assert got["mfu_probe_peak"]["tflops"] == pytest.approx(80.0)  # 10 TFLOP/s x 8 GPUs
+    assert got["mfu_vs_probe"] == pytest.approx(10.0 / 80.0)
+
+
+def test_a_cpu_run_over_several_nodes_counts_the_cores_of_every_node(monkeypatch) -> None:
+    import trainscale.hardware.figures as hardware
+
+    cpu = facts("avx avx2 fma", ghz=2.0)  # 4 physical cores, 64 GFLOP/s per core
+    monkeypatch.setattr(hardware, "read_cpu_facts", lambda: cpu)
+    config = SimpleNamespace(
+        parallel=SimpleNamespace(device="cpu", workers=2),
+        optimisation=SimpleNamespace(precision="fp32"),
+    )
+    workers = [
+        {"hostname": host, "addr": addr, "cores": [core], "torch_threads": 1}
+        for host, addr in (("a", "10.0.0.1"), ("b", "10.0.0.2"))
+        for core in (0, 1)
+    ]
+    summary = {"flops_per_sample": 1e6, "samples_per_s": 64_000.0}  # 64 GFLOP/s achieved
+    got = hardware_figures(config, summary, workers)
+    assert got["hardware"]["devices"] == 4  # 2 cores on each of 2 nodes
+    assert got["mfu_peak"]["tflops"] == pytest.approx(4 * 0.064)
+    assert got["mfu"] == pytest.approx(0.25)

@@ -35,11 +35,13 @@ def cores_per_node(workers: Sequence[dict[str, Any]]) -> list[int]:
     A worker uses at most its intra-op threads and at most the cores it is pinned to; the
     workers of one node together use at most the union of their cores (the "torch default"
     pitfall runs more threads than that). Workers are grouped by their `hostname` fact when
-    they report one, else taken as one node.
+    they report one, and by the address the other nodes reach them at (`addr`), which tells
+    nodes apart where host names do not (containers); workers that report neither are taken
+    as one node.
     """
     nodes: dict[Any, list[dict[str, Any]]] = {}
     for fact in workers:
-        nodes.setdefault(fact.get("hostname"), []).append(fact)
+        nodes.setdefault((fact.get("hostname"), fact.get("addr")), []).append(fact)
     counts = []
     for members in nodes.values():
         used = 0
@@ -109,6 +111,16 @@ def latest_full_probe(store: Any, host: str, device: str, device_type: str) -> A
     return None
 
 
+def cuda_device() -> tuple[str, bool]:
+    """This worker's GPU name, and whether it computes fp32 on TF32 tensor cores."""
+    import torch
+
+    name = torch.cuda.get_device_name(torch.cuda.current_device())
+    # cuDNN convolutions use TF32 by default; matmuls only when allowed.
+    tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+    return name, tf32
+
+
 def hardware_figures(
     config: Any,
     summary: dict[str, Any],
@@ -122,12 +134,9 @@ def hardware_figures(
     facts = None
     node_cores: list[int] = []
     if device_type == "cuda":
-        import torch
-
-        gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
-        # cuDNN convolutions use TF32 by default; matmuls only when allowed.
-        tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
-        devices = int(config.parallel.workers)
+        gpu_name, tf32 = cuda_device()
+        # One GPU per worker on every node: throughput is global, so the peak must be too.
+        devices = int(config.world_size)
         entry = match_gpu(gpu_name)
         kind = entry.kind if entry else None
         device_name = gpu_name
