@@ -126,8 +126,12 @@ def hardware_figures(
     summary: dict[str, Any],
     workers: Sequence[dict[str, Any]],
     store: Any | None = None,
+    cpu_facts: CpuFacts | None = None,
 ) -> dict[str, Any]:
-    """The keys this module adds to a run summary (see the module docstring)."""
+    """The keys this module adds to a run summary (see the module docstring).
+
+    A CPU run is rated on this machine's CPU, or on `cpu_facts` when given.
+    """
     device_type = config.parallel.device
     gpu_name = None
     tf32 = False
@@ -141,7 +145,7 @@ def hardware_figures(
         kind = entry.kind if entry else None
         device_name = gpu_name
     else:
-        facts = read_cpu_facts()
+        facts = cpu_facts or read_cpu_facts()
         node_cores = cores_per_node(workers)
         devices = sum(node_cores)
         kind = "cpu-core"
