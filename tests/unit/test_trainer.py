@@ -119,8 +119,10 @@ def test_augment_and_pretrain_hooks_run_on_the_clock():
 def test_breakdown_is_sampled_after_warmup_and_adds_up():
     config, outcome = _train(steps=12, warmup_steps_untimed=2, breakdown_every=5)
     breakdown = outcome.summary["breakdown_s"]
-    assert breakdown["num_sampled_steps"] == 2  # steps 2 and 7 (0-based)
+    assert outcome.summary["breakdown_sampled_steps"] == 2  # steps 2 and 7 (0-based)
     phases = ("data", "forward", "backward", "optimizer")
+    # Seconds only: the count has its own key, so no reader can draw it as a phase.
+    assert set(breakdown) == {*phases, "exposed_comm"}
     assert all(breakdown[p] >= 0 for p in phases)
     # One process: no communication to expose, so it is absent, not zero.
     assert breakdown["exposed_comm"] is None
@@ -132,6 +134,7 @@ def test_breakdown_is_sampled_after_warmup_and_adds_up():
 def test_breakdown_off_records_nothing():
     _, outcome = _train(steps=6, breakdown_every=0)
     assert outcome.summary["breakdown_s"] is None
+    assert outcome.summary["breakdown_sampled_steps"] == 0
 
 
 def test_grad_accumulation_equals_one_big_batch():

@@ -91,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
 
     from trainscale.bench import RungResult, Skipped, markdown_table, plan_ladder, table_rows
     from trainscale.config.options import RunOptions
+    from trainscale.hardware.facts import collect_environment
     from trainscale.results.outputs import check_out_file
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.run.launch import RunFailed, execute_run
-    from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
     console = Console(stderr=True)

@@ -210,11 +210,11 @@ def run(args: argparse.Namespace) -> int:
 
     from trainscale.config.cli import run_command
     from trainscale.config.options import RunOptions
+    from trainscale.hardware.facts import collect_environment
     from trainscale.recommend.search import run_search
     from trainscale.recommend.space import machine_space
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.run.launch import execute_run
-    from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
     # Progress goes to stderr even with --json: stdout carries only the result.

@@ -30,8 +30,8 @@ from trainscale.workloads.base import Workload
 
 def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunConfig:
     """Fill every default from the workload's recipe and the CPU planner."""
+    from trainscale.hardware.facts import read_numa_nodes
     from trainscale.parallel.affinity import parse_affinity, plan_cpu
-    from trainscale.system import read_numa_nodes
     from trainscale.workloads import get_workload
 
     check_rendezvous(opts.nodes)

@@ -14,7 +14,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.errors import StoreError
-from trainscale.metrics.energy import combine_nodes, start_node_meter
+from trainscale.hardware.energy import combine_nodes, start_node_meter
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.interrupts import (
     WorkerStopped,

@@ -26,7 +26,7 @@ from trainscale.data.tensors import TensorData
 from trainscale.errors import ConfigError
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
-from trainscale.train.breakdown import Breakdown, timed_allreduce_hook
+from trainscale.train.breakdown import Breakdown, breakdown_fields, timed_allreduce_hook
 from trainscale.train.evaluate import evaluate
 from trainscale.train.faults import FaultInjector
 from trainscale.train.flops import count_flops_per_sample
@@ -347,9 +347,8 @@ def train(
     summary["pretrain_time_s"] = pretrain_s if workload.pretrain is not None else None
     summary["supervised_time_s"] = run_clock_s - pretrain_s
     summary["compile_time_s"] = compile_s
-    summary["breakdown_s"] = slowest_breakdown([w.pop("breakdown_s") for w in workers])
-    if summary["breakdown_s"] is not None and not comm_marked:
-        summary["breakdown_s"]["exposed_comm"] = None
+    per_rank_breakdown = [w.pop("breakdown_s") for w in workers]
+    summary.update(breakdown_fields(per_rank_breakdown, breakdown.num_sampled_steps, comm_marked))
     if pretrain_figures:
         summary["pretrain"] = pretrain_figures
     return TrainOutcome(
@@ -359,18 +358,6 @@ def train(
         workers=workers,
         model=strategy.unwrap(model),
     )
-
-
-def slowest_breakdown(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per phase, the largest median over ranks (the slowest rank's, as for step times)."""
-    recorded = [b for b in per_rank if b]
-    if not recorded:
-        return None
-    merged: dict[str, Any] = {}
-    for key in recorded[0]:
-        values = [b[key] for b in recorded if b.get(key) is not None]
-        merged[key] = max(values) if values else None
-    return merged
 
 
 def summarize(
