@@ -177,7 +177,7 @@ def emulation_config(
     if locate_data:
         from trainscale.run.footprint import estimate_footprint
         from trainscale.run.resolve import locate_data as find_data
-        from trainscale.train.trainer import check_batch_fits
+        from trainscale.train.plan import check_batch_fits
         from trainscale.workloads import get_workload
 
         config, size = find_data(config, located)

@@ -283,7 +283,7 @@ def check_capacity(config: RunConfig, size: DataSize, batch_advice: str | None =
     external launcher: the workers already exist and already hold their share.
     `batch_advice` replaces the batch error's advice (for commands without --batch-size)."""
     from trainscale.run.footprint import check_run_memory, estimate_footprint
-    from trainscale.train.trainer import check_batch_fits
+    from trainscale.train.plan import check_batch_fits
     from trainscale.workloads import get_workload
 
     check_batch_fits(
