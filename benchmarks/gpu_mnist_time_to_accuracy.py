@@ -43,9 +43,9 @@ def pytorch_examples_seconds_to_99(max_epochs: int = 14) -> float | None:
     import torch
 
     from trainscale.config.options import RunOptions
+    from trainscale.data.tensors import DataRequest
     from trainscale.run.resolve import prepare
     from trainscale.workloads import get_workload
-    from trainscale.workloads.base import DataRequest
 
     config = prepare(RunOptions.of(workload="mnist-cnn", threads_per_worker=1))
     data = get_workload("mnist-cnn").load_real(DataRequest(data_dir=Path(config.data_dir)))

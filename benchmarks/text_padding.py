@@ -23,10 +23,9 @@ import json
 import torch
 
 from trainscale.data.bucketing import bucket_order
-from trainscale.parallel.distenv import DistEnv
-from trainscale.parallel.strategy import Strategy
+from trainscale.data.tensors import DataRequest
+from trainscale.parallel.sharding import Sharding
 from trainscale.workloads import get_workload
-from trainscale.workloads.base import DataRequest
 
 
 def padding(lengths: torch.Tensor, orders: list[torch.Tensor], batch: int, max_len: int | None):
@@ -73,9 +72,7 @@ def main() -> None:
         sums: dict[str, list[float]] = {}
         for epoch in range(args.epochs):
             shards = [
-                Strategy(None, DistEnv(rank=r, local_rank=r, world_size=world)).shard_indices(
-                    data.num_train, epoch, args.seed
-                )
+                Sharding(rank=r, world_size=world).shard_indices(data.num_train, epoch, args.seed)
                 for r in range(world)
             ]
             seed = args.seed * 1_000_003 + epoch  # as the trainer seeds batch_order

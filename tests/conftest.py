@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from trainscale.config.options import RunOptions
+from trainscale.data.tensors import TensorData
 from trainscale.run.resolve import resolve
-from trainscale.workloads.base import Recipe, TensorData, Workload
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 
 REAL_DATA_DIR = os.environ.get("TRAINSCALE_DATA_DIR")
 
@@ -58,7 +59,7 @@ def tiny_workload() -> Workload:
     return Workload(
         name="mnist-cnn",  # borrow a registered name: config resolution looks it up
         description="tiny test net",
-        build_model=lambda meta: TinyNet(),
+        models={PYTORCH: lambda meta: TinyNet()},
         locate_real=lambda request: Path("."),
         load_real=lambda request: tiny_data(),
         make_synthetic=lambda request: tiny_data(request.seed),

@@ -1,4 +1,7 @@
-"""Small results stores for the report tests: made-up but plausible runs, no training.
+"""Small results stores for the report tests: made-up but plausible runs.
+
+Each run's summary has the keys a real run's summary has (`trainer_output`): the figures
+below are set in the summary of one tiny real training run.
 
 `cpu_parallel_configs()` mirrors the cpu-parallel recipe on a 4-core machine: a serial
 baseline, one process with 4 threads, pinned workers, the naive oversubscribed setting (noisy)
@@ -13,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer_output import machine_figures, trainer_summary
+
 from trainscale.results.store import RunStore
 
 MACHINE = {
@@ -23,6 +28,9 @@ MACHINE = {
     "torch_num_threads_default": 4,
     "hostname": "fixture-host",
 }
+
+STEPS = 100
+"""Steps of every fixture run (one of them a warm-up step)."""
 
 
 @dataclass
@@ -88,7 +96,7 @@ def run_id(config_index: int, repeat: int, attempt: int = 0) -> str:
 
 
 def summary(config: FixtureConfig, repeat: int) -> dict[str, Any]:
-    """A completed run's summary, consistent with its samples/s."""
+    """A completed run's summary, consistent with its samples/s, in the trainer's keys."""
     rate = config.rates[repeat]
     assert rate is not None
     step_s = config.global_batch_size / rate
@@ -96,11 +104,29 @@ def summary(config: FixtureConfig, repeat: int) -> dict[str, Any]:
     accuracy = config.accuracies[repeat] if config.accuracies else None
     reached = config.times_to_target[repeat] if config.times_to_target else None
     sets = config.core_sets() or [MACHINE["usable_cores"]] * config.workers
-    out: dict[str, Any] = {
+    workers = [
+        {
+            "rank": w,
+            "cores": sets[w % len(sets)],
+            "torch_threads": config.threads_resolved,
+            "hostname": MACHINE["hostname"],
+            "peak_rss_bytes": 300 * 2**20 + 2**20 * w,
+        }
+        for w in range(config.workers)
+    ]
+    train_time_s = STEPS * step_s
+    figures: dict[str, Any] = {
         "samples_per_s": rate,
+        "samples_per_s_per_worker": rate / config.workers,
         "step_time_s_median": step_s,
+        "step_time_s_p90": step_s * (1 + config.step_iqr_fraction),
         "step_time_s_iqr": step_s * config.step_iqr_fraction,
-        "train_time_s": 100 * step_s,
+        "num_steps": STEPS,
+        "num_timed_steps": STEPS - 1,
+        "warmup_steps_excluded": 1,
+        "num_samples": STEPS * config.global_batch_size,
+        "train_time_s": train_time_s,
+        "supervised_time_s": train_time_s,
         "target_accuracy": 0.97,
         # Synthetic runs never carry accuracy in real life; these do, so the report must
         # still refuse to show it.
@@ -111,15 +137,21 @@ def summary(config: FixtureConfig, repeat: int) -> dict[str, Any]:
             if accuracy is not None
             else [[1.0, 0.3]]
         ),
-        "peak_memory_bytes_per_worker": [300 * 2**20 + 2**20 * w for w in range(config.workers)],
-        "workers": [
-            {"rank": w, "cores": sets[w % len(sets)], "torch_threads": config.threads_resolved}
-            for w in range(config.workers)
-        ],
+        "peak_memory_bytes_per_worker": [w["peak_rss_bytes"] for w in workers],
+        "workers": workers,
+        "flops_per_sample": None,
+        "breakdown_s": config.breakdown_s,
+        "breakdown_sampled_steps": 4 if config.breakdown_s is not None else 0,
+        "data_source": "fixture: made-up figures",
+        **machine_figures(
+            cpu_model=MACHINE["cpu_model"],
+            workers=workers,
+            samples_per_s=rate,
+            flops_per_sample=None,
+            interval_s=train_time_s,
+        ),
     }
-    if config.breakdown_s is not None:
-        out["breakdown_s"] = config.breakdown_s
-    return out
+    return trainer_summary(figures)
 
 
 def build_store(

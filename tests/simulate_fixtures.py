@@ -1,9 +1,15 @@
-"""Small results stores for the simulator's tests: measured runs and emulations, no training."""
+"""Small results stores for the simulator's tests: measured runs and emulations.
+
+A measured run's summary has the keys a real run's summary has (`trainer_output`): the
+figures below are set in the summary of one tiny real training run.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
+
+from trainer_output import machine_figures, trainer_summary
 
 from trainscale.results.store import RunStore
 
@@ -40,7 +46,9 @@ def add_measured_run(
     tag: str | None = None,
     repeat: int = 0,
 ) -> str:
-    """A completed measured run; the breakdown (seconds per phase) is stored as given."""
+    """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
+    summary of a real run."""
+    assert device == "cpu", "fixture runs are CPU runs: their hardware figures say so"
     machine = dict(env or MACHINE)
     cores = machine["usable_cores"]
     threads_resolved = threads or machine["torch_num_threads_default"]
@@ -81,16 +89,46 @@ def add_measured_run(
         config_hash=config_hash,
         repeat_index=repeat,
     )
-    summary: dict[str, Any] = {
-        "samples_per_s": batch_size * workers / step_s,
-        "step_time_s_median": step_s,
-        "step_time_s_iqr": step_s * iqr_fraction,
-        "num_timed_steps": 30,
-        "warmup_steps_excluded": 5,
-        "flops_per_sample": 71_565_312,
-    }
-    if breakdown is not None:
-        summary["breakdown_s"] = dict(breakdown)
+    facts = [
+        {
+            "rank": w,
+            "cores": core_sets[w] if core_sets else cores,
+            "torch_threads": threads_resolved,
+            "hostname": machine["hostname"],
+        }
+        for w in range(workers)
+    ]
+    rate = batch_size * workers / step_s
+    flops_per_sample = 71_565_312
+    summary = trainer_summary(
+        {
+            "samples_per_s": rate,
+            "samples_per_s_per_worker": rate / workers,
+            "step_time_s_median": step_s,
+            "step_time_s_p90": step_s * (1 + iqr_fraction),
+            "step_time_s_iqr": step_s * iqr_fraction,
+            "num_steps": 35,
+            "num_timed_steps": 30,
+            "warmup_steps_excluded": 5,
+            "num_samples": 35 * batch_size * workers,
+            "train_time_s": 35 * step_s,
+            "supervised_time_s": 35 * step_s,
+            "flops_per_sample": flops_per_sample,
+            "workers": facts,
+            # Seconds per phase only, as the trainer stores them (exposed_comm as given).
+            "breakdown_s": None if breakdown is None else dict(breakdown),
+            "breakdown_sampled_steps": 0 if breakdown is None else 6,
+            "data_source": "fixture: made-up figures",
+            **machine_figures(
+                cpu_model=machine["cpu_model"],
+                workers=facts,
+                samples_per_s=rate,
+                flops_per_sample=flops_per_sample,
+                interval_s=35 * step_s,
+                precision=precision,
+            ),
+        }
+    )
     store.complete_run(rid, summary, [], [step_s] * 35)
     return rid
 

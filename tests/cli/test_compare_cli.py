@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from cli_helpers import one_error_line, run_cli
+from trainer_output import machine_figures, trainer_summary
 
 from trainscale.cli import main
 from trainscale.results.store import RunStore
@@ -52,7 +53,31 @@ def add_run(
     timed = list(median_s * np.exp(rng.normal(0, 0.05, size=num_steps)))
     # Warm-up steps ten times slower: they must not reach the comparison.
     steps = [median_s * 10] * WARMUP + timed
-    summary = {"samples_per_s": global_batch / median_s, "warmup_steps_excluded": WARMUP}
+    # The keys a real run stores (trainer_output), with this run's own figures.
+    summary = trainer_summary(
+        {
+            "samples_per_s": global_batch / median_s,
+            "samples_per_s_per_worker": global_batch / median_s,
+            "step_time_s_median": float(np.median(timed)),
+            "step_time_s_p90": float(np.percentile(timed, 90)),
+            "step_time_s_iqr": float(np.subtract(*np.percentile(timed, [75, 25]))),
+            "num_steps": len(steps),
+            "num_timed_steps": num_steps,
+            "warmup_steps_excluded": WARMUP,
+            "num_samples": len(steps) * global_batch,
+            "train_time_s": float(sum(steps)),
+            "supervised_time_s": float(sum(steps)),
+            "workers": [{"rank": 0, "hostname": "fixture"}],
+            "flops_per_sample": None,
+            **machine_figures(
+                cpu_model="fixture cpu",
+                workers=[{"rank": 0, "hostname": "fixture"}],
+                samples_per_s=global_batch / median_s,
+                flops_per_sample=None,
+                interval_s=float(sum(steps)),
+            ),
+        }
+    )
     store.complete_run(run_id, summary, [], steps)
 
 

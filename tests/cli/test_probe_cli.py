@@ -11,10 +11,10 @@ import torch
 
 from trainscale.cli import main
 from trainscale.errors import ConfigError
+from trainscale.hardware.facts import usable_cores
 from trainscale.probe.run import ProbeOptions, parse_bytes, plan_probe
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
-from trainscale.system import usable_cores
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

@@ -88,11 +88,11 @@ def test_json_lists_rejections_and_round_trips_the_command(
     tiny_mnist, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr("trainscale.run.launch.execute_run", StubRuns())
-    from trainscale.system import collect_environment
+    from trainscale.hardware.facts import collect_environment
 
     # A 4-core machine: more candidates than this one may have, and larger global batches.
     four_cores = {**collect_environment(), "usable_cores": [0, 1, 2, 3], "numa_nodes": []}
-    monkeypatch.setattr("trainscale.system.collect_environment", lambda *a, **k: four_cores)
+    monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda *a, **k: four_cores)
     code = main(
         [
             "recommend",
@@ -143,10 +143,10 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
 ):
     stub = StubRuns()
     monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
-    from trainscale.system import collect_environment
+    from trainscale.hardware.facts import collect_environment
 
     four_cores = {**collect_environment(), "usable_cores": [0, 1, 2, 3], "numa_nodes": []}
-    monkeypatch.setattr("trainscale.system.collect_environment", lambda *a, **k: four_cores)
+    monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda *a, **k: four_cores)
     args = ["recommend", "mnist-cnn", "--data-dir", str(tiny_mnist), "--json"]
     assert main([*args, "--store", str(tmp_path / "r.db")]) == 0
     skipped = json.loads(capsys.readouterr().out)["space"]["skipped"]

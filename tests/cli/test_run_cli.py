@@ -188,8 +188,8 @@ def test_a_batch_larger_than_a_workers_share_is_refused_before_launch(
 
 
 def test_more_workers_than_the_machine_can_start_is_one_line(store_path, capsys, monkeypatch):
+    from trainscale.hardware.facts import usable_cores
     from trainscale.hardware.resources import MAX_WORKERS_PER_CORE
-    from trainscale.system import usable_cores
 
     too_many = MAX_WORKERS_PER_CORE * len(usable_cores()) + 1
     args = ["mnist-cnn", "--data", "synthetic", "--workers", str(too_many), *ANY_CORES]

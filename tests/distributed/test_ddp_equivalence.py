@@ -50,7 +50,8 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch(grad_accum):
     assert results[0]["summary"]["num_samples"] == steps * 16
     # Sampled steps record where the time went, exposed communication included (DDP hook).
     breakdown = results[0]["summary"]["breakdown_s"]
-    assert breakdown["num_sampled_steps"] == 3  # steps 1, 3, 5 after 1 warm-up step
+    assert results[0]["summary"]["breakdown_sampled_steps"] == 3  # steps 1, 3, 5 after warm-up
+    assert set(breakdown) == {"data", "forward", "backward", "optimizer", "exposed_comm"}
     assert breakdown["exposed_comm"] is not None and breakdown["exposed_comm"] >= 0
     assert all(breakdown[p] >= 0 for p in ("data", "forward", "backward", "optimizer"))
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from trainscale.cli import main
-from trainscale.metrics.peaks import match_gpu
+from trainscale.hardware.peaks import match_gpu
 from trainscale.results.store import RunStore
 
 pytestmark = [

@@ -26,7 +26,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRAINSCALE_DATA_DIR", raising=False)
     monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("trainscale.system.collect_environment", lambda *a, **k: FOUR_CORES)
+    monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda *a, **k: FOUR_CORES)
 
     def offline(url: str, *args: object, **kwargs: object) -> Path:
         raise DataError(f"could not download {url} (offline in this test)")

@@ -6,6 +6,7 @@ import pytest
 import torch
 from conftest import tiny_config
 
+from trainscale.data.tensors import DataRequest
 from trainscale.errors import ConfigError
 from trainscale.models.dbn import DeepBeliefNet, Rbm
 from trainscale.parallel.distenv import DistEnv
@@ -18,7 +19,6 @@ from trainscale.train.rbm_pretrain import (
 )
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
-from trainscale.workloads.base import DataRequest
 from trainscale.workloads.mnist_dbn import DbnOptions, images_to_tensor, parse_options
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.metrics.energy import (
+from trainscale.hardware.energy import (
     EnergyMeter,
     NvmlCounter,
     combine_nodes,

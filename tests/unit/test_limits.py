@@ -10,6 +10,7 @@ from cli_helpers import write_random_mnist
 
 from trainscale.config.limits import MAX_RESAMPLES, check_count
 from trainscale.config.options import RunOptions
+from trainscale.data.tensors import DataRequest, DataSize
 from trainscale.data.text import encode_ids
 from trainscale.emulate.spec import EmulationSpec, check_emulation_memory
 from trainscale.errors import ConfigError
@@ -30,9 +31,8 @@ from trainscale.results.outputs import check_out_dir, check_out_file
 from trainscale.run.footprint import DATA_COPIES, Footprint, check_run_memory, estimate_footprint
 from trainscale.run.resolve import locate_data, prepare, resolve
 from trainscale.sweep.spec import MAX_RUNS, parse_spec
-from trainscale.train.trainer import check_batch_fits
+from trainscale.train.plan import check_batch_fits
 from trainscale.workloads import get_workload, workload_names
-from trainscale.workloads.base import DataRequest, DataSize
 from trainscale.workloads.mnist_dbn import MAX_PARAMETERS, num_parameters, parse_options
 from trainscale.workloads.text_common import MAX_LEN
 from trainscale.workloads.tweets_text import tweets_options

@@ -6,7 +6,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import tiny_config
 
+from trainscale.config.options import RunConfig
+from trainscale.hardware.facts import CpuFacts, read_cpu_facts
 from trainscale.hardware.figures import (
     cores_per_node,
     hardware_figures,
@@ -14,43 +17,97 @@ from trainscale.hardware.figures import (
     probe_flops_per_s,
     run_peak,
 )
-from trainscale.metrics.peaks import (
-    CpuFacts,
+from trainscale.hardware.peaks import (
+    PRECISIONS,
     achieved_flops_per_s,
     cpu_flops_per_cycle,
     cpu_peak,
     gpu_peak,
+    gpu_peaks,
     match_gpu,
     mfu,
+    parse_gpu_peaks,
     peak_precision,
-    read_cpu_facts,
 )
 from trainscale.results.store import RunStore
 
+ROOT = Path(__file__).resolve().parents[2]
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("NVIDIA H100 80GB HBM3", "H100 SXM5"),
-        ("NVIDIA H100 PCIe", "H100 PCIe"),
-        ("NVIDIA H100 NVL", "H100 NVL"),
-        ("NVIDIA H200", "H200 SXM"),
-        ("NVIDIA H200 NVL", "H200 NVL"),
-        ("NVIDIA A100-SXM4-80GB", "A100"),
-        ("NVIDIA A100-SXM4-40GB", "A100"),
-        ("NVIDIA A100 80GB PCIe", "A100"),
-        ("NVIDIA A100-PCIE-40GB", "A100"),
-        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
-        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
-        ("Tesla V100-PCIE-32GB", "V100 PCIe"),
-        ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
-        ("Tesla T4", "T4"),
-        ("Tesla K80", "K80 (one GK210)"),
-    ],
-)
+TORCH_NAMES = {
+    "NVIDIA H100 80GB HBM3": "H100 SXM5",
+    "NVIDIA H100 PCIe": "H100 PCIe",
+    "NVIDIA H100 NVL": "H100 NVL",
+    "NVIDIA H200": "H200 SXM",
+    "NVIDIA H200 NVL": "H200 NVL",
+    "NVIDIA A100-SXM4-80GB": "A100",
+    "NVIDIA A100-SXM4-40GB": "A100",
+    "NVIDIA A100 80GB PCIe": "A100",
+    "NVIDIA A100-PCIE-40GB": "A100",
+    "Tesla V100-SXM2-16GB": "V100 SXM2",
+    "Tesla V100-SXM2-32GB": "V100 SXM2",
+    "Tesla V100-PCIE-32GB": "V100 PCIe",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe",
+    "Tesla T4": "T4",
+    "Tesla K80": "K80 (one GK210)",
+}
+"""Device names as torch.cuda.get_device_name() prints them, and their table entries."""
+
+
+@pytest.mark.parametrize(("name", "expected"), sorted(TORCH_NAMES.items()))
 def test_gpu_names_as_torch_prints_them_find_their_entry(name: str, expected: str) -> None:
     entry = match_gpu(name)
     assert entry is not None and entry.name == expected
+
+
+def test_every_entry_of_the_shipped_peak_table_loads_with_a_source() -> None:
+    table = gpu_peaks()
+    assert len(table) == 11
+    assert len({entry.name for entry in table}) == len(table)
+    for entry in table:
+        assert entry.name.strip() and entry.kind.strip(), entry
+        assert "datasheet" in entry.source, entry  # every figure says where it comes from
+        assert entry.tflops and set(entry.tflops) <= set(PRECISIONS), entry
+        assert all(value > 0 for value in entry.tflops.values()), entry
+        assert "fp32" in entry.tflops, entry  # every GPU has an fp32 figure
+    # Every entry can be reached from a name torch prints, and the matcher names no other.
+    assert {match_gpu(name).name for name in TORCH_NAMES} == {entry.name for entry in table}
+
+
+def test_the_peak_table_is_package_data() -> None:
+    # A wheel built without it would have no GPU peaks at all.
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["trainscale"]
+    assert "hardware/gpu_peaks.toml" in shipped
+    assert (ROOT / "src/trainscale/hardware/gpu_peaks.toml").is_file()
+
+
+GOOD_ENTRY = {"name": "X1", "kind": "X", "source": "X1 datasheet", "tflops": {"fp32": 1.0}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        ({}, "expected [[gpu]] entries"),
+        ({"gpu": [GOOD_ENTRY], "cpu": []}, "expected [[gpu]] entries"),
+        ({"gpu": [{k: v for k, v in GOOD_ENTRY.items() if k != "source"}]}, "keys must be"),
+        ({"gpu": [{**GOOD_ENTRY, "source": " "}]}, "source must be non-empty text"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {}}]}, "tflops must be a table"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {"fp64": 1.0}}]}, "unknown precision 'fp64'"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {"fp32": 0}}]}, "tflops.fp32 must be a positive"),
+        ({"gpu": [{**GOOD_ENTRY, "tflops": {"fp32": "67"}}]}, "tflops.fp32 must be a positive"),
+        ({"gpu": [GOOD_ENTRY, GOOD_ENTRY]}, "gpu entry 2: name 'X1' is listed twice"),
+    ],
+)
+def test_a_bad_peak_table_is_refused_naming_the_entry(raw, fragment: str) -> None:
+    with pytest.raises(ValueError, match="test.toml") as caught:
+        parse_gpu_peaks(raw, "test.toml")
+    assert fragment in str(caught.value)
+    assert parse_gpu_peaks({"gpu": [GOOD_ENTRY]}, "test.toml")[0].tflops == {"fp32": 1.0}
 
 
 @pytest.mark.parametrize(
@@ -260,3 +317,90 @@ def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
     )
     got = hardware_figures(config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}])
     assert got["mfu"] is None and got["mfu_peak"] is None and got["achieved_tflops"] is None
+
+
+def test_cores_per_node_tells_nodes_apart_by_address() -> None:
+    # Containers on two machines often share a host name; their addresses differ.
+    same_name = [
+        {"hostname": "localhost", "addr": "10.0.0.1", "cores": [0, 1], "torch_threads": 2},
+        {"hostname": "localhost", "addr": "10.0.0.2", "cores": [0, 1], "torch_threads": 2},
+    ]
+    assert cores_per_node(same_name) == [2, 2]
+    # Two workers of one node report the same address: one node, cores counted once.
+    one_node = [{**same_name[0], "cores": [0, 1, 2, 3]}] * 2
+    assert cores_per_node(one_node) == [4]
+
+
+def _cuda_config(nnodes: int, workers: int) -> RunConfig:
+    flat = tiny_config().flat()
+    flat.update(
+        device="cuda",
+        nnodes=nnodes,
+        workers=workers,
+        batch_size=16,
+        global_batch_size=16 * nnodes * workers,
+        rdzv_endpoint="node0:29400" if nnodes > 1 else None,
+        rdzv_id="job" if nnodes > 1 else None,
+    )
+    return RunConfig.from_flat(flat)
+
+
+def test_a_cuda_run_over_several_nodes_counts_the_gpus_of_every_node(monkeypatch) -> None:
+    import trainscale.hardware.figures as hardware
+
+    monkeypatch.setattr(hardware, "cuda_device", lambda: ("NVIDIA A100-SXM4-80GB", False))
+    config = _cuda_config(nnodes=2, workers=4)
+    assert config.world_size == 8
+    # Throughput is global: 8 GPUs together do 10,000 samples/s of 1 GFLOP each.
+    summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
+    got = hardware_figures(config, summary, [{}] * 8)
+    assert got["hardware"]["devices"] == 8
+    assert got["mfu_peak"]["devices"] == 8
+    assert got["mfu_peak"]["tflops"] == pytest.approx(8 * 19.5)
+    assert got["mfu"] == pytest.approx(10.0 / (8 * 19.5))
+    one_node = hardware_figures(_cuda_config(nnodes=1, workers=4), summary, [{}] * 4)
+    assert one_node["hardware"]["devices"] == 4
+    assert one_node["mfu"] == pytest.approx(10.0 / (4 * 19.5))
+
+
+def test_a_cuda_run_over_several_nodes_scales_the_probe_to_every_gpu(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import trainscale.hardware.figures as hardware
+
+    monkeypatch.setattr(hardware, "cuda_device", lambda: ("NVIDIA A100-SXM4-80GB", False))
+    monkeypatch.setattr(hardware.socket, "gethostname", lambda: "gpu-host")
+    summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
+    with RunStore(tmp_path / "s.db") as store:
+        store.add_probe(
+            "matmul",
+            {"precisions": {"fp32": {"best_flops_per_s": 10e12}}},
+            {},
+            host="gpu-host",
+            device_type="cuda",
+            device="NVIDIA A100-SXM4-80GB",
+        )
+        got = hardware_figures(_cuda_config(nnodes=2, workers=4), summary, [{}] * 8, store)
+    assert got["mfu_probe_peak"]["tflops"] == pytest.approx(80.0)  # 10 TFLOP/s x 8 GPUs
+    assert got["mfu_vs_probe"] == pytest.approx(10.0 / 80.0)
+
+
+def test_a_cpu_run_over_several_nodes_counts_the_cores_of_every_node(monkeypatch) -> None:
+    import trainscale.hardware.figures as hardware
+
+    cpu = facts("avx avx2 fma", ghz=2.0)  # 4 physical cores, 64 GFLOP/s per core
+    monkeypatch.setattr(hardware, "read_cpu_facts", lambda: cpu)
+    config = SimpleNamespace(
+        parallel=SimpleNamespace(device="cpu", workers=2),
+        optimisation=SimpleNamespace(precision="fp32"),
+    )
+    workers = [
+        {"hostname": host, "addr": addr, "cores": [core], "torch_threads": 1}
+        for host, addr in (("a", "10.0.0.1"), ("b", "10.0.0.2"))
+        for core in (0, 1)
+    ]
+    summary = {"flops_per_sample": 1e6, "samples_per_s": 64_000.0}  # 64 GFLOP/s achieved
+    got = hardware_figures(config, summary, workers)
+    assert got["hardware"]["devices"] == 4  # 2 cores on each of 2 nodes
+    assert got["mfu_peak"]["tflops"] == pytest.approx(4 * 0.064)
+    assert got["mfu"] == pytest.approx(0.25)

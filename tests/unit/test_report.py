@@ -274,6 +274,44 @@ def test_labels_from_differences_disambiguates() -> None:
     }
 
 
+PHASES = ("data", "forward", "backward", "optimizer", "exposed_comm")
+
+
+def test_the_breakdown_holds_the_phases_the_trainer_times_and_nothing_else(
+    cpu_report: ReportData,
+) -> None:
+    pinned = _config(cpu_report, "cnn 4 pinned workers x 1 thread")
+    # The fixture's summaries are the trainer's, so a count stored among the seconds would
+    # show here (and as a bar of its own in the plot).
+    assert tuple(pinned.breakdown_s) == PHASES
+    assert pinned.breakdown_s["backward"] == pytest.approx(0.09)
+    assert _config(cpu_report, "cnn serial 1 core").breakdown_s is None
+
+
+def test_a_breakdown_stored_with_its_step_count_among_the_seconds_reads_without_it(
+    cpu_store: Path,
+) -> None:
+    import json
+    import sqlite3
+
+    # Runs stored before `breakdown_sampled_steps` kept the count in `breakdown_s`.
+    with sqlite3.connect(cpu_store) as conn:
+        for rid in (run_id(2, 0), run_id(2, 1)):
+            (text,) = conn.execute(
+                "SELECT summary_json FROM runs WHERE run_id = ?", (rid,)
+            ).fetchone()
+            old = json.loads(text)
+            old["breakdown_s"]["num_sampled_steps"] = 38
+            del old["breakdown_sampled_steps"]
+            conn.execute(
+                "UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(old), rid)
+            )
+    data = load_report_data(cpu_store, sweep_id=SWEEP)
+    pinned = _config(data, "cnn 4 pinned workers x 1 thread")
+    assert tuple(pinned.breakdown_s) == PHASES
+    assert pinned.breakdown_s["backward"] == pytest.approx(0.09)
+
+
 def test_no_completed_runs_is_an_error(tmp_path: Path) -> None:
     configs = cpu_parallel_configs()[:1]
     configs[0].rates = [None, None]

@@ -10,11 +10,11 @@ import torch
 from cifar_files import write_python
 
 from trainscale.cli import main
+from trainscale.data.tensors import DataRequest
 from trainscale.models.resnet_cifar import ResNetCifar, ZeroPadShortcut, resnet_cifar
 from trainscale.results.store import RunStore
 from trainscale.train.flops import count_flops_per_sample
 from trainscale.workloads import get_workload, workload_names
-from trainscale.workloads.base import DataRequest
 from trainscale.workloads.cifar10_resnet44 import CIFAR10_MEAN, CIFAR10_STD
 
 # Multiply-accumulates of one forward pass of ResNet-44 on a 32x32 image, by hand: the stem,

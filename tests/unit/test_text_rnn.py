@@ -9,16 +9,17 @@ from conftest import tiny_config
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.bucketing import bucket_order
+from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.data.text import padding_fraction
 from trainscale.metrics.flops import extra_flop_formulas
 from trainscale.models.text_cnn import TextCNN
 from trainscale.models.text_rnn import TextRNN
 from trainscale.parallel.distenv import DistEnv
-from trainscale.parallel.strategy import Strategy
+from trainscale.parallel.strategy import make_strategy
 from trainscale.train.flops import count_flops_per_sample
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
-from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 
 VOCAB = 50
 
@@ -193,7 +194,7 @@ def test_trainer_uses_batch_order_and_flops_batch() -> None:
     workload = Workload(
         name="mnist-cnn",
         description="hooks",
-        build_model=lambda meta: model,
+        models={PYTORCH: lambda meta: model},
         locate_real=lambda request: None,
         load_real=lambda request: data,
         make_synthetic=lambda request: data,
@@ -204,7 +205,7 @@ def test_trainer_uses_batch_order_and_flops_batch() -> None:
     )
     config = tiny_config(global_batch_size=8, epochs=2.0)
     env = DistEnv(rank=0, local_rank=0, world_size=1)
-    outcome = train(config, workload, data, Strategy(config, env))
+    outcome = train(config, workload, data, make_strategy(config, env))
     assert calls[0] == "flops" and len(calls) == 3  # flops once, then one call per epoch
     assert model.seen[0] == [0, 1, 2, 3]  # the FLOPs were counted on flops_batch's samples
     steps = model.seen[1:]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from conftest import tiny_config, tiny_data, tiny_workload
 
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
+from trainscale.train.flops import count_flops_per_sample
 from trainscale.train.trainer import train
+from trainscale.workloads.base import PYTORCH
 
 
 def _train(**changes):
@@ -119,8 +122,10 @@ def test_augment_and_pretrain_hooks_run_on_the_clock():
 def test_breakdown_is_sampled_after_warmup_and_adds_up():
     config, outcome = _train(steps=12, warmup_steps_untimed=2, breakdown_every=5)
     breakdown = outcome.summary["breakdown_s"]
-    assert breakdown["num_sampled_steps"] == 2  # steps 2 and 7 (0-based)
+    assert outcome.summary["breakdown_sampled_steps"] == 2  # steps 2 and 7 (0-based)
     phases = ("data", "forward", "backward", "optimizer")
+    # Seconds only: the count has its own key, so no reader can draw it as a phase.
+    assert set(breakdown) == {*phases, "exposed_comm"}
     assert all(breakdown[p] >= 0 for p in phases)
     # One process: no communication to expose, so it is absent, not zero.
     assert breakdown["exposed_comm"] is None
@@ -132,6 +137,7 @@ def test_breakdown_is_sampled_after_warmup_and_adds_up():
 def test_breakdown_off_records_nothing():
     _, outcome = _train(steps=6, breakdown_every=0)
     assert outcome.summary["breakdown_s"] is None
+    assert outcome.summary["breakdown_sampled_steps"] == 0
 
 
 def test_grad_accumulation_equals_one_big_batch():
@@ -141,3 +147,63 @@ def test_grad_accumulation_equals_one_big_batch():
     _, split = _train(steps=6, global_batch_size=16, grad_accum=4)
     for name, value in whole.model.state_dict().items():
         torch.testing.assert_close(split.model.state_dict()[name], value, rtol=1e-4, atol=1e-5)
+
+
+def test_train_loss_with_grad_accumulation_is_the_mean_over_every_micro_batch():
+    # The same updates either way (test above), so the same losses: a step's loss is the
+    # mean over its 16 samples, not the last micro-batch's.
+    _, whole = _train(steps=6, global_batch_size=16)
+    _, split = _train(steps=6, global_batch_size=16, grad_accum=4)
+    assert split.epochs[0]["train_loss"] == pytest.approx(whole.epochs[0]["train_loss"], rel=1e-5)
+
+
+class NormDropNet(torch.nn.Module):
+    """Batch norm (running statistics) and dropout (random draws): what FLOP counting must
+    not disturb."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3)
+        self.norm = torch.nn.BatchNorm2d(4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.drop(torch.relu(self.norm(self.conv(x)))).flatten(1))
+
+
+def test_flop_count_leaves_buffers_gradients_and_random_state_as_they_were():
+    torch.manual_seed(0)
+    model = NormDropNet().train()
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    data = tiny_data()
+    flops = count_flops_per_sample(model, data.train_x[:2], data.train_y[:2], tiny_workload())
+    assert flops is not None and flops > 0
+    assert torch.equal(torch.get_rng_state(), rng)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monkeypatch):
+    import dataclasses
+
+    import trainscale.train.setup as setup
+
+    workload = dataclasses.replace(tiny_workload(), models={PYTORCH: lambda meta: NormDropNet()})
+    config = tiny_config(steps=2)
+
+    def run():
+        outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
+        return outcome, {k: v.clone() for k, v in outcome.model.state_dict().items()}
+
+    counted, counted_state = run()
+    assert counted.summary["flops_per_sample"] > 0
+    monkeypatch.setattr(setup, "count_flops_per_sample", lambda *args: None)
+    skipped, skipped_state = run()
+    assert skipped.summary["flops_per_sample"] is None
+    # Same dropout draws and batch-norm statistics: the same first steps, bit for bit.
+    assert counted.epochs[0]["train_loss"] == skipped.epochs[0]["train_loss"]
+    for name, value in skipped_state.items():
+        assert torch.equal(counted_state[name], value), name

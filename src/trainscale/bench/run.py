@@ -150,10 +150,10 @@ def run_bench(
     setting trains the full recipe for accuracy. A rung that fails is stored as failed and
     in the table. The Markdown table is written to `out` (None: not written).
     """
+    from trainscale.hardware.facts import collect_environment
     from trainscale.results.outputs import check_out_file, write_atomically
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.run.launch import RunFailed, execute_run
-    from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
     listener = listener or BenchListener()

@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     """Emulate every N in turn, store each as a run, print the table (or JSON)."""
     import torch
 
+    from trainscale.data.tensors import Located
     from trainscale.emulate.engine import emulate, plan_global_steps
     from trainscale.emulate.record import (
         complete_emulation,
@@ -141,7 +142,6 @@ def run(args: argparse.Namespace) -> int:
     from trainscale.run.worker import load_data
     from trainscale.train.progress import make_progress
     from trainscale.workloads import get_workload
-    from trainscale.workloads.base import Located
 
     # Everything a user can get wrong is checked for every N before the first one trains.
     counts = parse_workers(args.workers)

@@ -29,8 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the environment as a table (default) or JSON; returns the exit status."""
     # Imported here so that `trainscale --help` does not pay for importing torch.
+    from trainscale.hardware.facts import collect_environment
     from trainscale.hardware.figures import machine_energy_sources, machine_peaks
-    from trainscale.system import collect_environment
 
     env = collect_environment()
     peaks = machine_peaks(env)
@@ -91,7 +91,7 @@ def bf16_summary(env: dict[str, Any]) -> str:
 def _table(env: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    from trainscale.system import format_cpulist
+    from trainscale.hardware.cpulist import format_cpulist
 
     table = Table(title="trainscale environment", show_header=False, title_justify="left")
     table.add_column("fact", style="bold")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from trainscale.workloads.base import TensorData
+from trainscale.data.tensors import TensorData
 
 
 def synthetic_images(

@@ -11,8 +11,13 @@ Three ways N workers can train (docs/emulation.md):
 Only the optimisation is reproduced: no communication and no timing of N workers (the
 simulator predicts time; an emulation says how many steps and samples reach the target).
 
+Each mode is a step function of the trainer's loop (`train/loop.py`): epochs, evaluation,
+the accuracy curve and the per-epoch rows are the trainer's, and what differs is declared by
+the mode's `StepRules`.
+
 Modules: `spec` (what to emulate, resolved to a RunConfig), `streams` (each worker's
-batches), `gradient` (one worker's forward/backward, parameter averaging), `sync`,
-`async_ps`, `local_sgd` (one module per mode), `engine` (the loop, evaluation, the summary)
-and `record` (storing an emulation as a run).
+batches, from the trainer's `WorkerBatches`), `gradient` (the modes' loop rules, one
+worker's forward/backward, parameter averaging), `sync`, `async_ps`, `local_sgd` (one
+module per mode), `engine` (the global-step plan, the mode, the loop run), `summary` (the
+stored summary) and `record` (storing an emulation as a run).
 """

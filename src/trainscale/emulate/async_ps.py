@@ -29,9 +29,11 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
-from trainscale.emulate.gradient import backward_on, optimizer_and_schedule
+from trainscale.emulate.gradient import backward_on, emulation_rules
 from trainscale.emulate.streams import WorkerStream
 from trainscale.metrics import stats
+from trainscale.train.loop import StepInput
+from trainscale.train.setup import make_optimisation
 from trainscale.workloads.base import Workload
 
 
@@ -76,7 +78,9 @@ class AsyncParameterServer:
         self.total_steps = total_steps
         self.spread = spread
         self.staleness_aware_lr = staleness_aware_lr
-        self.optimizer, self.scheduler = optimizer_and_schedule(model, config, total_steps)
+        self.rules = emulation_rules(config.optimisation.batch_size)
+        """A global step: one worker's gradient applied, b samples."""
+        self.optimizer, self.scheduler = make_optimisation(model, config, total_steps)
         self.params = [p for p in model.parameters()]
         # Its own seeded generator: the draw of compute times does not disturb torch's RNG
         # (dropout), and depends only on the seed.
@@ -103,8 +107,9 @@ class AsyncParameterServer:
         # Ties (equal compute times) go to the lower worker index: a fixed, seeded order.
         heapq.heappush(self._arrivals, (now + compute_time(self.rng, self.spread), worker))
 
-    def step(self) -> torch.Tensor:
-        """Apply the next gradient to arrive; returns the loss its worker computed."""
+    def step(self, given: StepInput | None = None) -> torch.Tensor:
+        """Apply the next gradient to arrive (`given` is not needed: the workers draw their
+        own batches); returns the loss its worker computed."""
         now, worker = heapq.heappop(self._arrivals)
         staleness = self.version - self._read_version[worker]
         self.staleness.append(staleness)

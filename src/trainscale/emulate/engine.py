@@ -1,4 +1,4 @@
-"""The emulation loop: global steps of one mode, evaluation at a fixed period, the summary.
+"""An emulation: the global steps of one mode, driven by the trainer's loop (train/loop.py).
 
 A *global step* is one update of the global model: for sync, one global batch (N x b
 samples); for async, one worker's gradient applied (b samples); for local SGD, one local
@@ -6,21 +6,21 @@ step of every replica (N x b samples). An *epoch* is one pass of all workers ove
 shards: N x b samples per step make `shard // b` global steps per epoch for sync and local
 SGD, and `N x (shard // b)` for async.
 
-Evaluation runs every `eval_every` global steps (default: a quarter of an epoch) and at
-the end of every epoch, on the full test set, off the training clock. Steps to target is
-the first evaluated global step whose test accuracy reaches the target; samples to target
-is that step x B.
+Each mode is a step function of the loop (`train.loop.StepFunction`), so epochs, evaluation
+and the per-epoch rows are the trainer's: evaluation every `eval_every` global steps
+(default: a quarter of an epoch) and at the end of every epoch, on the full test set, off
+the training clock. What differs is declared by the modes' `StepRules`
+(`emulate.gradient.emulation_rules`): the emulated workers draw their own batches, and no
+step times are kept. The loop runs with the serial strategy: one process, no peers.
 
 The training clock here is the emulating process's own time (one process doing the work of
 N workers): it orders the accuracy curve like a run's, but is no prediction of how long N
-workers would take. No step times are stored.
+workers would take.
 """
 
 from __future__ import annotations
 
-import math
 import resource
-import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,32 +28,25 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
+from trainscale.data.tensors import TensorData
 from trainscale.emulate.async_ps import AsyncParameterServer
 from trainscale.emulate.local_sgd import LocalSGD
 from trainscale.emulate.spec import EmulationSpec
 from trainscale.emulate.streams import WorkerStream, make_streams
+from trainscale.emulate.summary import emulation_summary
 from trainscale.emulate.sync import SyncSGD
 from trainscale.errors import ConfigError
-from trainscale.metrics import stats
 from trainscale.parallel.distenv import DistEnv
-from trainscale.parallel.strategy import Strategy, worker_facts
-from trainscale.train.evaluate import evaluate
+from trainscale.parallel.strategy import make_strategy, worker_facts
+from trainscale.train.loop import StepFunction, run_loop
+from trainscale.train.plan import StepPlan, check_batch_fits, plan_steps, total_for
 from trainscale.train.progress import NullProgress, ProgressSink
-from trainscale.train.trainer import check_batch_fits, plan_steps
-from trainscale.workloads.base import TensorData, Workload
+from trainscale.train.setup import build_model, run_pretraining
+from trainscale.workloads.base import Workload
 
 
-class Mode(Protocol):
-    """What the loop needs from an emulation mode."""
-
-    def step(self) -> torch.Tensor:
-        """One global step; returns its training loss."""
-
-    def eval_model(self) -> nn.Module:
-        """The global model as it stands (evaluated without changing training)."""
-
-    def finish(self) -> nn.Module:
-        """End training; returns the final global model."""
+class Mode(StepFunction, Protocol):
+    """An emulation mode: a step function of the loop, with figures of its own."""
 
     def figures(self) -> dict[str, Any]:
         """Mode-specific figures for the summary (e.g. staleness)."""
@@ -70,17 +63,14 @@ class EmulationOutcome:
 
 
 @dataclass(frozen=True)
-class StepPlan:
-    """How many global steps an emulation takes."""
+class EmulationPlan(StepPlan):
+    """How many global steps an emulation takes (`steps_per_epoch` counts global steps)."""
 
     batches_per_worker_epoch: int
     """A worker's batches per epoch (its shard // b), as the trainer plans a rank's."""
-    steps_per_epoch: int
-    """Global steps per epoch."""
-    total_steps: int
 
 
-def plan_global_steps(config: RunConfig, spec: EmulationSpec, num_train: int) -> StepPlan:
+def plan_global_steps(config: RunConfig, spec: EmulationSpec, num_train: int) -> EmulationPlan:
     """The global steps of an emulation (see the module docstring); ConfigError when b
     exceeds a worker's share of the training set."""
     check_batch_fits(
@@ -89,10 +79,9 @@ def plan_global_steps(config: RunConfig, spec: EmulationSpec, num_train: int) ->
         spec.workers,
         advice="use a smaller --per-worker-batch-size or fewer workers",
     )
-    per_worker, _ = plan_steps(config, num_train, spec.workers)
+    per_worker = plan_steps(config, num_train, spec.workers).steps_per_epoch
     per_epoch = per_worker * spec.workers if spec.mode == "async" else per_worker
-    total = config.optimisation.steps or max(1, math.ceil(config.optimisation.epochs * per_epoch))
-    return StepPlan(per_worker, per_epoch, total)
+    return EmulationPlan(per_epoch, total_for(config, per_epoch), per_worker)
 
 
 def make_mode(
@@ -136,154 +125,35 @@ def emulate(
     if data.kind != "real":
         raise ConfigError("emulation needs real data: synthetic data makes no accuracy claim")
     progress = progress or NullProgress()
-    device = torch.device(config.parallel.device)
     # One process, no peers: the serial strategy evaluates the full test set and runs any
     # pre-training phase as one worker would.
-    serial = Strategy(config, DistEnv())
-    torch.manual_seed(config.optimisation.seed)
-    model = workload.build_model(data.meta).to(device)
-    train_x = data.train_x
-    if config.parallel.channels_last and train_x.dim() == 4:
-        model = model.to(memory_format=torch.channels_last)
-        train_x = train_x.contiguous(memory_format=torch.channels_last)
+    serial = make_strategy(config, DistEnv())
+    model, train_x = build_model(config, workload, data, torch.device(config.parallel.device))
     plan = plan_global_steps(config, spec, data.num_train)
-
-    train_clock_s = 0.0
-    pretrain_figures: dict[str, Any] = {}
-    if workload.pretrain is not None:
-        # Not emulated: pre-training runs as one worker, then the N workers fine-tune.
-        t0 = time.perf_counter()
-        pretrain_figures = workload.pretrain(model, data, serial, config, progress)
-        train_clock_s += time.perf_counter() - t0
-    pretrain_s = train_clock_s
-
+    # Not emulated: pre-training runs as one worker, then the N workers fine-tune.
+    pretraining = run_pretraining(model, workload, data, serial, config, progress)
     streams = make_streams(
         spec.workers, config, workload, data, train_x, plan.batches_per_worker_epoch
     )
     mode = make_mode(spec, model, streams, workload, config, plan.total_steps)
-    eval_every = config.measurement.eval_every or max(1, plan.steps_per_epoch // 4)
-    samples_per_step = spec.samples_per_step
-
-    curve: list[tuple[float, float]] = []  # (training clock s, test accuracy)
-    steps_curve: list[list[float]] = []  # [global step, samples, test accuracy]
-    epochs: list[dict[str, Any]] = []
-    eval_time_s = 0.0
-    last: tuple[float, float, float] = (math.nan, math.nan, math.nan)
-
-    def run_eval(step: int) -> None:
-        nonlocal eval_time_s, last
-        t0 = time.perf_counter()
-        last = evaluate(
-            mode.eval_model(),
-            data,
-            serial,
-            config.optimisation.precision,
-            config.parallel.channels_last,
-        )
-        eval_time_s += time.perf_counter() - t0
-        curve.append((train_clock_s, last[0]))
-        steps_curve.append([step, step * samples_per_step, last[0]])
-        progress.log(
-            f"step {step}/{plan.total_steps}  samples {step * samples_per_step}  "
-            f"test accuracy {last[0]:.4f}  test loss {last[1]:.4f}"
-        )
-
-    label = f"{workload.name} {spec.mode} x{spec.workers}"
-    progress.start(plan.total_steps, label)
-    loss_sum = torch.zeros(())
-    epoch_steps = 0
-    epoch_clock0, epoch_eval0 = train_clock_s, eval_time_s
-    for step in range(1, plan.total_steps + 1):
-        t0 = time.perf_counter()
-        loss_sum += mode.step()
-        train_clock_s += time.perf_counter() - t0
-        epoch_steps += 1
-        epoch_end = step % plan.steps_per_epoch == 0 or step == plan.total_steps
-        if step % 10 == 0 or step == plan.total_steps:
-            progress.update(step, loss=float(loss_sum) / epoch_steps)
-        if step % eval_every == 0 or epoch_end:
-            run_eval(step)
-        if epoch_end:
-            epochs.append(
-                {
-                    "epoch": len(epochs) + 1,
-                    "train_loss": float(loss_sum) / epoch_steps,
-                    "test_loss": last[1],
-                    "test_accuracy": last[0],
-                    "train_clock_s": train_clock_s,
-                    "epoch_time_s": train_clock_s - epoch_clock0,
-                    "eval_time_s": eval_time_s - epoch_eval0,
-                    "full": epoch_steps == plan.steps_per_epoch,
-                    "global_steps": step,
-                }
-            )
-            loss_sum = torch.zeros(())
-            epoch_steps = 0
-            epoch_clock0, epoch_eval0 = train_clock_s, eval_time_s
-    progress.stop()
-    model = mode.finish()
-
-    summary = _summary(
-        config, spec, plan, eval_every, curve, steps_curve, train_clock_s, eval_time_s, last
+    loop = run_loop(
+        mode,
+        plan,
+        config,
+        data,
+        serial,
+        progress,
+        label=f"{workload.name} {spec.mode} x{spec.workers}",
+        clock_start_s=pretraining.seconds if pretraining else 0.0,
     )
-    summary["emulation"].update(mode.figures())
-    summary["pretrain_time_s"] = pretrain_s if workload.pretrain is not None else None
-    if pretrain_figures:
-        summary["pretrain"] = pretrain_figures
+
+    summary = emulation_summary(config, spec, plan, loop, mode.figures(), pretraining)
     facts = worker_facts()
     facts["rank"] = 0
     facts["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     summary["workers"] = [facts]
     summary["peak_memory_bytes_per_worker"] = [facts["peak_rss_bytes"]]
     summary["data_source"] = data.source
-    return EmulationOutcome(summary=summary, epochs=epochs, model=model)
-
-
-def _summary(
-    config: RunConfig,
-    spec: EmulationSpec,
-    plan: StepPlan,
-    eval_every: int,
-    curve: list[tuple[float, float]],
-    steps_curve: list[list[float]],
-    train_clock_s: float,
-    eval_time_s: float,
-    last: tuple[float, float, float],
-) -> dict[str, Any]:
-    """The run summary: the usual accuracy fields plus `emulation` (docs/emulation.md)."""
-    target = config.measurement.target_accuracy
-    reached = next((int(s) for s, _, accuracy in steps_curve if accuracy >= target), None)
-    samples_per_step = spec.samples_per_step
-    emulation = {
-        "mode": spec.mode,
-        "workers": spec.workers,
-        "global_batch_size": samples_per_step,
-        "per_worker_batch_size": spec.per_worker_batch_size,
-        "lr_scaling": config.optimisation.lr_scaling,
-        "lr": config.optimisation.lr,
-        "warmup_fraction": config.optimisation.warmup_fraction,
-        "local_steps": spec.local_steps if spec.mode == "local-sgd" else None,
-        "staleness": None,
-        "staleness_spread": spec.staleness_spread if spec.mode == "async" else None,
-        "staleness_aware_lr": spec.staleness_aware_lr if spec.mode == "async" else None,
-        "steps_to_target": reached,
-        "samples_to_target": reached * samples_per_step if reached is not None else None,
-        "target_accuracy": target,
-        "steps_per_epoch": plan.steps_per_epoch,
-        "total_steps": plan.total_steps,
-        "eval_every": eval_every,
-        "steps_curve": steps_curve,
-    }
-    return {
-        "test_accuracy": last[0],
-        "test_loss": last[1],
-        "test_macro_f1": last[2],
-        "target_accuracy": target,
-        "time_to_target_s": stats.first_reaching(curve, target),
-        "accuracy_curve": [[t, a] for t, a in curve],
-        "train_time_s": train_clock_s,
-        "eval_time_s": eval_time_s,
-        "num_steps": plan.total_steps,
-        "num_samples": plan.total_steps * samples_per_step,
-        "emulation": emulation,
-    }
+    return EmulationOutcome(
+        summary=summary, epochs=[epoch.as_row() for epoch in loop.epochs], model=loop.model
+    )

@@ -1,5 +1,5 @@
-"""The pieces every emulation mode shares: one worker's forward/backward, optimizer and
-schedule, model state snapshots, and parameter averaging."""
+"""The pieces every emulation mode shares: what the training loop is told about its steps,
+one worker's forward/backward, model state snapshots, and parameter averaging."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
-from trainscale.train.lr import make_optimizer, make_scheduler
+from trainscale.train.loop import StepRules
 from trainscale.train.precision import autocast
 from trainscale.workloads.base import Workload
+
+
+def emulation_rules(samples_per_step: int) -> StepRules:
+    """How every emulation mode's global step differs from a trainer's step in the loop:
+    the emulated workers draw their own batches from their streams, and the step times are
+    the emulating process's, kept only for its training clock (no step times are stored)."""
+    return StepRules(samples_per_step=samples_per_step, draws_batches=False, keeps_step_times=False)
 
 
 def backward_on(
@@ -29,25 +36,6 @@ def backward_on(
         loss = workload.loss(model(x), y, config.optimisation.label_smoothing)
     (loss * scale if scale != 1.0 else loss).backward()
     return loss.detach().float()
-
-
-def optimizer_and_schedule(
-    model: nn.Module, config: RunConfig, total_steps: int
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """The run's optimizer and lr schedule over `total_steps` global steps, as the trainer
-    makes them."""
-    optimizer = make_optimizer(
-        config.optimisation.optimizer,
-        model.parameters(),
-        config.optimisation.lr,
-        config.optimisation.momentum,
-        config.optimisation.weight_decay,
-        nesterov=config.optimisation.nesterov,
-    )
-    scheduler = make_scheduler(
-        optimizer, total_steps, config.optimisation.schedule, config.optimisation.warmup_fraction
-    )
-    return optimizer, scheduler
 
 
 def float_buffers(model: nn.Module) -> list[torch.Tensor]:

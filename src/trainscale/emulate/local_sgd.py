@@ -23,8 +23,10 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
-from trainscale.emulate.gradient import average_into, backward_on, optimizer_and_schedule
+from trainscale.emulate.gradient import average_into, backward_on, emulation_rules
 from trainscale.emulate.streams import WorkerStream
+from trainscale.train.loop import StepInput
+from trainscale.train.setup import make_optimisation
 from trainscale.workloads.base import Workload
 
 
@@ -44,11 +46,13 @@ class LocalSGD:
         self.workload = workload
         self.config = config
         self.local_steps = local_steps
+        self.rules = emulation_rules(len(streams) * config.optimisation.batch_size)
+        """A global step: one local step of every replica, N x b samples."""
         self.replicas = [model] + [copy.deepcopy(model) for _ in streams[1:]]
         self.optimizers = []
         self.schedulers = []
         for replica in self.replicas:
-            optimizer, scheduler = optimizer_and_schedule(replica, config, total_steps)
+            optimizer, scheduler = make_optimisation(replica, config, total_steps)
             self.optimizers.append(optimizer)
             self.schedulers.append(scheduler)
         self.steps_taken = 0
@@ -74,8 +78,9 @@ class LocalSGD:
         average_into(self._scratch, self.replicas)
         return self._scratch
 
-    def step(self) -> torch.Tensor:
-        """One local step of every replica (then an averaging every H steps)."""
+    def step(self, given: StepInput | None = None) -> torch.Tensor:
+        """One local step of every replica (then an averaging every H steps); `given` is not
+        needed: the replicas draw their own batches."""
         losses = []
         for replica, stream, optimizer, scheduler in zip(
             self.replicas, self.streams, self.optimizers, self.schedulers, strict=True

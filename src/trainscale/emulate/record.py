@@ -25,7 +25,7 @@ def create_emulation_row(
     store: RunStore, run_id: str, config: RunConfig, spec: EmulationSpec
 ) -> None:
     """Insert the emulation as a 'running' run with its config and this machine's facts."""
-    from trainscale.system import collect_environment
+    from trainscale.hardware.facts import collect_environment
 
     env = collect_environment()
     stored = stored_config(config, spec)

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from trainscale.config.options import RunConfig, RunOptions
+from trainscale.data.tensors import Located
 from trainscale.errors import ConfigError
 from trainscale.run.footprint import Footprint
 from trainscale.run.resolve import resolve
-from trainscale.workloads.base import Located
 
 MODES = ("sync", "async", "local-sgd")
 DEFAULT_LOCAL_STEPS = 8
@@ -177,7 +177,7 @@ def emulation_config(
     if locate_data:
         from trainscale.run.footprint import estimate_footprint
         from trainscale.run.resolve import locate_data as find_data
-        from trainscale.train.trainer import check_batch_fits
+        from trainscale.train.plan import check_batch_fits
         from trainscale.workloads import get_workload
 
         config, size = find_data(config, located)

@@ -1,10 +1,9 @@
 """Each emulated worker's batches, in the order a real rank of N would train on them.
 
-A real rank's order comes from `Strategy.shard_indices` (DistributedSampler semantics: one
-permutation per (seed, epoch), padded and dealt out rank by rank), then the workload's
-optional batch ordering and augmentation, seeded as the trainer seeds them. A stream asks
-the same `Strategy` code for the same shard, so an emulated worker sees exactly the batches
-of the rank it stands for.
+A stream asks the trainer's `WorkerBatches` for the batches of rank r of N (the same
+`Strategy` sharding, batch ordering and augmentation seeds as a real rank), so an emulated
+worker sees exactly the batches of the rank it stands for; it only keeps its own place, as
+emulated workers may walk their shards at different paces (asynchronous SGD).
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ from __future__ import annotations
 import torch
 
 from trainscale.config.options import RunConfig
-from trainscale.parallel.distenv import DistEnv
-from trainscale.parallel.strategy import Strategy
-from trainscale.workloads.base import TensorData, Workload
+from trainscale.data.tensors import TensorData
+from trainscale.parallel.sharding import Sharding
+from trainscale.train.batches import WorkerBatches
+from trainscale.workloads.base import Workload
 
 
 class WorkerStream:
@@ -33,17 +33,10 @@ class WorkerStream:
         """`train_x` is the training inputs as the model takes them (e.g. channels_last);
         `batches_per_epoch` is the trainer's steps per epoch at `world` ranks."""
         self.rank = rank
-        self.config = config
-        self.workload = workload
-        self.data = data
-        self.train_x = train_x
         self.batches_per_epoch = batches_per_epoch
         self.position = 0
         """Batches taken so far (over all epochs)."""
-        env = DistEnv(rank=rank, local_rank=rank, world_size=world, local_world_size=world)
-        self._sharding = Strategy(config, env)
-        # Seeded as the trainer seeds each rank's augmentation generator.
-        self._augment = torch.Generator().manual_seed(config.optimisation.seed * 1000 + rank)
+        self._batches = WorkerBatches(config, workload, data, train_x, Sharding(rank, world))
         self._epoch = -1
         self._order: torch.Tensor | None = None
 
@@ -52,31 +45,15 @@ class WorkerStream:
         """The epoch of this worker's next batch (0-based)."""
         return self.position // self.batches_per_epoch
 
-    def _epoch_order(self, epoch: int) -> torch.Tensor:
-        config = self.config
-        order = self._sharding.shard_indices(self.data.num_train, epoch, config.optimisation.seed)
-        if self.workload.batch_order is not None:
-            # The trainer seeds this alike on every rank (same seed, fresh generator).
-            generator = torch.Generator().manual_seed(config.optimisation.seed * 1_000_003 + epoch)
-            order = self.workload.batch_order(
-                order, self.data, config.optimisation.batch_size, generator
-            )
-        return order
-
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """This worker's next (x, y) batch of `config.optimisation.batch_size` samples."""
         epoch, index = divmod(self.position, self.batches_per_epoch)
         if epoch != self._epoch:
-            self._order = self._epoch_order(epoch)
+            self._order = self._batches.epoch_order(epoch)
             self._epoch = epoch
-        size = self.config.optimisation.batch_size
-        rows = self._order[index * size : (index + 1) * size]
-        x = self.train_x[rows]
-        y = self.data.train_y[rows]
-        if self.workload.augment is not None:
-            x = self.workload.augment(x, self._augment)
+        assert self._order is not None
         self.position += 1
-        return x, y
+        return self._batches.batch(self._order, index)
 
 
 def make_streams(

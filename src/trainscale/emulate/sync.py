@@ -17,11 +17,13 @@ from torch import nn
 from trainscale.config.options import RunConfig
 from trainscale.emulate.gradient import (
     backward_on,
-    optimizer_and_schedule,
+    emulation_rules,
     restore_buffers,
     snapshot_buffers,
 )
 from trainscale.emulate.streams import WorkerStream
+from trainscale.train.loop import StepInput
+from trainscale.train.setup import make_optimisation
 from trainscale.workloads.base import Workload
 
 
@@ -40,11 +42,14 @@ class SyncSGD:
         self.streams = streams
         self.workload = workload
         self.config = config
-        self.optimizer, self.scheduler = optimizer_and_schedule(model, config, total_steps)
+        self.rules = emulation_rules(len(streams) * config.optimisation.batch_size)
+        """A global step: N x b samples."""
+        self.optimizer, self.scheduler = make_optimisation(model, config, total_steps)
         self.has_buffers = any(True for _ in model.buffers())
 
-    def step(self) -> torch.Tensor:
-        """One global step; returns the mean of the workers' losses."""
+    def step(self, given: StepInput | None = None) -> torch.Tensor:
+        """One global step (the workers draw their own batches: `given` is not needed);
+        returns the mean of the workers' losses."""
         self.optimizer.zero_grad(set_to_none=True)
         scale = 1.0 / len(self.streams)
         saved = snapshot_buffers(self.model) if self.has_buffers else None

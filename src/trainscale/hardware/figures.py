@@ -3,7 +3,7 @@
 - which devices ran it (GPUs, or the CPU cores its workers could use) and their price-table
   kind, so a report can cost it;
 - the achieved model FLOP/s and MFU against the theoretical peak of those devices at the
-  run's precision (`metrics.peaks`), with the peak and its source;
+  run's precision (`hardware.peaks`), with the peak and its source;
 - `mfu_vs_probe`: the same against the matmul figure `trainscale probe` measured on this
   host and device, when one is stored.
 
@@ -17,8 +17,8 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from trainscale.metrics.peaks import (
-    CpuFacts,
+from trainscale.hardware.facts import CpuFacts, read_cpu_facts
+from trainscale.hardware.peaks import (
     Peak,
     achieved_flops_per_s,
     cpu_peak,
@@ -26,7 +26,6 @@ from trainscale.metrics.peaks import (
     match_gpu,
     mfu,
     peak_precision,
-    read_cpu_facts,
 )
 
 
@@ -36,11 +35,13 @@ def cores_per_node(workers: Sequence[dict[str, Any]]) -> list[int]:
     A worker uses at most its intra-op threads and at most the cores it is pinned to; the
     workers of one node together use at most the union of their cores (the "torch default"
     pitfall runs more threads than that). Workers are grouped by their `hostname` fact when
-    they report one, else taken as one node.
+    they report one, and by the address the other nodes reach them at (`addr`), which tells
+    nodes apart where host names do not (containers); workers that report neither are taken
+    as one node.
     """
     nodes: dict[Any, list[dict[str, Any]]] = {}
     for fact in workers:
-        nodes.setdefault(fact.get("hostname"), []).append(fact)
+        nodes.setdefault((fact.get("hostname"), fact.get("addr")), []).append(fact)
     counts = []
     for members in nodes.values():
         used = 0
@@ -110,30 +111,41 @@ def latest_full_probe(store: Any, host: str, device: str, device_type: str) -> A
     return None
 
 
+def cuda_device() -> tuple[str, bool]:
+    """This worker's GPU name, and whether it computes fp32 on TF32 tensor cores."""
+    import torch
+
+    name = torch.cuda.get_device_name(torch.cuda.current_device())
+    # cuDNN convolutions use TF32 by default; matmuls only when allowed.
+    tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+    return name, tf32
+
+
 def hardware_figures(
     config: Any,
     summary: dict[str, Any],
     workers: Sequence[dict[str, Any]],
     store: Any | None = None,
+    cpu_facts: CpuFacts | None = None,
 ) -> dict[str, Any]:
-    """The keys this module adds to a run summary (see the module docstring)."""
+    """The keys this module adds to a run summary (see the module docstring).
+
+    A CPU run is rated on this machine's CPU, or on `cpu_facts` when given.
+    """
     device_type = config.parallel.device
     gpu_name = None
     tf32 = False
     facts = None
     node_cores: list[int] = []
     if device_type == "cuda":
-        import torch
-
-        gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
-        # cuDNN convolutions use TF32 by default; matmuls only when allowed.
-        tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
-        devices = int(config.parallel.workers)
+        gpu_name, tf32 = cuda_device()
+        # One GPU per worker on every node: throughput is global, so the peak must be too.
+        devices = int(config.world_size)
         entry = match_gpu(gpu_name)
         kind = entry.kind if entry else None
         device_name = gpu_name
     else:
-        facts = read_cpu_facts()
+        facts = cpu_facts or read_cpu_facts()
         node_cores = cores_per_node(workers)
         devices = sum(node_cores)
         kind = "cpu-core"
@@ -221,7 +233,7 @@ def machine_peaks(env: dict[str, Any], facts: CpuFacts | None = None) -> dict[st
 
 def machine_energy_sources(env: dict[str, Any]) -> dict[str, str]:
     """Whether RAPL and NVML energy can be read here (for `trainscale env`)."""
-    from trainscale.metrics.energy import cuda_gpu_ids, energy_sources, load_nvml
+    from trainscale.hardware.energy import cuda_gpu_ids, energy_sources, load_nvml
 
     gpus = env.get("gpus") or []
     ids = cuda_gpu_ids(len(gpus)) if gpus else []

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainscale.errors import ConfigError
-from trainscale.system import format_cpulist, parse_cpulist, usable_cores
+from trainscale.hardware.cpulist import format_cpulist, parse_cpulist
+from trainscale.hardware.facts import usable_cores
 
 AFFINITY_MODES = ("none", "compact", "spread")
 """Named affinity modes; anything else must be an explicit list of core sets."""
@@ -124,8 +125,8 @@ def plan_cpu(
     smallest set (so no worker runs more threads than it has cores). ``affinity`` is a mode
     name, an explicit string such as ``"0,1;2,3"``, or a list of core lists. ``numa_nodes``
     (one core list per node, e.g. ``[n["cpus"] for n in read_numa_nodes()]`` from
-    `trainscale.system`) only shapes ``spread``; it is a parameter, not read here, so plans
-    are pure and testable.
+    `trainscale.hardware.facts`) only shapes ``spread``; it is a parameter, not read here, so
+    plans are pure and testable.
 
     Raises `ConfigError` for invalid counts or cores, and for plans that put more threads than
     cores on the machine (or on a worker's cores) unless ``allow_oversubscribe`` is true; then

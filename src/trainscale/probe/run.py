@@ -102,7 +102,7 @@ def _visible_gpus() -> int:
 
 def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = None) -> ProbePlan:
     """Resolve and check `opts`; `gpus` and `cores` replace the machine's counts (tests)."""
-    from trainscale.system import usable_cores
+    from trainscale.hardware.facts import usable_cores
 
     gpus = _visible_gpus() if gpus is None else gpus
     cores = len(usable_cores()) if cores is None else cores
@@ -272,7 +272,7 @@ def probe_device_name(device_type: str, gpu_index: int = 0) -> str:
         import torch
 
         return torch.cuda.get_device_name(gpu_index)
-    from trainscale.metrics.peaks import read_cpu_facts
+    from trainscale.hardware.facts import read_cpu_facts
 
     # The same name a run's MFU looks its probe up by (trainscale.hardware.figures).
     return read_cpu_facts().model_name or "cpu"
@@ -282,7 +282,8 @@ def theoretical_peaks(
     device_type: str, device_name: str, precisions: Sequence[str], cores: int | None
 ) -> dict[str, dict[str, Any] | None]:
     """The table's peak for each probed precision (one GPU, or the cores the probe used)."""
-    from trainscale.metrics.peaks import cpu_peak, gpu_peak, read_cpu_facts
+    from trainscale.hardware.facts import read_cpu_facts
+    from trainscale.hardware.peaks import cpu_peak, gpu_peak
 
     peaks: dict[str, dict[str, Any] | None] = {}
     facts = read_cpu_facts() if device_type == "cpu" else None
@@ -300,8 +301,8 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
     """Measure what `plan` says and store each measurement; returns the `--json` object."""
     import torch
 
+    from trainscale.hardware.facts import collect_environment
     from trainscale.results.store import RunStore, default_store_path
-    from trainscale.system import collect_environment
 
     say = progress or (lambda message: None)
     file = Path(store_path) if store_path else default_store_path()

@@ -204,11 +204,11 @@ def recommend(
     settings, the store, the data, a batch that cannot fit) fails before the first trial.
     """
     from trainscale.config.cli import run_command
+    from trainscale.hardware.facts import collect_environment
     from trainscale.recommend.search import run_search
     from trainscale.recommend.space import machine_space
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.run.launch import execute_run
-    from trainscale.system import collect_environment
     from trainscale.workloads import get_workload
 
     listener = listener or RecommendListener()

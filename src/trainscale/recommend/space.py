@@ -214,12 +214,13 @@ def machine_space(
 ) -> Space:
     """The search space of `workload` on this machine (usable cores, NUMA map, bf16).
 
-    `env` is `trainscale.system.collect_environment()`'s dict, collected here when not given.
+    `env` is `trainscale.hardware.facts.collect_environment()`'s dict, collected here when
+    not given.
     """
     from trainscale.workloads import get_workload
 
     if env is None:
-        from trainscale.system import collect_environment
+        from trainscale.hardware.facts import collect_environment
 
         env = collect_environment()
     return build_space(

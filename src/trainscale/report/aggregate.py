@@ -53,6 +53,10 @@ BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
 """The usual parts of `summary["breakdown_s"]` (median seconds per step), in stacking order;
 other keys a run records are stacked after them."""
 
+BREAKDOWN_NOT_SECONDS = frozenset({"num_sampled_steps"})
+"""Keys runs stored before `breakdown_sampled_steps` existed kept among their breakdown's
+seconds: a count, never a part of the step."""
+
 
 def aggregate(
     runs: Sequence[RunRecord],
@@ -275,7 +279,7 @@ def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
         parts = record.summary.get("breakdown_s")
         if isinstance(parts, dict):
             for name, seconds in parts.items():
-                if _is_number(seconds):
+                if _is_number(seconds) and name not in BREAKDOWN_NOT_SECONDS:
                     per_part.setdefault(str(name), []).append(float(seconds))
     if not per_part:
         return None

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainscale.hardware.peaks import match_gpu
 from trainscale.metrics import stats
 from trainscale.metrics.cost import CPU_CORE, CostedSetting, PriceTable, cost_usd, gpu_versus_cpu
-from trainscale.metrics.peaks import match_gpu
 from trainscale.results.store import RunRecord
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.data.tensors import DataRequest, DataSize
 from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory, format_bytes
-from trainscale.workloads.base import DataRequest, DataSize, Workload
+from trainscale.workloads.base import Workload
 
 BYTES_PER_PARAMETER = 4
 """fp32 master weights (bf16 autocast computes in bf16 but keeps fp32 parameters)."""

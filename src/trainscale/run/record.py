@@ -32,7 +32,7 @@ def create_run_row(
     store: RunStore, run_id: str, config: RunConfig, sweep: SweepSlot | None = None
 ) -> None:
     """Insert the run as 'running', with its resolved config and this machine's facts."""
-    from trainscale.system import collect_environment
+    from trainscale.hardware.facts import collect_environment
 
     env = collect_environment()
     threads = config.parallel.threads_per_worker

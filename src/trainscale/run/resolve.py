@@ -22,15 +22,16 @@ from trainscale.config.options import (
     RunConfig,
     RunOptions,
 )
+from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import launched_externally
-from trainscale.workloads.base import DataRequest, DataSize, Located, Workload
+from trainscale.workloads.base import Workload
 
 
 def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunConfig:
     """Fill every default from the workload's recipe and the CPU planner."""
+    from trainscale.hardware.facts import read_numa_nodes
     from trainscale.parallel.affinity import parse_affinity, plan_cpu
-    from trainscale.system import read_numa_nodes
     from trainscale.workloads import get_workload
 
     check_rendezvous(opts.nodes)
@@ -282,7 +283,7 @@ def check_capacity(config: RunConfig, size: DataSize, batch_advice: str | None =
     external launcher: the workers already exist and already hold their share.
     `batch_advice` replaces the batch error's advice (for commands without --batch-size)."""
     from trainscale.run.footprint import check_run_memory, estimate_footprint
-    from trainscale.train.trainer import check_batch_fits
+    from trainscale.train.plan import check_batch_fits
     from trainscale.workloads import get_workload
 
     check_batch_fits(

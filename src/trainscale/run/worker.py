@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config.options import RunConfig
+from trainscale.data.tensors import TensorData
 from trainscale.errors import StoreError
-from trainscale.metrics.energy import combine_nodes, start_node_meter
+from trainscale.hardware.energy import combine_nodes, start_node_meter
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.interrupts import (
     WorkerStopped,
@@ -28,7 +29,6 @@ from trainscale.run.resolve import data_request
 from trainscale.train.progress import make_progress
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
-from trainscale.workloads.base import TensorData
 
 if TYPE_CHECKING:
     from trainscale.results.store import RunStore

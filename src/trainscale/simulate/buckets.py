@@ -277,8 +277,8 @@ def workload_layout(workload_name: str, bucket_cap_mb: float | None = None) -> G
     """The gradient layout of a registered workload's model (built from synthetic meta)."""
     import torch
 
+    from trainscale.data.tensors import DataRequest
     from trainscale.workloads import get_workload
-    from trainscale.workloads.base import DataRequest
 
     workload = get_workload(workload_name)
     data = workload.make_synthetic(DataRequest(max_train=2, max_test=2))

@@ -520,9 +520,9 @@ def training_flops_per_sample(workload: str, records: Iterable[RunRecord] = ()) 
         flops = record.summary.get("flops_per_sample")
         if record.workload == workload and isinstance(flops, (int, float)) and flops > 0:
             return float(flops)
+    from trainscale.data.tensors import DataRequest
     from trainscale.train.flops import count_flops_per_sample
     from trainscale.workloads import get_workload
-    from trainscale.workloads.base import DataRequest
 
     spec = get_workload(workload)
     data = spec.make_synthetic(DataRequest(max_train=2, max_test=2))

@@ -112,7 +112,7 @@ def resolve_cluster(
     if cluster is not None:
         return cluster
     if env is None:
-        from trainscale.system import collect_environment
+        from trainscale.hardware.facts import collect_environment
 
         env = collect_environment()
     kind = device or ("cuda" if env.get("gpus") else "cpu")

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.config.options import RunConfig, RunOptions
+from trainscale.data.tensors import Located
 from trainscale.errors import TrainscaleError
 from trainscale.sweep.spec import SweepSpec
-from trainscale.workloads.base import Located
 
 
 @dataclass(frozen=True)

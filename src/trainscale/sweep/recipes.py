@@ -188,7 +188,7 @@ def recipe_spec(name: str, quick: bool, core_ids: Sequence[int] | None = None) -
     if name not in RECIPES:
         raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}")
     if core_ids is None:
-        from trainscale.system import usable_cores
+        from trainscale.hardware.facts import usable_cores
 
         core_ids = usable_cores()
     return RECIPES[name].build(list(core_ids), quick)

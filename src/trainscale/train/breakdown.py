@@ -56,10 +56,16 @@ class Breakdown:
             self._steps.append(self._current)
             self._current = None
 
+    @property
+    def num_sampled_steps(self) -> int:
+        """How many steps were sampled (the same steps on every rank)."""
+        return len(self._steps)
+
     def medians_s(self) -> dict[str, float | None]:
         """Median seconds per phase over the sampled steps (settles the clock first).
 
-        `exposed_comm` is None when it was not measured (one worker, or no hook).
+        Seconds only, keyed by phase: `exposed_comm` is None when it was not measured (one
+        worker, or no hook); how many steps were sampled is `num_sampled_steps`.
         """
         if not self._steps:
             return {}
@@ -82,8 +88,34 @@ class Breakdown:
             phase: stats.median(values) for phase, values in seconds.items() if values
         }
         out.setdefault("exposed_comm", None)
-        out["num_sampled_steps"] = len(self._steps)
         return out
+
+
+def slowest_breakdown(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per phase, the largest median over ranks (the slowest rank's, as for step times)."""
+    recorded = [b for b in per_rank if b]
+    if not recorded:
+        return None
+    merged: dict[str, Any] = {}
+    for key in recorded[0]:
+        values = [b[key] for b in recorded if b.get(key) is not None]
+        merged[key] = max(values) if values else None
+    return merged
+
+
+def breakdown_fields(
+    per_rank: list[dict[str, Any]], num_sampled_steps: int, comm_marked: bool
+) -> dict[str, Any]:
+    """The run summary's breakdown keys, from every rank's `Breakdown.medians_s()`.
+
+    `breakdown_s`: per phase, the slowest rank's median seconds, and nothing but seconds
+    (None when no step was sampled; `exposed_comm` None unless the communication hook
+    marked it). `breakdown_sampled_steps`: how many steps those medians are over.
+    """
+    seconds = slowest_breakdown(per_rank)
+    if seconds is not None and not comm_marked:
+        seconds["exposed_comm"] = None
+    return {"breakdown_s": seconds, "breakdown_sampled_steps": num_sampled_steps}
 
 
 def timed_allreduce_hook(state: Breakdown, bucket):  # noqa: ANN201

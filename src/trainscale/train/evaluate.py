@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from trainscale.data.tensors import TensorData
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.precision import autocast
-from trainscale.workloads.base import TensorData
 
 CPU_EVAL_BATCH = 200  # larger eval batches were 2.4x slower on a 2-core CPU (activation memory)
 GPU_EVAL_BATCH = 2000  # a GPU wants large batches; the reference test sets fit in memory

@@ -16,17 +16,27 @@ def count_flops_per_sample(
     models; elementwise work is not counted. None where counting is not supported. The
     fused CPU LSTM kernel, which the counter does not know, is counted by the formulas in
     `metrics/flops.py`, the same way the counter counts a decomposed LSTM.
+
+    The count leaves no trace: the model's buffers (batch-norm running statistics and step
+    counters), its gradients and the random number generators (dropout draws) are as they
+    were, so training starts from the state it would have had without the count.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     from trainscale.metrics.flops import extra_flop_formulas
 
+    buffers = [b.detach().clone() for b in model.buffers()]
+    devices = [x.device] if x.device.type == "cuda" else []
     try:
-        counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
-        with counter:
-            workload.loss(model(x), y).backward()
-        model.zero_grad(set_to_none=True)
+        with torch.random.fork_rng(devices=devices):
+            counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
+            with counter:
+                workload.loss(model(x), y).backward()
         return int(counter.get_total_flops() // x.shape[0])
     except Exception:  # an op the counter cannot trace must not fail the run
-        model.zero_grad(set_to_none=True)
         return None
+    finally:
+        model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for buffer, saved in zip(model.buffers(), buffers, strict=True):
+                buffer.copy_(saved)

@@ -1,79 +1,30 @@
 """The workload contract: a small declarative spec, not a class hierarchy.
 
-A workload says what to train (model builder), on what (data builders, real and synthetic
-of the same shapes), how to score it (loss, metric, target) and a default recipe that
-reaches the target. The trainer does everything else, identically for every workload.
+A workload says what to train (a model builder per framework), on what (data builders, real
+and synthetic of the same shapes), how to score it (loss, metric, target) and a default
+recipe that reaches the target. The trainer does everything else, identically for every
+workload. Only the model builders are framework-specific: the data, recipe, target and
+options are the same whichever framework trains the model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
+from trainscale.errors import ConfigError
 
-@dataclass(frozen=True)
-class TensorData:
-    """A dataset held as in-memory tensors; batches are sliced from it, never per sample."""
+ModelBuilder = Callable[[Mapping[str, Any]], Any]
+"""Builds a model from `TensorData.meta` (num_classes, vocab_size, ...), in the object its
+framework trains (a `torch.nn.Module` for PyTorch)."""
 
-    train_x: torch.Tensor
-    train_y: torch.Tensor
-    test_x: torch.Tensor
-    test_y: torch.Tensor
-    kind: str
-    """'real' or 'synthetic'. No accuracy claim is ever made from synthetic data."""
-    source: str
-    """Where the data came from: a directory, or a description of the synthetic generator."""
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Facts the model builder needs, e.g. {'num_classes': 3, 'vocab_size': 20000}."""
-
-    @property
-    def num_train(self) -> int:
-        return int(self.train_x.shape[0])
-
-    @property
-    def num_test(self) -> int:
-        return int(self.test_x.shape[0])
-
-
-@dataclass(frozen=True)
-class DataSize:
-    """How many samples a dataset holds: what the parent needs to plan a run before any
-    worker loads the data (a worker's shard, the memory the tensors take)."""
-
-    num_train: int
-    num_test: int
-
-
-@dataclass(frozen=True)
-class Located:
-    """What `Workload.locate_real` found: where the real dataset is, and its size."""
-
-    path: Path
-    """The directory (or file) the workers read from."""
-    size: DataSize
-
-
-@dataclass(frozen=True)
-class DataRequest:
-    """What a workload's data functions are asked for."""
-
-    data_dir: Path | None = None
-    """A user-given directory (or file, for loaders that read one file): when given, the only
-    place looked in (trainscale.data.search)."""
-    download: bool = True
-    """Whether a missing dataset may be downloaded into the cache (checksummed)."""
-    options: Mapping[str, str] = field(default_factory=dict)
-    """Workload options (`-o KEY=VALUE`), already checked against `Workload.options`."""
-    seed: int = 0
-    """Seed for synthetic data."""
-    max_train: int | None = None
-    """Keep at most this many training samples (tests use tiny sets); None = all."""
-    max_test: int | None = None
+PYTORCH = "pytorch"
+"""The framework name of PyTorch model builders (the one the trainer runs today)."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +54,9 @@ class Workload:
 
     name: str
     description: str
-    build_model: Callable[[Mapping[str, Any]], nn.Module]
-    """Builds the model from `TensorData.meta` (num_classes, vocab_size, ...)."""
+    models: Mapping[str, ModelBuilder]
+    """The model builders, by framework name: {"pytorch": build}. Another framework's
+    trainer adds its builder here; everything else in the spec serves every framework."""
     locate_real: Callable[[DataRequest], Located]
     """Finds (or, when allowed, downloads) and checks the real dataset; returns where it is
     and how many samples it holds (read from the files it checked, so the parent can plan
@@ -144,6 +96,27 @@ class Workload:
     flops_batch: Callable[[TensorData], tuple[torch.Tensor, torch.Tensor]] | None = None
     """Optional (x, y) on which FLOPs per sample are counted; default: the first two training
     samples. Variable-length workloads give samples of the mean training length."""
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError(f"workload {self.name!r} has no model builder")
+
+    @property
+    def frameworks(self) -> list[str]:
+        """The frameworks this workload has a model builder for, sorted."""
+        return sorted(self.models)
+
+    def build_model(self, meta: Mapping[str, Any], framework: str = PYTORCH) -> Any:
+        """The model for `framework`, built from the data's `meta`; ConfigError (one line
+        naming the frameworks it has) when the workload has no builder for it."""
+        try:
+            builder = self.models[framework]
+        except KeyError:
+            raise ConfigError(
+                f"workload {self.name!r} has no {framework} model; it has: "
+                f"{', '.join(self.frameworks)}"
+            ) from None
+        return builder(meta)
 
     def loss(self, logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0):
         """Mean cross-entropy: every reference workload is a classifier."""

@@ -10,14 +10,8 @@ import torch
 
 from trainscale.data.augment import random_crop_flip
 from trainscale.data.synthetic import synthetic_images
-from trainscale.workloads.base import (
-    DataRequest,
-    DataSize,
-    Located,
-    Recipe,
-    TensorData,
-    Workload,
-)
+from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 
 DEPTH = 44
@@ -95,7 +89,7 @@ def cifar10_resnet44() -> Workload:
     return Workload(
         name="cifar10-resnet44",
         description="ResNet-44 (He et al. 2016: 6n+2 layers, n=7, 0.66M parameters) on CIFAR-10",
-        build_model=lambda meta: resnet_cifar(DEPTH, num_classes=meta.get("num_classes", 10)),
+        models={PYTORCH: lambda meta: resnet_cifar(DEPTH, num_classes=meta.get("num_classes", 10))},
         locate_real=locate_cifar10,
         load_real=load_cifar10_tensors,
         make_synthetic=synthetic_cifar10,

@@ -10,16 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.data.text import EncodedSplits
 from trainscale.errors import DataError
-from trainscale.workloads.base import (
-    DataRequest,
-    DataSize,
-    Located,
-    Recipe,
-    TensorData,
-    Workload,
-)
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
     TextOptions,
@@ -144,7 +138,7 @@ def imdb_rnn(cell: str) -> Workload:
     return Workload(
         name=name,
         description=f"Embedding + bidirectional {cell.upper()} + max/mean pooling, IMDB reviews",
-        build_model=lambda meta: TextRNN(meta["vocab_size"], meta["num_classes"], cell=cell),
+        models={PYTORCH: lambda meta: TextRNN(meta["vocab_size"], meta["num_classes"], cell=cell)},
         locate_real=locate_imdb_data,
         load_real=load_imdb_tensors,
         make_synthetic=synthetic_imdb,

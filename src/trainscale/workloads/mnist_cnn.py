@@ -8,14 +8,8 @@ import numpy as np
 import torch
 
 from trainscale.data.synthetic import synthetic_images
-from trainscale.workloads.base import (
-    DataRequest,
-    DataSize,
-    Located,
-    Recipe,
-    TensorData,
-    Workload,
-)
+from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 
 # The customary MNIST normalisation constants (mean and std of the training pixels).
@@ -77,7 +71,7 @@ def mnist_cnn() -> Workload:
     return Workload(
         name="mnist-cnn",
         description="Classic MNIST CNN (conv32-conv64-pool-dropout-fc128-fc10) on MNIST",
-        build_model=lambda meta: MnistCnn(num_classes=meta.get("num_classes", 10)),
+        models={PYTORCH: lambda meta: MnistCnn(num_classes=meta.get("num_classes", 10))},
         locate_real=locate_mnist,
         load_real=load_mnist_tensors,
         make_synthetic=synthetic_mnist,

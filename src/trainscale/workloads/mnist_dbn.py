@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.errors import ConfigError
-from trainscale.workloads.base import DataRequest, Recipe, TensorData, Workload
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.mnist_cnn import MNIST_SIZE, locate_mnist
 from trainscale.workloads.registry import register
 
@@ -223,7 +224,7 @@ def mnist_dbn() -> Workload:
         name="mnist-dbn",
         description="Deep belief network (RBMs 784-500-500-2000, CD-k pre-training, "
         "backprop fine-tuning) on MNIST",
-        build_model=build_model,
+        models={PYTORCH: build_model},
         locate_real=locate_mnist,  # the same files as mnist-cnn
         load_real=load_mnist,
         make_synthetic=synthetic_mnist,

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
+from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.data.text import PAD_ID, EncodedSplits, TableSpec
 from trainscale.errors import ConfigError
-from trainscale.workloads.base import DataRequest, DataSize, Located, TensorData
 
 MAX_LEN = 10_000
 """Most tokens a text may keep (-o max_len). IMDB's longest review is about 2,500 tokens

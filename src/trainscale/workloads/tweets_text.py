@@ -17,15 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trainscale.data import search
+from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.data.text import EncodedSplits
-from trainscale.workloads.base import (
-    DataRequest,
-    DataSize,
-    Located,
-    Recipe,
-    TensorData,
-    Workload,
-)
+from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
     TextOptions,
@@ -150,7 +144,7 @@ def tweets_text() -> Workload:
     return Workload(
         name="tweets-text",
         description="Embedding + CNN (widths 3-4-5, max pooling) on tweet sentiment",
-        build_model=lambda meta: TextCNN(meta["vocab_size"], meta["num_classes"]),
+        models={PYTORCH: lambda meta: TextCNN(meta["vocab_size"], meta["num_classes"])},
         locate_real=locate_tweets,
         load_real=load_tweets_tensors,
         make_synthetic=synthetic_tweets,

@@ -2,8 +2,9 @@
 
 Every stored result carries these facts (CPU model, cores, NUMA layout, bf16 support, GPUs,
 library versions, git revision) because a speedup figure means nothing without the hardware
-that produced it. Nothing here runs at import time: torch is imported inside the functions,
-so `trainscale --help` and the affinity planner (which only needs `parse_cpulist`) stay cheap.
+that produced it; the CPU peak (`hardware.peaks`) starts from the same /proc/cpuinfo reading.
+Nothing here runs at import time: torch is imported inside the functions, so `trainscale
+--help` and the affinity planner (which needs `usable_cores`) stay cheap.
 
 The /proc and /sys roots are module-level defaults and function parameters so that tests can
 point them at fake files.
@@ -13,15 +14,15 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.hardware.cpulist import parse_cpulist
 
 PROC_ROOT = Path("/proc")
 """Default root of the proc filesystem (tests pass their own)."""
@@ -35,9 +36,6 @@ FLAGS_OF_INTEREST = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 # Flags that mean bf16 matrix maths runs in hardware. aarch64 reports "bf16" in its
 # Features line (e.g. Graviton3, Neoverse V1/N2).
 _NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
-
-# One cpulist item: "5" or "0-3". ASCII digits only: str.isdigit() would accept "²".
-_CPULIST_ITEM = re.compile(r"(?P<start>[0-9]+)(?:\s*-\s*(?P<stop>[0-9]+))?")
 
 GIT_TIMEOUT_S = 2.0
 """How long one git query may take before the revision is reported as unknown."""
@@ -55,90 +53,135 @@ _GIT_LOCATION_VARS = frozenset(
 )
 
 
-def parse_cpulist(text: str) -> list[int]:
-    """Parse a Linux cpulist such as ``"0-3,8-11"`` into ``[0, 1, 2, 3, 8, 9, 10, 11]``.
+@dataclass(frozen=True)
+class CpuInfo:
+    """The first processor's entry of /proc/cpuinfo (the others repeat it)."""
 
-    The format is the one of ``/sys/devices/system/node/node*/cpulist`` and of ``taskset -c``:
-    comma-separated core numbers or inclusive ranges ``a-b``. Cores are returned in the order
-    written. An empty or blank string gives ``[]`` (a memory-only NUMA node has an empty
-    cpulist). Malformed items, reversed ranges and repeated cores raise `ConfigError` naming
-    the offending text, because the same parser reads the user's ``--affinity`` sets.
-    """
-    stripped = text.strip()
-    if not stripped:
-        return []
-    cores: list[int] = []
-    seen: set[int] = set()
-    for raw_item in stripped.split(","):
-        item = raw_item.strip()
-        match = _CPULIST_ITEM.fullmatch(item)
-        if match is None:
-            raise ConfigError(
-                f"invalid core list {text.strip()!r}: {item!r} is not a core number "
-                "or a range like 0-3"
-            )
-        start = int(match["start"])
-        stop = int(match["stop"]) if match["stop"] is not None else start
-        if stop < start:
-            raise ConfigError(f"invalid core list {text.strip()!r}: range {item!r} is reversed")
-        for core in range(start, stop + 1):
-            if core in seen:
-                raise ConfigError(
-                    f"invalid core list {text.strip()!r}: core {core} is listed twice"
-                )
-            seen.add(core)
-            cores.append(core)
-    return cores
+    model_name: str | None = None
+    vendor: str | None = None
+    """``vendor_id`` on x86; on aarch64 the ``CPU implementer`` code (0x41 = Arm)."""
+    family: int | None = None
+    model: int | None = None
+    """The model number (x86 ``model``), not its name."""
+    flags: frozenset[str] | None = None
+    """x86 ``flags`` or aarch64 ``Features``; None when unknown (so callers can tell "no
+    AVX2" from "cannot say")."""
+    mhz: float | None = None
+    """The ``cpu MHz`` line: the current clock (in a VM usually the nominal one)."""
 
 
-def format_cpulist(cores: Iterable[int]) -> str:
-    """Format cores as a compact cpulist, the inverse of `parse_cpulist`.
-
-    ``[0, 1, 2, 5]`` gives ``"0-2,5"``. Cores are sorted and de-duplicated first; an empty
-    collection gives ``""``.
-    """
-    ordered = sorted(set(cores))
-    parts: list[str] = []
-    index = 0
-    while index < len(ordered):
-        start = ordered[index]
-        while index + 1 < len(ordered) and ordered[index + 1] == ordered[index] + 1:
-            index += 1
-        stop = ordered[index]
-        parts.append(str(start) if start == stop else f"{start}-{stop}")
-        index += 1
-    return ",".join(parts)
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        return None
 
 
-def read_cpuinfo(proc_root: Path | None = None) -> dict[str, Any]:
-    """Read the CPU model, vendor and flags from ``<proc_root>/cpuinfo`` (first processor only).
+def _float_or_none(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
-    Returns ``{"model": str | None, "vendor": str | None, "flags": set[str] | None}``; ``flags``
-    is None when the file cannot be read or has no flags line (so callers can tell "no AVX2"
-    from "unknown").
+
+def read_cpuinfo(proc_root: Path | None = None) -> CpuInfo:
+    """Read ``<proc_root>/cpuinfo`` (first processor only); every field None when unreadable.
+
+    The one reader of that file: the environment stored with each run and the CPU peak both
+    start from it.
     """
     root = PROC_ROOT if proc_root is None else Path(proc_root)
-    info: dict[str, Any] = {"model": None, "vendor": None, "flags": None}
     try:
         text = (root / "cpuinfo").read_text(errors="replace")
     except OSError:
-        return info
+        return CpuInfo()
+    found: dict[str, Any] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep:
-            if info["flags"] is not None:
+            if "flags" in found:
                 break  # a blank line ends the first processor; the rest repeat it
             continue
         key, value = key.strip(), value.strip()
-        if key == "model name" and info["model"] is None:
-            info["model"] = value
-        elif key == "vendor_id" and info["vendor"] is None:
-            info["vendor"] = value
-        elif key == "CPU implementer" and info["vendor"] is None:
-            info["vendor"] = value  # aarch64: implementer code, e.g. 0x41 = Arm
-        elif key in ("flags", "Features") and info["flags"] is None:
-            info["flags"] = set(value.split())
-    return info
+        if key == "model name":
+            found.setdefault("model_name", value)
+        elif key in ("vendor_id", "CPU implementer"):
+            found.setdefault("vendor", value)
+        elif key == "cpu family":
+            found.setdefault("family", _int_or_none(value))
+        elif key == "model":
+            found.setdefault("model", _int_or_none(value))
+        elif key in ("flags", "Features"):
+            found.setdefault("flags", frozenset(value.split()))
+        elif key == "cpu MHz":
+            found.setdefault("mhz", _float_or_none(value))
+    return CpuInfo(**found)
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    """What the theoretical CPU peak is computed from (`hardware.peaks.cpu_peak`)."""
+
+    model_name: str | None
+    vendor: str | None
+    family: int | None
+    model: int | None
+    flags: frozenset[str] = field(default_factory=frozenset)
+    max_frequency_hz: float | None = None
+    frequency_source: str | None = None
+    """Where the clock came from: 'psutil max', 'cpufreq max' or 'cpuinfo MHz'."""
+    physical_cores: int | None = None
+    logical_cores: int | None = None
+
+
+def read_cpu_facts(proc_root: Path | None = None, sys_root: Path | None = None) -> CpuFacts:
+    """The CPU facts the peak needs: `read_cpuinfo`, the highest clock, the core counts.
+
+    The clock is the first available of: psutil's maximum frequency, cpufreq's
+    ``cpuinfo_max_freq``, then the first processor's "cpu MHz". psutil (and the core counts)
+    are only asked when the roots are the real ones, so fake trees give fake facts only.
+    """
+    info = read_cpuinfo(proc_root)
+    sysfs = SYS_ROOT if sys_root is None else Path(sys_root)
+    frequency_hz, source = None, None
+    if proc_root is None and sys_root is None:
+        try:
+            import psutil
+
+            freq = psutil.cpu_freq()
+            if freq is not None and freq.max and freq.max > 0:
+                frequency_hz, source = freq.max * 1e6, "psutil max"
+        except (ImportError, OSError, RuntimeError, NotImplementedError):
+            pass
+    if frequency_hz is None:
+        try:
+            khz = int((sysfs / "devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
+            if khz > 0:
+                frequency_hz, source = khz * 1e3, "cpufreq max"
+        except (OSError, ValueError):
+            pass
+    if frequency_hz is None and info.mhz:
+        frequency_hz, source = info.mhz * 1e6, "cpuinfo MHz"
+
+    physical = None
+    if proc_root is None:
+        try:
+            import psutil
+
+            physical = psutil.cpu_count(logical=False)
+        except ImportError:
+            physical = None
+    return CpuFacts(
+        model_name=info.model_name,
+        vendor=info.vendor,
+        family=info.family,
+        model=info.model,
+        flags=info.flags or frozenset(),
+        max_frequency_hz=frequency_hz,
+        frequency_source=source,
+        physical_cores=physical,
+        logical_cores=os.cpu_count() if proc_root is None else None,
+    )
 
 
 def read_numa_nodes(sys_root: Path | None = None) -> list[dict[str, Any]]:
@@ -211,7 +254,7 @@ def git_state(cwd: str | os.PathLike[str] | None = None) -> tuple[str | None, bo
     return revision.strip(), dirty
 
 
-def _bf16_native(flags: set[str] | None) -> bool:
+def _bf16_native(flags: frozenset[str] | None) -> bool:
     """Whether bf16 matrix maths runs natively on this CPU.
 
     The CPU flags decide when they are readable. ``torch.ops.mkldnn._is_mkldnn_bf16_supported``
@@ -278,7 +321,7 @@ def collect_environment(
     from trainscale import __version__
 
     cpuinfo = read_cpuinfo(proc_root)
-    flags: set[str] | None = cpuinfo["flags"]
+    flags = cpuinfo.flags
     memory = psutil.virtual_memory()
     revision, dirty = git_state(cwd)
     return {
@@ -288,8 +331,8 @@ def collect_environment(
         "torch_version": torch.__version__,
         "numpy_version": numpy.__version__,
         "trainscale_version": __version__,
-        "cpu_model": cpuinfo["model"] or platform.processor() or None,
-        "cpu_vendor": cpuinfo["vendor"],
+        "cpu_model": cpuinfo.model_name or platform.processor() or None,
+        "cpu_vendor": cpuinfo.vendor,
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
         "usable_cores": usable_cores(),

@@ -11,18 +11,27 @@ probe` measures what a large matmul does reach on a machine, which is the second
 (`mfu_vs_probe`). A device missing from the table has no peak, and then no MFU: never a
 made-up figure, never zero.
 
+The GPU figures and their sources are data: `gpu_peaks.toml`, shipped with the package.
 GPU names are matched as `torch.cuda.get_device_name()` prints them ("NVIDIA H100 80GB HBM3",
-"Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-80GB"). CPU facts come from /proc/cpuinfo, with the
-/proc and /sys roots as parameters so tests can use fake trees.
+"Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-80GB"). CPU facts come from `hardware.facts`.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
+from importlib import resources
 from typing import Any
+
+from trainscale.hardware.facts import CpuFacts
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 """Precisions a peak can be given for. tf32 is the GPU tensor-core format used for fp32
@@ -43,96 +52,64 @@ class DevicePeak:
     """Where the figures come from."""
 
 
-# Figures are the vendors' datasheet peaks at boost clock. Datasheets quote tensor-core
-# figures "with sparsity" for Ampere and later; the dense figure is half of that, and dense
-# is what training does. fp16 on Volta/Turing is the tensor-core (mixed-precision) figure.
-GPU_PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak(
-        "H100 SXM5",
-        "H100",
-        # NVIDIA H100 Tensor Core GPU datasheet (2023), SXM column: FP32 67; TF32 989*,
-        # BF16 1,979*, FP16 1,979* (* with sparsity).
-        {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5},
-        "NVIDIA H100 datasheet (SXM5), dense",
-    ),
-    DevicePeak(
-        "H100 PCIe",
-        "H100",
-        # Same datasheet, PCIe column: FP32 51; TF32 756*, BF16 1,513*, FP16 1,513*.
-        {"fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5},
-        "NVIDIA H100 datasheet (PCIe), dense",
-    ),
-    DevicePeak(
-        "H100 NVL",
-        "H100",
-        # Same datasheet, H100 NVL column (per GPU): FP32 60; TF32 835*, BF16 1,671*.
-        {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
-        "NVIDIA H100 datasheet (NVL, per GPU), dense",
-    ),
-    DevicePeak(
-        "H200 SXM",
-        "H200",
-        # NVIDIA H200 Tensor Core GPU datasheet (2024), SXM column: FP32 67; TF32 989*,
-        # BF16 1,979*, FP16 1,979*: the H100 SXM5's compute with more, faster memory.
-        {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5},
-        "NVIDIA H200 datasheet (SXM), dense",
-    ),
-    DevicePeak(
-        "H200 NVL",
-        "H200",
-        # Same datasheet, NVL column: FP32 60; TF32 835*, BF16 1,671*, FP16 1,671*.
-        {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5},
-        "NVIDIA H200 datasheet (NVL), dense",
-    ),
-    DevicePeak(
-        "A100",
-        "A100",
-        # NVIDIA A100 Tensor Core GPU datasheet (2021): FP32 19.5; TF32 156 (312*),
-        # BF16 312 (624*), FP16 312 (624*). The SXM4 and PCIe columns list the same peaks
-        # (the PCIe card sustains less of it at its lower power limit).
-        {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
-        "NVIDIA A100 datasheet (SXM4 and PCIe list the same peaks), dense",
-    ),
-    DevicePeak(
-        "V100 SXM2",
-        "V100",
-        # NVIDIA Tesla V100 datasheet (2020), SXM2: FP32 15.7, Tensor Performance 125.
-        # Volta has no bf16 or tf32 hardware.
-        {"fp32": 15.7, "fp16": 125.0},
-        "NVIDIA V100 datasheet (SXM2); fp16 = tensor-core mixed precision",
-    ),
-    DevicePeak(
-        "V100 PCIe",
-        "V100",
-        # Same datasheet, PCIe: FP32 14, Tensor Performance 112.
-        {"fp32": 14.0, "fp16": 112.0},
-        "NVIDIA V100 datasheet (PCIe); fp16 = tensor-core mixed precision",
-    ),
-    DevicePeak(
-        "V100S PCIe",
-        "V100",
-        # Same datasheet, V100S PCIe: FP32 16.4, Tensor Performance 130.
-        {"fp32": 16.4, "fp16": 130.0},
-        "NVIDIA V100 datasheet (V100S PCIe); fp16 = tensor-core mixed precision",
-    ),
-    DevicePeak(
-        "T4",
-        "T4",
-        # NVIDIA T4 datasheet: FP32 8.1, Mixed Precision (FP16/FP32) 65. Turing has no bf16
-        # or tf32 hardware.
-        {"fp32": 8.1, "fp16": 65.0},
-        "NVIDIA T4 datasheet; fp16 = tensor-core mixed precision",
-    ),
-    DevicePeak(
-        "K80 (one GK210)",
-        "K80",
-        # NVIDIA Tesla K80 datasheet: 8.73 TFLOPS single precision per board with GPU Boost.
-        # A board holds two GK210 GPUs and CUDA sees each as its own device, so one device
-        # is half the board. Kepler has no fast fp16, bf16 or tf32.
-        {"fp32": 4.365},
-        "NVIDIA K80 datasheet (board figure / 2 GPUs), boost clock",
-    ),
-)
+PEAK_TABLE = "gpu_peaks.toml"
+"""The GPU peak table: a data file of this package."""
+
+_ENTRY_KEYS = ("name", "kind", "source", "tflops")
+
+
+def parse_gpu_peaks(raw: Mapping[str, Any], origin: str = PEAK_TABLE) -> tuple[DevicePeak, ...]:
+    """The entries of a parsed peak table; ValueError naming the entry and key otherwise.
+
+    Every entry needs a name, a kind, a source and at least one positive figure, with
+    precisions from `PRECISIONS` only; names are unique.
+    """
+    entries = raw.get("gpu")
+    if set(raw) != {"gpu"} or not isinstance(entries, list) or not entries:
+        raise ValueError(f"{origin}: expected [[gpu]] entries and nothing else")
+    peaks: list[DevicePeak] = []
+    for index, entry in enumerate(entries, start=1):
+        where = f"{origin}: gpu entry {index}"
+        if not isinstance(entry, dict) or set(entry) != set(_ENTRY_KEYS):
+            keys = sorted(entry) if isinstance(entry, dict) else entry
+            raise ValueError(f"{where}: keys must be {', '.join(_ENTRY_KEYS)}, got {keys}")
+        for key in ("name", "kind", "source"):
+            if not isinstance(entry[key], str) or not entry[key].strip():
+                raise ValueError(f"{where}: {key} must be non-empty text")
+        tflops = entry["tflops"]
+        if not isinstance(tflops, dict) or not tflops:
+            raise ValueError(f"{where} ({entry['name']}): tflops must be a table of figures")
+        for precision, value in tflops.items():
+            if precision not in PRECISIONS:
+                raise ValueError(
+                    f"{where} ({entry['name']}): unknown precision {precision!r}; "
+                    f"one of {', '.join(PRECISIONS)}"
+                )
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or not math.isfinite(value) or value <= 0:
+                raise ValueError(
+                    f"{where} ({entry['name']}): tflops.{precision} must be a positive "
+                    f"number, got {value!r}"
+                )
+        if any(p.name == entry["name"] for p in peaks):
+            raise ValueError(f"{where}: name {entry['name']!r} is listed twice")
+        peaks.append(
+            DevicePeak(
+                name=entry["name"],
+                kind=entry["kind"],
+                tflops={k: float(v) for k, v in tflops.items()},
+                source=entry["source"],
+            )
+        )
+    return tuple(peaks)
+
+
+@functools.cache
+def gpu_peaks() -> tuple[DevicePeak, ...]:
+    """The GPU peak table shipped with trainscale (read once, on first use)."""
+    text = resources.files("trainscale.hardware").joinpath(PEAK_TABLE).read_text(encoding="utf-8")
+    return parse_gpu_peaks(tomllib.loads(text))
+
 
 _WORD = re.compile(r"[A-Z0-9]+")
 
@@ -143,7 +120,7 @@ def _tokens(name: str) -> list[str]:
 
 
 def _entry(name: str) -> DevicePeak:
-    return next(p for p in GPU_PEAKS if p.name == name)
+    return next(p for p in gpu_peaks() if p.name == name)
 
 
 def match_gpu(device_name: str | None) -> DevicePeak | None:
@@ -187,111 +164,6 @@ def match_gpu(device_name: str | None) -> DevicePeak | None:
 
 
 # -- CPUs ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CpuFacts:
-    """What the theoretical CPU peak is computed from."""
-
-    model_name: str | None
-    vendor: str | None
-    family: int | None
-    model: int | None
-    flags: frozenset[str] = field(default_factory=frozenset)
-    max_frequency_hz: float | None = None
-    frequency_source: str | None = None
-    """Where the clock came from: 'psutil max', 'cpufreq max' or 'cpuinfo MHz'."""
-    physical_cores: int | None = None
-    logical_cores: int | None = None
-
-
-def _int_or_none(text: str) -> int | None:
-    try:
-        return int(text.strip(), 0)
-    except ValueError:
-        return None
-
-
-def read_cpu_facts(proc_root: Path | None = None, sys_root: Path | None = None) -> CpuFacts:
-    """Read the CPU facts the peak needs from ``<proc_root>/cpuinfo`` and cpufreq.
-
-    The clock is the highest available of: psutil's maximum frequency, cpufreq's
-    ``cpuinfo_max_freq``, then the first processor's "cpu MHz" (in a VM usually the nominal
-    clock). psutil is only asked when the roots are the real ones.
-    """
-    import os
-
-    proc = Path("/proc") if proc_root is None else Path(proc_root)
-    sysfs = Path("/sys") if sys_root is None else Path(sys_root)
-    facts: dict[str, Any] = {"model_name": None, "vendor": None, "family": None, "model": None}
-    flags: set[str] = set()
-    mhz: float | None = None
-    try:
-        text = (proc / "cpuinfo").read_text(errors="replace")
-    except OSError:
-        text = ""
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            if flags:
-                break  # the first processor is enough; the rest repeat it
-            continue
-        key, value = key.strip(), value.strip()
-        if key == "model name" and facts["model_name"] is None:
-            facts["model_name"] = value
-        elif key == "vendor_id" and facts["vendor"] is None:
-            facts["vendor"] = value
-        elif key == "cpu family" and facts["family"] is None:
-            facts["family"] = _int_or_none(value)
-        elif key == "model" and facts["model"] is None:
-            facts["model"] = _int_or_none(value)
-        elif key in ("flags", "Features") and not flags:
-            flags = set(value.split())
-        elif key == "cpu MHz" and mhz is None:
-            try:
-                mhz = float(value)
-            except ValueError:
-                mhz = None
-
-    frequency_hz, source = None, None
-    if proc_root is None and sys_root is None:
-        try:
-            import psutil
-
-            freq = psutil.cpu_freq()
-            if freq is not None and freq.max and freq.max > 0:
-                frequency_hz, source = freq.max * 1e6, "psutil max"
-        except (ImportError, OSError, RuntimeError, NotImplementedError):
-            pass
-    if frequency_hz is None:
-        try:
-            khz = int((sysfs / "devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
-            if khz > 0:
-                frequency_hz, source = khz * 1e3, "cpufreq max"
-        except (OSError, ValueError):
-            pass
-    if frequency_hz is None and mhz:
-        frequency_hz, source = mhz * 1e6, "cpuinfo MHz"
-
-    physical = None
-    if proc_root is None:
-        try:
-            import psutil
-
-            physical = psutil.cpu_count(logical=False)
-        except ImportError:
-            physical = None
-    return CpuFacts(
-        model_name=facts["model_name"],
-        vendor=facts["vendor"],
-        family=facts["family"],
-        model=facts["model"],
-        flags=frozenset(flags),
-        max_frequency_hz=frequency_hz,
-        frequency_source=source,
-        physical_cores=physical,
-        logical_cores=os.cpu_count() if proc_root is None else None,
-    )
 
 
 def cpu_flops_per_cycle(facts: CpuFacts, precision: str) -> tuple[float | None, str]:
@@ -441,5 +313,5 @@ def table_rows(precisions: Iterable[str] = PRECISIONS) -> list[dict[str, Any]]:
     wanted = tuple(precisions)
     return [
         {"device": p.name, **{k: p.tflops.get(k) for k in wanted}, "source": p.source}
-        for p in GPU_PEAKS
+        for p in gpu_peaks()
     ]

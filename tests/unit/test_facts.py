@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from trainscale import system
 from trainscale.errors import ConfigError
-from trainscale.system import (
+from trainscale.hardware import facts as system
+from trainscale.hardware.cpulist import format_cpulist, parse_cpulist
+from trainscale.hardware.facts import (
+    CpuInfo,
     collect_environment,
-    format_cpulist,
-    parse_cpulist,
+    read_cpu_facts,
     read_cpuinfo,
     read_numa_nodes,
 )
@@ -40,6 +41,12 @@ vendor_id\t: GenuineIntel
 model name\t: Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz
 flags\t\t: fpu avx2 avx512f avx512bw avx512vl avx512dq
 """
+
+AMD_CPUINFO = (
+    "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+    "model name\t: AMD EPYC 7763\ncpu MHz\t\t: 2445.4\nflags\t\t: fpu avx avx2 fma\n\n"
+    "processor\t: 1\nvendor_id\t: AuthenticAMD\nmodel name\t: another name, never read\n"
+)
 
 ARM_CPUINFO = """\
 processor\t: 0
@@ -116,20 +123,41 @@ def test_format_cpulist_round_trips(cores: list[int], expected: str) -> None:
 
 def test_read_cpuinfo_intel(tmp_path: Path) -> None:
     info = read_cpuinfo(_write_proc(tmp_path, INTEL_CPUINFO))
-    assert info["model"] == "Intel(R) Xeon(R) Platinum 8480+"
-    assert info["vendor"] == "GenuineIntel"
-    assert {"avx2", "amx_bf16", "amx_tile"} <= info["flags"]
+    assert info.model_name == "Intel(R) Xeon(R) Platinum 8480+"
+    assert info.vendor == "GenuineIntel"
+    assert {"avx2", "amx_bf16", "amx_tile"} <= info.flags
 
 
 def test_read_cpuinfo_missing_file_is_unknown_not_empty(tmp_path: Path) -> None:
-    assert read_cpuinfo(tmp_path) == {"model": None, "vendor": None, "flags": None}
+    info = read_cpuinfo(tmp_path)
+    assert (info.model_name, info.vendor, info.flags) == (None, None, None)
+    assert info == CpuInfo()  # every other field unknown too
 
 
 def test_read_cpuinfo_arm_features(tmp_path: Path) -> None:
     info = read_cpuinfo(_write_proc(tmp_path, ARM_CPUINFO))
-    assert info["model"] is None
-    assert info["vendor"] == "0x41"
-    assert "bf16" in info["flags"]
+    assert info.model_name is None
+    assert info.vendor == "0x41"
+    assert "bf16" in info.flags
+
+
+def test_one_cpuinfo_reading_serves_the_environment_and_the_peak(tmp_path: Path) -> None:
+    proc = _write_proc(tmp_path, AMD_CPUINFO)
+    info = read_cpuinfo(proc)
+    assert (info.vendor, info.family, info.model, info.mhz) == ("AuthenticAMD", 25, 1, 2445.4)
+    assert info.flags == frozenset({"fpu", "avx", "avx2", "fma"})
+    env = collect_environment(proc_root=proc, sys_root=tmp_path / "no-sys", cwd=tmp_path)
+    cpu = read_cpu_facts(proc, tmp_path / "no-sys")
+    assert env["cpu_model"] == cpu.model_name == info.model_name == "AMD EPYC 7763"
+    assert env["cpu_vendor"] == cpu.vendor == info.vendor
+    assert env["cpu_flags_of_interest"] == ["avx2"]
+    assert cpu.flags == info.flags and (cpu.family, cpu.model) == (25, 1)
+
+
+def test_cpu_facts_without_a_flags_line_have_no_flags(tmp_path: Path) -> None:
+    proc = _write_proc(tmp_path, "processor\t: 0\nmodel name\t: Mystery CPU\n")
+    assert read_cpuinfo(proc).flags is None  # unknown, for the environment
+    assert read_cpu_facts(proc, tmp_path).flags == frozenset()  # no units, for the peak
 
 
 def test_read_numa_nodes_sorted_by_number(tmp_path: Path) -> None:
@@ -192,7 +220,7 @@ def test_bf16_native_on_arm_bf16(tmp_path: Path) -> None:
 def test_module_defaults_are_injectable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(system, "PROC_ROOT", _write_proc(tmp_path, SKYLAKE_CPUINFO))
     monkeypatch.setattr(system, "SYS_ROOT", _write_nodes(tmp_path, {"node0": "0-5"}))
-    assert read_cpuinfo()["model"] == "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz"
+    assert read_cpuinfo().model_name == "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz"
     assert read_numa_nodes() == [{"node": 0, "cpus": [0, 1, 2, 3, 4, 5]}]
 
 

@@ -1,0 +1,129 @@
+"""What a run sets up before its first step: the model (seeded, on its device, in its memory
+format), the FLOP count, the pre-training phase, the DDP wrap and compilation, and the
+optimizer with its lr schedule."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainscale.config.options import RunConfig
+from trainscale.data.tensors import TensorData
+from trainscale.parallel.strategy import Strategy
+from trainscale.train.compile import compile_model
+from trainscale.train.flops import count_flops_per_sample
+from trainscale.train.lr import make_optimizer, make_scheduler
+from trainscale.train.progress import ProgressSink
+from trainscale.workloads.base import Workload
+
+
+@dataclass(frozen=True)
+class Pretraining:
+    """A workload's pre-training phase as it ran: its time (on the training clock) and the
+    figures it reported."""
+
+    seconds: float
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PreparedModel:
+    """The model ready for its first step, and what was measured on the way."""
+
+    model: nn.Module
+    """Wrapped by the strategy (DDP) and compiled as the config says."""
+    train_x: torch.Tensor
+    """The training inputs in the model's memory format."""
+    flops_per_sample: int | None
+    pretraining: Pretraining | None
+    compile_s: float | None
+
+
+def build_model(
+    config: RunConfig, workload: Workload, data: TensorData, device: torch.device
+) -> tuple[nn.Module, torch.Tensor]:
+    """The workload's model, built from the run's seed on `device`, and the training inputs
+    in the model's memory format."""
+    torch.manual_seed(config.optimisation.seed)
+    model = workload.build_model(data.meta).to(device)
+    train_x = data.train_x
+    if config.parallel.channels_last and train_x.dim() == 4:
+        # Once for the whole in-memory set; batches are gathered with advanced indexing,
+        # which keeps the layout.
+        model = model.to(memory_format=torch.channels_last)
+        train_x = train_x.contiguous(memory_format=torch.channels_last)
+    return model, train_x
+
+
+def run_pretraining(
+    model: nn.Module,
+    workload: Workload,
+    data: TensorData,
+    strategy: Strategy,
+    config: RunConfig,
+    progress: ProgressSink,
+) -> Pretraining | None:
+    """The workload's pre-training phase, timed (slowest rank); None when it has none."""
+    if workload.pretrain is None:
+        return None
+    t0 = time.perf_counter()
+    figures = workload.pretrain(model, data, strategy, config, progress)
+    if strategy.device.type == "cuda":
+        torch.cuda.synchronize(strategy.device)
+    return Pretraining(strategy.max_float(time.perf_counter() - t0), figures)
+
+
+def prepare_model(
+    config: RunConfig,
+    workload: Workload,
+    data: TensorData,
+    strategy: Strategy,
+    progress: ProgressSink,
+) -> PreparedModel:
+    """Build, count, pre-train, wrap and compile the model, in that order (all before any
+    timed step; pre-training is on the training clock, the rest off it)."""
+    device = strategy.device
+    model, train_x = build_model(config, workload, data, device)
+    flops_x, flops_y = (
+        workload.flops_batch(data) if workload.flops_batch else (train_x[:2], data.train_y[:2])
+    )
+    flops_per_sample = count_flops_per_sample(model, flops_x, flops_y, workload)
+    # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
+    # starts every replica from rank 0's (identical) pre-trained weights.
+    pretraining = run_pretraining(model, workload, data, strategy, config, progress)
+    model = strategy.wrap(model)
+    compile_s = None
+    if config.optimisation.compile:
+        batch = config.optimisation.batch_size
+        model, compile_s = compile_model(
+            model,
+            train_x[:batch],
+            data.train_y[:batch],
+            workload,
+            config.optimisation.precision,
+            device,
+        )
+    return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s)
+
+
+def make_optimisation(
+    model: nn.Module, config: RunConfig, total_steps: int, fused: bool = False
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """The run's optimizer over `model`'s parameters and its lr schedule over `total_steps`
+    optimizer steps; `fused` picks the one-kernel optimizer (GPUs)."""
+    opt = config.optimisation
+    optimizer = make_optimizer(
+        opt.optimizer,
+        model.parameters(),
+        opt.lr,
+        opt.momentum,
+        opt.weight_decay,
+        nesterov=opt.nesterov,
+        fused=fused,
+    )
+    scheduler = make_scheduler(optimizer, total_steps, opt.schedule, opt.warmup_fraction)
+    return optimizer, scheduler

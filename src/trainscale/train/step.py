@@ -1,0 +1,115 @@
+"""One optimizer step of a run, serial or data-parallel: the step function the trainer's
+loop drives.
+
+A step slices its batch (through the loop's `draw`), splits it into `grad_accum`
+micro-batches whose gradients accumulate (under DDP only the last one communicates: the
+others run in `no_sync`), runs each forward under the precision's autocast and each backward
+through the fp16 grad scaler, then takes the optimizer and lr-scheduler steps. Sampled steps
+mark where their time goes (train/breakdown.py).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+from torch import nn
+
+from trainscale.config.options import RunConfig
+from trainscale.parallel.strategy import Strategy
+from trainscale.train.breakdown import Breakdown, timed_allreduce_hook
+from trainscale.train.faults import FaultInjector
+from trainscale.train.loop import StepInput, StepRules
+from trainscale.train.plan import StepPlan
+from trainscale.train.precision import autocast, make_grad_scaler
+from trainscale.train.setup import make_optimisation
+from trainscale.train.timing import make_clock
+from trainscale.workloads.base import Workload
+
+
+class TrainStep:
+    """One optimizer step of `model` (wrapped by `strategy`) over `plan`'s steps."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        workload: Workload,
+        strategy: Strategy,
+        model: nn.Module,
+        plan: StepPlan,
+    ) -> None:
+        device = strategy.device
+        self.config = config
+        self.workload = workload
+        self.strategy = strategy
+        self.model = model
+        self.device = device
+        self.rules = StepRules(samples_per_step=config.optimisation.global_batch_size)
+        self.optimizer, self.scheduler = make_optimisation(
+            model, config, plan.total_steps, fused=device.type == "cuda"
+        )
+        self.scaler = make_grad_scaler(device, config.optimisation.precision)
+        self.accumulate = config.parallel.grad_accum
+        self.micro = config.optimisation.batch_size // self.accumulate
+        measurement = config.measurement
+        self.breakdown = Breakdown(
+            make_clock(device), measurement.breakdown_every, measurement.warmup_steps_untimed
+        )
+        self.comm_marked = measurement.breakdown_every > 0 and strategy.hook_communication(
+            model, timed_allreduce_hook, self.breakdown
+        )
+        """Whether a communication hook marks gradient buckets (exposed communication)."""
+        self.faults = FaultInjector(strategy.env.rank)
+
+    def step(self, given: StepInput) -> torch.Tensor:
+        """One optimizer step on the loop's batch; returns the mean loss over its samples
+        (the mean of its micro-batches' losses)."""
+        if given.draw is None:
+            raise ValueError("a training step takes its batch from the loop")
+        breakdown = self.breakdown if self.breakdown.sampled(given.index) else None
+        if breakdown:
+            breakdown.begin(given.start)
+        x, y = given.draw()
+        if breakdown:
+            breakdown.mark("data")
+        self.optimizer.zero_grad(set_to_none=True)
+        step_loss: torch.Tensor | None = None
+        micro = self.micro
+        for part in range(self.accumulate):
+            last = part == self.accumulate - 1
+            # Only the last micro-batch communicates; the others accumulate locally.
+            with nullcontext() if last else self.strategy.no_sync(self.model):
+                with autocast(self.device, self.config.optimisation.precision):
+                    loss = self.workload.loss(
+                        self.model(x[part * micro : (part + 1) * micro]),
+                        y[part * micro : (part + 1) * micro],
+                        self.config.optimisation.label_smoothing,
+                    )
+                if self.accumulate > 1:
+                    loss = loss / self.accumulate
+                if breakdown:
+                    breakdown.mark("forward")
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
+                if breakdown:
+                    breakdown.mark("backward")
+            # Each micro-batch's share: the sum is the mean loss over the step's samples.
+            share = loss.detach().float()
+            step_loss = share if step_loss is None else step_loss + share
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        if breakdown:
+            breakdown.mark("optimizer")
+            breakdown.end()
+        self.faults.after_step(given.index + 1)
+        assert step_loss is not None  # grad_accum >= 1: at least one micro-batch ran
+        return step_loss
+
+    def eval_model(self) -> nn.Module:
+        return self.strategy.unwrap(self.model)
+
+    def finish(self) -> nn.Module:
+        return self.strategy.unwrap(self.model)
