@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
-import uuid
-from pathlib import Path
 from typing import Any
 
-from trainscale.cli.common import add_store_argument
+from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.config.cli import add_option_arguments, options_from_args
-
-EMULATED_OPTIONS = (
-    "lr_scaling",
-    "lr",
-    "optimizer",
-    "epochs",
-    "steps",
-    "seed",
-    "eval_every",
-    "target_accuracy",
-    "data",
-    "data_dir",
-    "download",
-    "workload_options",
-)
-"""The run options that shape an emulation (the others describe real workers)."""
+from trainscale.emulate.run import EMULATED_OPTIONS, EmulationListener
 
 EPILOG = """\
 examples:
@@ -114,157 +96,45 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     out = parser.add_argument_group("output")
     add_store_argument(out, as_path=False)
-    out.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    add_json_argument(out, help="print the results as one JSON object")
     out.add_argument("--quiet", action="store_true", help="no progress output")
     parser.set_defaults(handler=run)
 
 
+class Progress(EmulationListener):
+    """One line on stderr as each worker count starts training."""
+
+    def started(self, index: int, total: int, spec: Any, config: Any, plan: Any) -> None:
+        print(
+            f"[{index}/{total}] {config.workload} {spec.mode} x{spec.workers}: "
+            f"per-worker batch {spec.per_worker_batch_size}, {spec.samples_per_step} "
+            f"samples a global step, lr {config.optimisation.lr:.4g}, "
+            f"{plan.total_steps} global steps",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Emulate every N in turn, store each as a run, print the table (or JSON)."""
-    import torch
-
-    from trainscale.data.tensors import Located
-    from trainscale.emulate.engine import emulate, plan_global_steps
-    from trainscale.emulate.record import (
-        complete_emulation,
-        create_emulation_row,
-        emulation_tag,
-    )
-    from trainscale.emulate.spec import (
-        EmulationSpec,
-        emulation_config,
-        parse_workers,
-        resolve_spec,
-    )
-    from trainscale.parallel.interrupts import failure_reason
-    from trainscale.results.store import RunStore, default_store_path
-    from trainscale.run.record import new_run_id
-    from trainscale.run.worker import load_data
-    from trainscale.train.progress import make_progress
-    from trainscale.workloads import get_workload
-
-    # Everything a user can get wrong is checked for every N before the first one trains.
-    counts = parse_workers(args.workers)
-    workload = get_workload(args.workload)
-    specs = [
-        resolve_spec(
-            EmulationSpec(
-                mode=args.mode,
-                workers=n,
-                per_worker_batch_size=args.per_worker_batch_size,
-                local_steps=args.local_steps,
-                staleness_spread=args.staleness_spread,
-                staleness_aware_lr=args.staleness_aware_lr,
-            ),
-            workload.recipe.batch_size,
-        )
-        for n in counts
-    ]
-    emulation_id = uuid.uuid4().hex[:12]
-    options = options_from_args(args, workload.name).with_(tag=emulation_tag(emulation_id))
-    located: dict[tuple[Any, ...], Located] = {}
-    configs = [emulation_config(options, spec, located) for spec in specs]
-    store_file = Path(args.store) if args.store else default_store_path()
-    RunStore(store_file).close()  # a store that cannot be written fails now, not after training
-    data = load_data(configs[0])  # every N trains on the same data: load it once
-    plans = [
-        plan_global_steps(config, spec, data.num_train)
-        for config, spec in zip(configs, specs, strict=True)
-    ]
-    if configs[0].parallel.threads_per_worker is not None:
-        torch.set_num_threads(configs[0].parallel.threads_per_worker)
+    from trainscale.emulate.run import run_emulation
 
     quiet = args.quiet or args.json
-    rows = []
-    for index, (config, spec, plan) in enumerate(zip(configs, specs, plans, strict=True), 1):
-        if not quiet:
-            print(
-                f"[{index}/{len(specs)}] {workload.name} {spec.mode} x{spec.workers}: "
-                f"per-worker batch {spec.per_worker_batch_size}, {spec.samples_per_step} "
-                f"samples a global step, lr {config.optimisation.lr:.4g}, "
-                f"{plan.total_steps} global steps",
-                file=sys.stderr,
-                flush=True,
-            )
-        run_id = new_run_id()
-        with RunStore(store_file) as store:
-            create_emulation_row(store, run_id, config, spec)
-        try:
-            outcome = emulate(config, spec, workload, data, make_progress(True, quiet))
-        except BaseException as error:  # Ctrl-C, SIGTERM, or a bug: recorded, then reported
-            with RunStore(store_file) as store:
-                store.fail_run(run_id, failure_reason(error))
-            raise
-        with RunStore(store_file) as store:
-            complete_emulation(store, run_id, outcome)
-        rows.append(_row(run_id, outcome.summary, outcome.epochs))
-
-    report = _report_command(rows, emulation_id, args.store)
+    result = run_emulation(
+        options_from_args(args),
+        args.workers,
+        args.mode,
+        per_worker_batch_size=args.per_worker_batch_size,
+        local_steps=args.local_steps,
+        staleness_spread=args.staleness_spread,
+        staleness_aware_lr=args.staleness_aware_lr,
+        store=args.store,
+        progress=not quiet,
+        listener=None if quiet else Progress(),
+    )
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "emulation_id": emulation_id,
-                    "tag": emulation_tag(emulation_id),
-                    "workload": workload.name,
-                    "mode": args.mode,
-                    "runs": rows,
-                    "report": report,
-                }
-            )
-        )
+        print(json.dumps(result.to_dict()))
     else:
-        print(format_table(workload.name, args.mode, emulation_id, rows))
-        print(f"report: {report}")
+        print("\n".join(result.table_lines()))
+        print(f"report: {result.report_command}")
     return 0
-
-
-def _row(run_id: str, summary: dict[str, Any], epochs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        **summary["emulation"],
-        "test_accuracy": summary["test_accuracy"],
-        "accuracy_by_epoch": [e["test_accuracy"] for e in epochs],
-        "time_to_target_s": summary["time_to_target_s"],
-    }
-
-
-def _report_command(rows: list[dict[str, Any]], emulation_id: str, store: str | None) -> str:
-    words = ["trainscale", "report", "--runs", *(r["run_id"][:8] for r in rows)]
-    words += ["--out", f"emulate-{emulation_id}"]
-    if store:
-        words += ["--store", store]
-    return shlex.join(words)
-
-
-def format_table(workload: str, mode: str, emulation_id: str, rows: list[dict[str, Any]]) -> str:
-    """The emulation's results, one line per N."""
-    first = rows[0]
-    lines = [
-        f"emulation {emulation_id}: {workload}, mode {mode}, per-worker batch "
-        f"{first['per_worker_batch_size']}, lr scaling {first['lr_scaling']}, target "
-        f"accuracy {first['target_accuracy']}",
-    ]
-    if mode == "local-sgd":
-        lines[0] += f", {first['local_steps']} local steps"
-    header = (
-        f"{'N':>4}  {'global batch':>12}  {'lr':>9}  {'final acc':>9}  {'steps to target':>15}  "
-        f"{'samples to target':>17}  {'staleness mean/max':>18}  accuracy by epoch"
-    )
-    lines.append(header)
-    for row in rows:
-        staleness = row.get("staleness")
-        stale = f"{staleness['mean']:.2f}/{staleness['max']}" if staleness else "-"
-        steps = row["steps_to_target"]
-        samples = row["samples_to_target"]
-        by_epoch = " ".join(f"{a:.4f}" for a in row["accuracy_by_epoch"])
-        lines.append(
-            f"{row['workers']:>4}  {row['global_batch_size']:>12}  {row['lr']:>9.4g}  "
-            f"{row['test_accuracy']:>9.4f}  {steps if steps is not None else 'not reached':>15}  "
-            f"{samples if samples is not None else '-':>17}  {stale:>18}  {by_epoch}"
-        )
-    lines.append(
-        "global batch = samples per global step (async: one worker's gradient); steps to "
-        "target counted at evaluations"
-    )
-    return "\n".join(lines)
