@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trainscale.cli import main
-from trainscale.cli.env_cmd import bf16_summary
+from trainscale.hardware.machine import bf16_summary
 
 KEYS = {
     "hostname",
