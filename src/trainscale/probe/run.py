@@ -400,5 +400,14 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
     return out
 
 
+def run_probe(
+    options: ProbeOptions, store_path: str | Path | None = None, progress: Any = None
+) -> dict[str, Any]:
+    """Plan the probe `options` ask for (every mistake a ConfigError before anything is
+    measured), measure and store it; returns the `--json` object. `progress` is called with
+    a line about each measurement as it starts; ProbeFailed when one fails."""
+    return execute_probe(plan_probe(options), Path(store_path) if store_path else None, progress)
+
+
 class ProbeFailed(Exception):
     """A measurement started and failed (a worker died or timed out)."""

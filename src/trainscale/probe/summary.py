@@ -1,0 +1,72 @@
+"""A probe's result as lines of text: the matmul figures against the theoretical peak, the
+host-device copies, the all-reduce table with its alpha-beta fit, and where it was stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainscale.probe.run import format_bytes
+
+
+def _rate(flops_per_s: float) -> str:
+    if flops_per_s >= 1e12:
+        return f"{flops_per_s / 1e12:.2f} TFLOP/s"
+    return f"{flops_per_s / 1e9:.1f} GFLOP/s"
+
+
+def _bandwidth(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e9:.2f} GB/s"
+
+
+def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
+    """The human-readable account of a probe (`run_probe`'s result; `quick`: it was one)."""
+    lines = [f"probe of {result['device_type']} '{result['device']}' on host {result['host']}"]
+    if quick:
+        lines.append("(--quick: small sizes; these figures check the machinery, not the machine)")
+    matmul = result.get("matmul")
+    if matmul:
+        threads = f", {matmul['threads']} thread(s)" if matmul.get("threads") else ""
+        lines.append(f"matmul (best of {matmul['repeats']}{threads}):")
+        for precision, figures in matmul["precisions"].items():
+            peak = matmul["theoretical_peak"].get(precision)
+            share = figures.get("fraction_of_theoretical_peak")
+            versus = (
+                f" = {share:.1%} of the theoretical {_rate(peak['tflops'] * 1e12)}"
+                if peak and share is not None
+                else " (no theoretical peak in the table)"
+            )
+            lines.append(
+                f"  {precision}: {_rate(figures['best_flops_per_s'])} at n={figures['best_size']}"
+                + versus
+            )
+            for row in figures["by_size"]:
+                if "skipped" in row:
+                    lines.append(f"    n={row['n']} not timed: {row['skipped']}")
+    transfer = result.get("transfer")
+    if transfer:
+        h2d = _bandwidth(transfer["h2d"]["best_bytes_per_s"])
+        d2h = _bandwidth(transfer["d2h"]["best_bytes_per_s"])
+        lines.append(f"host-device copies (pinned): host->device {h2d}, device->host {d2h}")
+    allreduce = result.get("allreduce")
+    if allreduce:
+        lines.append(f"all-reduce ({allreduce['backend']}, {allreduce['workers']} processes):")
+        lines.append("  size        time        algbw       busbw")
+        for point in allreduce["points"]:
+            lines.append(
+                f"  {format_bytes(point['size_bytes']):>9}  {point['time_s'] * 1e6:>9.1f} us"
+                f"  {_bandwidth(point['algbw_bytes_per_s']):>10}  "
+                f"{_bandwidth(point['busbw_bytes_per_s']):>10}"
+            )
+        fit = allreduce["fit"]
+        bandwidth = fit["bandwidth_bytes_per_s"]
+        lines.append(
+            f"  alpha-beta fit: alpha {fit['alpha_s'] * 1e6:.1f} us, beta "
+            f"{fit['beta_s_per_byte'] * 1e9:.4f} ns/byte"
+            + (f" (1/beta = {_bandwidth(bandwidth)})" if bandwidth else "")
+            + f", worst point off by {fit['max_relative_error']:.0%}"
+        )
+    for kind, why in result.get("skipped", {}).items():
+        lines.append(f"{kind}: not measured ({why})")
+    ids = ", ".join(f"{kind} {probe_id[:8]}" for kind, probe_id in result["probe_ids"].items())
+    lines.append(f"stored in {result['store']}: {ids or 'nothing'}")
+    return lines
