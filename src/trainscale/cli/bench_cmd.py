@@ -35,17 +35,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"{QUICK_STEPS} steps a rung and no full-recipe accuracy run",
     )
-    parser.add_argument(
-        "--steps",
-        type=int,
-        metavar="N",
-        help=f"training steps per throughput rung, a whole number >= 1 (default: "
-        f"{DEFAULT_STEPS}; --quick {QUICK_STEPS})",
-    )
     add_data_choice_argument(
         parser, help="auto = real data when found, else synthetic with a warning"
     )
-    add_option_arguments(parser, only=("data_dir", "download"))
+    add_option_arguments(
+        parser,
+        only=("steps", "data_dir", "download"),
+        help_overrides={
+            "steps": f"training steps per throughput rung, a whole number >= 1 (default: "
+            f"{DEFAULT_STEPS}; --quick {QUICK_STEPS})"
+        },
+    )
     add_store_argument(parser, as_path=False)
     parser.add_argument(
         "--out",

@@ -33,6 +33,11 @@ def add_json_argument(
     target.add_argument("--json", action="store_true", help=help)
 
 
+def add_quiet_argument(target: ArgumentTarget) -> None:
+    """--quiet: no progress output (the result is still printed)."""
+    target.add_argument("--quiet", action="store_true", help="no progress output")
+
+
 def add_data_choice_argument(target: ArgumentTarget, help: str) -> None:
     """--data auto|real|synthetic of commands that measure many runs (`run.data_choice`)."""
     from trainscale.run.data_choice import DataChoice

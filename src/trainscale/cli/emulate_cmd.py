@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.config.cli import add_option_arguments, options_from_args
 from trainscale.emulate.run import EMULATED_OPTIONS, EmulationListener
 
@@ -97,7 +97,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     out = parser.add_argument_group("output")
     add_store_argument(out, as_path=False)
     add_json_argument(out, help="print the results as one JSON object")
-    out.add_argument("--quiet", action="store_true", help="no progress output")
+    add_quiet_argument(out)
     parser.set_defaults(handler=run)
 
 

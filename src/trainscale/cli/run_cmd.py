@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.config.cli import add_option_arguments, add_tag_argument, options_from_args
 
 EPILOG = """\
@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_store_argument(out, as_path=False)
     add_tag_argument(parser, out)
     add_json_argument(out)
-    out.add_argument("--quiet", action="store_true", help="no progress output")
+    add_quiet_argument(out)
     parser.set_defaults(handler=run)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from trainscale.cli.common import add_json_argument
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -12,7 +14,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="list the registered workloads",
         description="List the reference workloads, their targets and default recipes.",
     )
-    parser.add_argument("--json", action="store_true", help="print as JSON")
+    add_json_argument(parser, help="print as JSON")
     parser.set_defaults(handler=run)
 
 

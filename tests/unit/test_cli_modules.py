@@ -1,0 +1,98 @@
+"""The command line stays thin: each module parses, calls one library function and prints;
+run options and shared arguments are declared once."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+
+import trainscale.cli
+from trainscale.cli import build_parser
+from trainscale.config.cli import DECLARED, leaf_flag
+from trainscale.config.options import RunOptions
+
+CLI_DIR = Path(trainscale.cli.__file__).parent
+MAX_LINES = 150
+"""Every module of cli/ (none is excepted): more means domain code has crept in."""
+
+SHARED_FLAGS = ("--store", "--json", "--quiet", "--samples", "--plot", "--cluster", "--data")
+"""Arguments several commands take, declared once in cli/common.py."""
+
+OWN_MEANING = {
+    ("bench", "--workload"): "the workload (a positional argument of `run`)",
+    ("runs list", "--workload"): "a filter of the stored runs",
+    ("runs export", "--workload"): "a filter of the stored runs",
+    ("bench", "--data"): "auto | real | synthetic: real data when found (run/data_choice.py)",
+    ("recommend", "--data"): "the same choice, for the accuracy check",
+    ("recommend", "--warmup-steps"): "warm-up of each trial; its default follows --quick",
+    ("emulate", "--workers"): "a list of worker counts, one emulated run each",
+    ("simulate", "--device"): "the device of the 'local' cluster: no 'auto'",
+    ("simulate", "--threads-per-worker"): "cores of a 'local' cluster's worker",
+    ("simulate", "--seed"): "the Monte Carlo seed",
+    ("simulate", "--tag"): "a filter of the runs to validate",
+    ("simulate", "--workers"): "a list of worker counts to predict",
+    ("probe", "--device"): "what to probe (not where a run trains)",
+    ("probe", "--workers"): "all-reduce processes of the probe",
+    ("probe", "--allow-oversubscribe"): "more all-reduce processes than cores",
+    ("probe", "--timeout"): "how long an all-reduce of the probe may wait (default 120 s)",
+    ("predict-time-to-accuracy", "--device"): "as in simulate",
+    ("predict-time-to-accuracy", "--threads-per-worker"): "as in simulate",
+    ("predict-time-to-accuracy", "--seed"): "as in simulate",
+    ("compare", "--seed"): "the bootstrap seed",
+    ("runs list", "--tag"): "a filter of the stored runs",
+    ("runs export", "--tag"): "a filter of the stored runs",
+}
+"""Flags spelled like a run option that mean something else in one command (and why)."""
+
+
+def _modules() -> list[Path]:
+    return sorted(CLI_DIR.glob("*.py"))
+
+
+@pytest.mark.parametrize("module", _modules(), ids=lambda path: path.name)
+def test_every_cli_module_is_at_most_150_lines(module: Path) -> None:
+    lines = len(module.read_text().splitlines())
+    assert lines <= MAX_LINES, f"cli/{module.name} has {lines} lines (at most {MAX_LINES})"
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    """Every (sub)command's parser by its name: 'run', 'runs list', ..."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix} {name}".strip())
+        if prefix:
+            found[prefix] = parser
+
+    walk(build_parser(), "")
+    return found
+
+
+def test_run_options_come_from_their_declarations() -> None:
+    flags = {leaf_flag(leaf): key for key, leaf in RunOptions.flat_fields().items()}
+    by_hand = [
+        (name, flag)
+        for name, parser in _commands().items()
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag in flags
+        and (name, flag) not in OWN_MEANING
+        and action.dest not in set(parser.get_default(DECLARED) or ())
+    ]
+    assert not by_hand, f"run options declared by hand: {by_hand}"
+    commands = _commands()
+    for name, flag in OWN_MEANING:  # the exceptions still exist (the list is not stale)
+        assert any(flag in a.option_strings for a in commands[name]._actions), (name, flag)
+
+
+@pytest.mark.parametrize("flag", SHARED_FLAGS)
+def test_shared_arguments_are_declared_once_in_common(flag: str) -> None:
+    pattern = re.compile(rf"""add_argument\(\s*["']{re.escape(flag)}["']""")
+    declaring = [m.name for m in _modules() if pattern.search(m.read_text())]
+    assert declaring == ["common.py"], (flag, declaring)
