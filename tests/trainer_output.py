@@ -130,7 +130,7 @@ def machine_figures(
     )
     cpu = CpuFacts(model_name=cpu_model, vendor=None, family=None, model=None)
     summary = {"flops_per_sample": flops_per_sample, "samples_per_s": samples_per_s}
-    figures = hardware_figures(config, summary, list(workers), cpu_facts=cpu)
+    figures = hardware_figures(config, summary, list(workers), cpu_facts=cpu).summary()
     reading = node_energy(
         None,
         None,

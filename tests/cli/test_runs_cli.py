@@ -38,7 +38,7 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             "aaaa1111completed",
             "mnist_cnn",
             {"lr": 0.1, "optimizer": {"name": "sgd", "momentum": 0.9}},
-            {"cpu_model": "Test CPU [v2]", "versions": {"torch": "2.13.0"}},
+            {"cpu_model": "Test CPU [v2]", "torch_version": "2.13.0"},
             data_kind="real",
             precision="fp32",
             global_batch_size=128,
@@ -131,7 +131,7 @@ def test_show_completed(store_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "train_loss" in out and "0.9912" in out
     assert "optimizer.momentum" in out and "0.9" in out
     assert "Test CPU [v2]" in out
-    assert "versions.torch" in out
+    assert "torch_version" in out
 
 
 def test_show_failed_prints_error(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -182,7 +182,7 @@ def test_export_json_stdout(store_path: Path, capsys: pytest.CaptureFixture[str]
     assert done["time_to_target_s"] == 17.25
     assert done["data"] == "real"
     assert [e["epoch"] for e in done["epochs"]] == [1, 2]
-    assert done["env"]["versions"]["torch"] == "2.13.0"
+    assert done["env"]["torch_version"] == "2.13.0"
     assert by_id["bbbb2222failed"]["error"].startswith("RuntimeError")
     assert by_id["aaab3333running"]["data"] == "synthetic"
 

@@ -10,7 +10,6 @@ import pytest
 
 from trainscale.results.export import (
     CSV_COLUMNS,
-    env_lookup,
     export_runs,
     run_to_csv_row,
     run_to_json_dict,
@@ -57,7 +56,7 @@ def _record(run_id: str = "abc123", **overrides) -> RunRecord:
         "global_batch_size": 128,
         "tag": "sweep",
         "config": {"lr": 0.1},
-        "env": {"cpu": {"model": "Xeon, gold"}, "versions": {"torch": "2.13.0"}},
+        "env": {"cpu_model": "Xeon, gold", "torch_version": "2.13.0"},
         "summary": {
             "samples_per_s": 1500.0,
             "step_time_s_median": 0.08,
@@ -83,7 +82,7 @@ def test_json_dict_has_required_keys_and_values() -> None:
     assert flat["samples_per_s"] == 1500.0
     assert flat["time_to_target_s"] is None
     assert flat["extra_metric"] == 7
-    assert flat["env"]["versions"]["torch"] == "2.13.0"
+    assert flat["env"]["torch_version"] == "2.13.0"
     assert flat["config"] == {"lr": 0.1}
     # NaN is not JSON: exported as null.
     assert flat["test_loss"] is None
@@ -105,13 +104,6 @@ def test_csv_row_is_scalar() -> None:
     assert row["cpu_model"] == "Xeon, gold"
     assert row["torch_version"] == "2.13.0"
     assert all(not isinstance(value, (list, dict)) for value in row.values())
-
-
-def test_env_lookup() -> None:
-    assert env_lookup({"cpu_model": "A"}, ["cpu_model", "cpu.model"]) == "A"
-    assert env_lookup({"cpu": {"model": "B"}}, ["cpu_model", "cpu.model"]) == "B"
-    assert env_lookup({"cpu": 4}, ["cpu.model"]) is None
-    assert env_lookup({}, ["x"]) is None
 
 
 def test_export_csv_round_trip() -> None:

@@ -293,7 +293,7 @@ def test_hardware_figures_of_a_cpu_run_with_a_stored_probe(tmp_path: Path, monke
             **common,
         )
         assert latest_full_probe(store, "probe-host", "Test CPU", "cpu").result["threads"] == 2
-        got = hardware_figures(config, summary, workers, store)
+        got = hardware_figures(config, summary, workers, store).summary()
     assert got["hardware"] == {
         "device_type": "cpu",
         "device": "Test CPU",
@@ -315,7 +315,9 @@ def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
         parallel=SimpleNamespace(device="cpu", workers=1),
         optimisation=SimpleNamespace(precision="fp32"),
     )
-    got = hardware_figures(config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}])
+    got = hardware_figures(
+        config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}]
+    ).summary()
     assert got["mfu"] is None and got["mfu_peak"] is None and got["achieved_tflops"] is None
 
 
@@ -353,12 +355,12 @@ def test_a_cuda_run_over_several_nodes_counts_the_gpus_of_every_node(monkeypatch
     assert config.world_size == 8
     # Throughput is global: 8 GPUs together do 10,000 samples/s of 1 GFLOP each.
     summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
-    got = hardware_figures(config, summary, [{}] * 8)
+    got = hardware_figures(config, summary, [{}] * 8).summary()
     assert got["hardware"]["devices"] == 8
     assert got["mfu_peak"]["devices"] == 8
     assert got["mfu_peak"]["tflops"] == pytest.approx(8 * 19.5)
     assert got["mfu"] == pytest.approx(10.0 / (8 * 19.5))
-    one_node = hardware_figures(_cuda_config(nnodes=1, workers=4), summary, [{}] * 4)
+    one_node = hardware_figures(_cuda_config(nnodes=1, workers=4), summary, [{}] * 4).summary()
     assert one_node["hardware"]["devices"] == 4
     assert one_node["mfu"] == pytest.approx(10.0 / (4 * 19.5))
 
@@ -380,7 +382,9 @@ def test_a_cuda_run_over_several_nodes_scales_the_probe_to_every_gpu(
             device_type="cuda",
             device="NVIDIA A100-SXM4-80GB",
         )
-        got = hardware_figures(_cuda_config(nnodes=2, workers=4), summary, [{}] * 8, store)
+        got = hardware_figures(
+            _cuda_config(nnodes=2, workers=4), summary, [{}] * 8, store
+        ).summary()
     assert got["mfu_probe_peak"]["tflops"] == pytest.approx(80.0)  # 10 TFLOP/s x 8 GPUs
     assert got["mfu_vs_probe"] == pytest.approx(10.0 / 80.0)
 
@@ -400,7 +404,7 @@ def test_a_cpu_run_over_several_nodes_counts_the_cores_of_every_node(monkeypatch
         for core in (0, 1)
     ]
     summary = {"flops_per_sample": 1e6, "samples_per_s": 64_000.0}  # 64 GFLOP/s achieved
-    got = hardware_figures(config, summary, workers)
+    got = hardware_figures(config, summary, workers).summary()
     assert got["hardware"]["devices"] == 4  # 2 cores on each of 2 nodes
     assert got["mfu_peak"]["tflops"] == pytest.approx(4 * 0.064)
     assert got["mfu"] == pytest.approx(0.25)

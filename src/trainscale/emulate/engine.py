@@ -38,6 +38,7 @@ from trainscale.emulate.sync import SyncSGD
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy, worker_facts
+from trainscale.results.run_result import RunResult
 from trainscale.train.loop import StepFunction, run_loop
 from trainscale.train.plan import StepPlan, check_batch_fits, plan_steps, total_for
 from trainscale.train.progress import NullProgress, ProgressSink
@@ -54,12 +55,17 @@ class Mode(StepFunction, Protocol):
 
 @dataclass
 class EmulationOutcome:
-    """What an emulation produced: the run's summary and per-epoch rows, and the model."""
+    """What an emulation produced: its result and per-epoch rows, and the model."""
 
-    summary: dict[str, Any]
+    result: RunResult
     epochs: list[dict[str, Any]]
     model: nn.Module
     """The final global model (not stored; for callers and tests)."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The stored summary (`RunResult.summary`)."""
+        return self.result.summary()
 
 
 @dataclass(frozen=True)
@@ -147,13 +153,18 @@ def emulate(
         clock_start_s=pretraining.seconds if pretraining else 0.0,
     )
 
-    summary = emulation_summary(config, spec, plan, loop, mode.figures(), pretraining)
     facts = worker_facts()
     facts["rank"] = 0
     facts["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    summary["workers"] = [facts]
-    summary["peak_memory_bytes_per_worker"] = [facts["peak_rss_bytes"]]
-    summary["data_source"] = data.source
+    metrics = emulation_summary(
+        config, spec, plan, loop, mode.figures(), pretraining, facts["peak_rss_bytes"]
+    )
+    result = RunResult(
+        metrics=metrics,
+        workers=[facts],
+        data_source=data.source,
+        pretrain=dict(pretraining.figures) if pretraining and pretraining.figures else None,
+    )
     return EmulationOutcome(
-        summary=summary, epochs=[epoch.as_row() for epoch in loop.epochs], model=loop.model
+        result=result, epochs=[epoch.as_row() for epoch in loop.epochs], model=loop.model
     )

@@ -10,6 +10,7 @@ from typing import Any
 from trainscale.config.options import RunConfig
 from trainscale.emulate.spec import EmulationSpec
 from trainscale.metrics import stats
+from trainscale.results.run_result import EmulationMetrics
 from trainscale.train.loop import LoopOutcome
 from trainscale.train.plan import StepPlan
 from trainscale.train.records import Evaluation
@@ -23,8 +24,9 @@ def emulation_summary(
     loop: LoopOutcome,
     mode_figures: Mapping[str, Any],
     pretraining: Pretraining | None,
-) -> dict[str, Any]:
-    """The run summary of one emulation (the machine facts are added by the caller).
+    peak_rss_bytes: int,
+) -> EmulationMetrics:
+    """The measurements of one emulation (the worker's facts join them in a RunResult).
 
     Steps to target is the first evaluated global step whose test accuracy reaches the
     target; samples to target is that step x B.
@@ -58,20 +60,18 @@ def emulation_summary(
         "steps_curve": steps_curve,
         **mode_figures,
     }
-    summary: dict[str, Any] = {
-        "test_accuracy": final.accuracy,
-        "test_loss": final.loss,
-        "test_macro_f1": final.macro_f1,
-        "target_accuracy": target,
-        "time_to_target_s": stats.first_reaching(curve, target),
-        "accuracy_curve": [[t, a] for t, a in curve],
-        "train_time_s": loop.train_clock_s,
-        "eval_time_s": loop.eval_time_s,
-        "num_steps": plan.total_steps,
-        "num_samples": plan.total_steps * samples_per_step,
-        "emulation": emulation,
-        "pretrain_time_s": pretraining.seconds if pretraining else None,
-    }
-    if pretraining and pretraining.figures:
-        summary["pretrain"] = pretraining.figures
-    return summary
+    return EmulationMetrics(
+        test_accuracy=final.accuracy,
+        test_loss=final.loss,
+        test_macro_f1=final.macro_f1,
+        target_accuracy=target,
+        time_to_target_s=stats.first_reaching(curve, target),
+        accuracy_curve=[[t, a] for t, a in curve],
+        train_time_s=loop.train_clock_s,
+        eval_time_s=loop.eval_time_s,
+        num_steps=plan.total_steps,
+        num_samples=plan.total_steps * samples_per_step,
+        emulation=emulation,
+        pretrain_time_s=pretraining.seconds if pretraining else None,
+        peak_memory_bytes_per_worker=[peak_rss_bytes],
+    )

@@ -17,7 +17,8 @@ import platform
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -298,18 +299,58 @@ def _gpus() -> list[dict[str, Any]]:
     return gpus
 
 
-def collect_environment(
+@dataclass(frozen=True)
+class Environment:
+    """The machine facts stored with every run: a speedup means nothing without the
+    hardware and the libraries that produced it. Unknown facts are None (or empty), never
+    guesses."""
+
+    hostname: str | None = None
+    os: str | None = None
+    python: str | None = None
+    torch_version: str | None = None
+    numpy_version: str | None = None
+    trainscale_version: str | None = None
+    cpu_model: str | None = None
+    cpu_vendor: str | None = None
+    logical_cores: int | None = None
+    physical_cores: int | None = None
+    usable_cores: list[int] = field(default_factory=list)
+    """The cores this process may run on (its affinity mask)."""
+    numa_nodes: list[dict[str, Any]] = field(default_factory=list)
+    memory_total_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    cpu_capability: str | None = None
+    """torch's CPU kernel level (e.g. AVX2, AVX512)."""
+    cpu_flags_of_interest: list[str] = field(default_factory=list)
+    bf16_native: bool | None = None
+    """Whether the CPU computes bf16 matrix products in hardware (AMX, AVX512-BF16)."""
+    mkldnn_bf16_supported: bool | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    cuda_version: str | None = None
+    git_revision: str | None = None
+    git_dirty: bool | None = None
+    torch_num_threads_default: int | None = None
+    """torch's own intra-op thread count here (what a run that sets none gets)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-serialisable form stored with a run."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> Environment:
+        """The facts of a stored run; keys a newer or older trainscale wrote and this one
+        does not know are left out (the stored record itself keeps them)."""
+        known = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in stored.items() if key in known})
+
+
+def machine_environment(
     proc_root: Path | None = None,
     sys_root: Path | None = None,
     cwd: str | os.PathLike[str] | None = None,
-) -> dict[str, Any]:
-    """Collect the machine facts stored with every run, as a JSON-serialisable dict.
-
-    Keys: hostname, os, python, torch_version, numpy_version, trainscale_version, cpu_model,
-    cpu_vendor, logical_cores, physical_cores, usable_cores, numa_nodes, memory_total_bytes,
-    memory_available_bytes, cpu_capability, cpu_flags_of_interest, bf16_native,
-    mkldnn_bf16_supported, gpus, cuda_version, git_revision, git_dirty,
-    torch_num_threads_default. Unknown facts are None (or empty lists), never guesses.
+) -> Environment:
+    """This machine's facts, now.
 
     ``proc_root`` and ``sys_root`` replace ``/proc`` and ``/sys`` (for tests); ``cwd`` is the
     directory whose git revision is recorded (default: the current directory).
@@ -324,28 +365,38 @@ def collect_environment(
     flags = cpuinfo.flags
     memory = psutil.virtual_memory()
     revision, dirty = git_state(cwd)
-    return {
-        "hostname": socket.gethostname(),
-        "os": platform.platform(),
-        "python": sys.version.split()[0],
-        "torch_version": torch.__version__,
-        "numpy_version": numpy.__version__,
-        "trainscale_version": __version__,
-        "cpu_model": cpuinfo.model_name or platform.processor() or None,
-        "cpu_vendor": cpuinfo.vendor,
-        "logical_cores": os.cpu_count(),
-        "physical_cores": psutil.cpu_count(logical=False),
-        "usable_cores": usable_cores(),
-        "numa_nodes": read_numa_nodes(sys_root),
-        "memory_total_bytes": int(memory.total),
-        "memory_available_bytes": int(memory.available),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cpu_flags_of_interest": [flag for flag in FLAGS_OF_INTEREST if flag in (flags or ())],
-        "bf16_native": _bf16_native(flags),
-        "mkldnn_bf16_supported": _mkldnn_bf16_supported(),
-        "gpus": _gpus(),
-        "cuda_version": torch.version.cuda,
-        "git_revision": revision,
-        "git_dirty": dirty,
-        "torch_num_threads_default": torch.get_num_threads(),
-    }
+    return Environment(
+        hostname=socket.gethostname(),
+        os=platform.platform(),
+        python=sys.version.split()[0],
+        torch_version=torch.__version__,
+        numpy_version=numpy.__version__,
+        trainscale_version=__version__,
+        cpu_model=cpuinfo.model_name or platform.processor() or None,
+        cpu_vendor=cpuinfo.vendor,
+        logical_cores=os.cpu_count(),
+        physical_cores=psutil.cpu_count(logical=False),
+        usable_cores=usable_cores(),
+        numa_nodes=read_numa_nodes(sys_root),
+        memory_total_bytes=int(memory.total),
+        memory_available_bytes=int(memory.available),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        cpu_flags_of_interest=[flag for flag in FLAGS_OF_INTEREST if flag in (flags or ())],
+        bf16_native=_bf16_native(flags),
+        mkldnn_bf16_supported=_mkldnn_bf16_supported(),
+        gpus=_gpus(),
+        cuda_version=torch.version.cuda,
+        git_revision=revision,
+        git_dirty=dirty,
+        torch_num_threads_default=torch.get_num_threads(),
+    )
+
+
+def collect_environment(
+    proc_root: Path | None = None,
+    sys_root: Path | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """`machine_environment()` as the dict stored with a run and shown by `trainscale env`:
+    every field of `Environment`."""
+    return machine_environment(proc_root, sys_root, cwd).to_dict()

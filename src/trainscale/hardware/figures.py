@@ -14,7 +14,8 @@ run's own. A figure that cannot be known is None: never a made-up peak.
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainscale.hardware.facts import CpuFacts, read_cpu_facts
@@ -121,14 +122,59 @@ def cuda_device() -> tuple[str, bool]:
     return name, tf32
 
 
+@dataclass(frozen=True)
+class Devices:
+    """The devices a run computed on, as a price table names them."""
+
+    device_type: str
+    """'cpu' or 'cuda'."""
+    device: str
+    """The GPU's name, or the CPU model."""
+    devices: int
+    """GPUs over every node, or the CPU cores the workers could compute on."""
+    kind: str | None
+    """The price table's kind ('cpu-core', a GPU kind), None for a GPU the table lacks."""
+
+
+@dataclass(frozen=True)
+class HardwareFigures:
+    """What a run's hardware did: its devices, achieved FLOP/s and MFU (docs/hardware.md).
+
+    A figure that cannot be known is None: never a made-up peak.
+    """
+
+    hardware: Devices | None = None
+    achieved_tflops: float | None = None
+    """Model TFLOP/s achieved: FLOPs per sample x samples per second."""
+    mfu_peak: dict[str, Any] | None = None
+    """The theoretical peak MFU is measured against, with its source (`Peak.to_dict`)."""
+    mfu: float | None = None
+    """Achieved over the theoretical peak of the run's devices at its precision."""
+    mfu_vs_probe: float | None = None
+    """Achieved over what `trainscale probe` measured on this host and device."""
+    mfu_probe_peak: dict[str, Any] | None = None
+    """That probe's figure, scaled to the run's devices, and which probe it was."""
+    hardware_error: str | None = None
+    """Why the figures could not be computed (the run is stored all the same)."""
+
+    def summary(self) -> dict[str, Any]:
+        """The keys these figures take in a stored run summary."""
+        if self.hardware_error is not None:
+            return {"mfu": None, "hardware_error": self.hardware_error}
+        figures = asdict(self)
+        del figures["hardware_error"]
+        return figures
+
+
 def hardware_figures(
     config: Any,
-    summary: dict[str, Any],
+    throughput: Mapping[str, Any],
     workers: Sequence[dict[str, Any]],
     store: Any | None = None,
     cpu_facts: CpuFacts | None = None,
-) -> dict[str, Any]:
-    """The keys this module adds to a run summary (see the module docstring).
+) -> HardwareFigures:
+    """A run's hardware figures (see the module docstring), from its `flops_per_sample` and
+    global `samples_per_s` (in `throughput`) and its workers' facts.
 
     A CPU run is rated on this machine's CPU, or on `cpu_facts` when given.
     """
@@ -159,48 +205,46 @@ def hardware_figures(
         cpu_facts=facts,
         node_cores=node_cores,
     )
-    achieved = achieved_flops_per_s(summary.get("flops_per_sample"), summary.get("samples_per_s"))
-    figures: dict[str, Any] = {
-        "hardware": {
-            "device_type": device_type,
-            "device": device_name,
-            "devices": devices,
-            "kind": kind,
-        },
-        "achieved_tflops": None if achieved is None else achieved / 1e12,
-        "mfu_peak": None if peak is None else peak.to_dict(),
-        "mfu": mfu(achieved, None if peak is None else peak.flops_per_s),
-        "mfu_vs_probe": None,
-        "mfu_probe_peak": None,
-    }
+    achieved = achieved_flops_per_s(
+        throughput.get("flops_per_sample"), throughput.get("samples_per_s")
+    )
+    against_probe: dict[str, Any] = {}
     if store is not None and achieved is not None:
         precision = peak.precision if peak is not None else config.optimisation.precision
         probe = latest_full_probe(store, socket.gethostname(), device_name, device_type)
         if probe is not None:
             reachable = probe_flops_per_s(probe.result, precision, device_type, devices)
             if reachable:
-                figures["mfu_vs_probe"] = achieved / reachable
-                figures["mfu_probe_peak"] = {
-                    "tflops": reachable / 1e12,
-                    "precision": precision,
-                    "probe_id": probe.probe_id,
-                    "measured_at": probe.created_at,
+                against_probe = {
+                    "mfu_vs_probe": achieved / reachable,
+                    "mfu_probe_peak": {
+                        "tflops": reachable / 1e12,
+                        "precision": precision,
+                        "probe_id": probe.probe_id,
+                        "measured_at": probe.created_at,
+                    },
                 }
-    return figures
+    return HardwareFigures(
+        hardware=Devices(device_type, device_name, devices, kind),
+        achieved_tflops=None if achieved is None else achieved / 1e12,
+        mfu_peak=None if peak is None else peak.to_dict(),
+        mfu=mfu(achieved, None if peak is None else peak.flops_per_s),
+        **against_probe,
+    )
 
 
 def hardware_figures_safe(
     config: Any,
-    summary: dict[str, Any],
+    throughput: Mapping[str, Any],
     workers: Sequence[dict[str, Any]],
     store: Any | None = None,
-) -> dict[str, Any]:
+) -> HardwareFigures:
     """`hardware_figures`, but a failure is recorded instead of raised: a run that trained
     must be stored even if, say, the probe lookup fails."""
     try:
-        return hardware_figures(config, summary, workers, store)
+        return hardware_figures(config, throughput, workers, store)
     except Exception as error:
-        return {"mfu": None, "hardware_error": f"{type(error).__name__}: {error}"}
+        return HardwareFigures(hardware_error=f"{type(error).__name__}: {error}")
 
 
 def machine_peaks(env: dict[str, Any], facts: CpuFacts | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from trainscale.hardware.facts import Environment
 from trainscale.metrics import stats
 from trainscale.metrics.cost import PriceTable
 from trainscale.report import ReportError
@@ -46,7 +47,6 @@ from trainscale.report.model import (
     ReportData,
     WorkloadSection,
 )
-from trainscale.results.export import env_lookup
 from trainscale.results.store import RunRecord
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
@@ -326,12 +326,12 @@ def _section(
 def _machines(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for record in runs:
-        env = record.env
+        env = Environment.from_dict(record.env)
         machine = {
-            "cpu_model": env_lookup(env, ("cpu_model", "cpu.model")),
-            "logical_cores": env.get("logical_cores"),
-            "torch_version": env_lookup(env, ("torch_version", "versions.torch")),
-            "hostname": env.get("hostname"),
+            "cpu_model": env.cpu_model,
+            "logical_cores": env.logical_cores,
+            "torch_version": env.torch_version,
+            "hostname": env.hostname,
         }
         seen.setdefault(json.dumps(machine, sort_keys=True, default=str), machine)
     return list(seen.values())

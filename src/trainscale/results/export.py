@@ -5,27 +5,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import fields
 from typing import Any, TextIO
 
+from trainscale.hardware.facts import Environment
+from trainscale.hardware.figures import HardwareFigures
 from trainscale.results.csv_cells import write_csv
+from trainscale.results.run_result import RunMetrics, scalar_fields
 from trainscale.results.store import RunRecord
 
-SUMMARY_KEYS = (
-    "samples_per_s",
-    "step_time_s_median",
-    "step_time_s_p90",
-    "epoch_time_s",
-    "time_to_target_s",
-    "target_accuracy",
-    "test_accuracy",
-    "test_loss",
-    "train_time_s",
-    "eval_time_s",
-    "num_steps",
-    "num_samples",
-    "peak_memory_bytes_per_worker",
-)
-"""Summary metrics always present in an export (null when a run did not record them)."""
+SUMMARY_KEYS = tuple(item.name for item in fields(RunMetrics))
+"""A training run's measurements (`RunMetrics`), always present in an export (null when a
+run did not record one), in declaration order."""
 
 CSV_COLUMNS = (
     "run_id",
@@ -40,34 +31,17 @@ CSV_COLUMNS = (
     "precision",
     "global_batch_size",
     "tag",
-    *(key for key in SUMMARY_KEYS if key != "peak_memory_bytes_per_worker"),
+    *scalar_fields(RunMetrics),
     "peak_memory_bytes_max",
+    *scalar_fields(HardwareFigures),
     "cpu_model",
     "torch_version",
     "error",
 )
-"""CSV header: scalar columns only; per-worker memory becomes its maximum, env two columns."""
+"""CSV header: scalar columns only, each a field of the typed result (`RunMetrics`,
+`HardwareFigures`, `Environment`); per-worker memory becomes its maximum."""
 
 EXPORT_FORMATS = ("csv", "json")
-
-# The environment record belongs to another module and may nest its fields; look in the
-# likely places instead of failing an export over a layout change.
-_CPU_MODEL_PATHS = (
-    "cpu_model",
-    "cpu.model",
-    "cpu.model_name",
-    "cpu.brand",
-    "host.cpu_model",
-    "cpu",
-)
-_TORCH_VERSION_PATHS = (
-    "torch_version",
-    "versions.torch",
-    "libraries.torch",
-    "packages.torch",
-    "torch.version",
-    "torch",
-)
 
 
 def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
@@ -114,8 +88,9 @@ def run_to_csv_row(record: RunRecord) -> dict[str, Any]:
         row["peak_memory_bytes_max"] = max(numbers) if numbers else None
     elif isinstance(memory, (int, float)):
         row["peak_memory_bytes_max"] = memory
-    row["cpu_model"] = env_lookup(record.env, _CPU_MODEL_PATHS)
-    row["torch_version"] = env_lookup(record.env, _TORCH_VERSION_PATHS)
+    env = Environment.from_dict(record.env)
+    row["cpu_model"] = env.cpu_model
+    row["torch_version"] = env.torch_version
     for key, value in row.items():
         if isinstance(value, (list, dict)):
             # A summary key that is not scalar in this run: keep the cell, as JSON text.
@@ -149,17 +124,6 @@ def export_runs(
         out.write("\n")
     else:
         raise ValueError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
-
-
-def env_lookup(env: dict[str, Any], paths: Iterable[str]) -> str | None:
-    """The first text value found at one of the dotted `paths` in `env`, else None."""
-    for path in paths:
-        value: Any = env
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def _finite_or_none(value: Any) -> Any:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.config.options import RunConfig
+from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
+from trainscale.train.trainer import TrainOutcome
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,27 @@ def create_run_row(
     )
 
 
-def store_outcome(store: RunStore, run_id: str, config: RunConfig, outcome: Any, data: Any) -> None:
-    """Write rank 0's measurements as the completed run (one transaction)."""
-    summary = dict(outcome.summary)
-    # What the workers actually ran with (cores, threads), beside what was asked for.
-    summary["workers"] = outcome.workers
-    summary["data_source"] = data.source
+def store_outcome(
+    store: RunStore,
+    run_id: str,
+    config: RunConfig,
+    outcome: TrainOutcome,
+    data_source: str,
+    energy_j: dict[str, Any] | None,
+) -> RunResult:
+    """Write rank 0's measurements as the completed run (one transaction); returns them."""
     from trainscale.hardware.figures import hardware_figures_safe
 
-    # Devices, peak and MFU (against the table, and against this machine's probe if stored).
-    summary.update(hardware_figures_safe(config, summary, outcome.workers, store))
-    store.complete_run(run_id, summary, outcome.epochs, outcome.step_times_s)
+    metrics = outcome.metrics
+    result = RunResult(
+        metrics=metrics,
+        # What the workers actually ran with (cores, threads), beside what was asked for.
+        workers=outcome.workers,
+        data_source=data_source,
+        # Devices, peak and MFU (against the table, and this machine's probe if stored).
+        hardware=hardware_figures_safe(config, metrics.to_dict(), outcome.workers, store),
+        energy_j=energy_j,
+        pretrain=outcome.pretrain,
+    )
+    store.complete_run(run_id, result.summary(), outcome.epochs, outcome.step_times_s)
+    return result

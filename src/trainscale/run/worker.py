@@ -25,6 +25,7 @@ from trainscale.parallel.interrupts import (
 )
 from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import make_strategy
+from trainscale.results.run_result import RunResult
 from trainscale.run.resolve import data_request
 from trainscale.train.progress import make_progress
 from trainscale.train.trainer import train
@@ -51,8 +52,8 @@ def worker_main(
     quiet: bool = False,
     create_row: bool = False,
     report_dir: str | None = None,
-) -> dict[str, Any] | None:
-    """Entry point of one worker. Rank 0 stores the result and returns the summary.
+) -> RunResult | None:
+    """Entry point of one worker. Rank 0 stores the result and returns it.
 
     `create_row` is set when no parent process created the run's row (the worker was started
     by an external torchrun, or is one of several nodes); rank 0 then creates it, and records
@@ -89,19 +90,12 @@ def worker_main(
         outcome = train(config, workload, data, strategy, make_progress(env.is_main, quiet))
         # Local rank 0 of each node read its node's counters; every rank joins the gather.
         reading = None if meter is None else meter.stop()
-        outcome.summary["energy_j"] = combine_nodes(strategy.gather_objects(reading))
-        result = {
-            "summary": outcome.summary,
-            "epochs": outcome.epochs,
-            "workers": outcome.workers,
-            "data_source": data.source,
-            "data_kind": data.kind,
-        }
-        if store is not None:
-            from trainscale.run.record import store_outcome
+        energy_j = combine_nodes(strategy.gather_objects(reading))
+        if store is None:
+            return None
+        from trainscale.run.record import store_outcome
 
-            store_outcome(store, run_id, config, outcome, data)
-        return result if env.is_main else None
+        return store_outcome(store, run_id, config, outcome, data.source, energy_j)
     except BaseException as error:
         stopped = received_signal()
         if store is not None and create_row:

@@ -11,10 +11,11 @@ read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trainscale.metrics import stats
+from trainscale.results.run_result import RunMetrics
 from trainscale.train.breakdown import breakdown_fields
 from trainscale.train.records import CurvePoint, EpochRecord, Evaluation
 
@@ -50,10 +51,9 @@ class TrainMeasurements:
     pretrain_s: float | None
     """The pre-training phase's time (slowest rank's); None without a phase."""
     compile_s: float | None
-    pretrain_figures: Mapping[str, Any] = field(default_factory=dict)
 
 
-def summarize(m: TrainMeasurements) -> dict[str, Any]:
+def summarize(m: TrainMeasurements) -> RunMetrics:
     """The run's headline numbers (see the module docstring)."""
     timed = list(m.step_times_s[m.warmup_steps_untimed :])
     warmup_excluded = bool(timed)
@@ -64,35 +64,34 @@ def summarize(m: TrainMeasurements) -> dict[str, Any]:
     final = m.final if m.evaluated else None
     reached = stats.first_reaching(curve, m.target_accuracy) if m.evaluated else None
     num_steps = len(m.step_times_s)
-    summary: dict[str, Any] = {
-        "samples_per_s": m.global_batch_size * len(timed) / sum(timed),
-        "samples_per_s_per_worker": m.per_worker_batch_size * len(timed) / sum(timed),
-        "step_time_s_median": stats.median(timed),
-        "step_time_s_p90": stats.percentile(timed, 90),
-        "step_time_s_iqr": stats.iqr(timed),
-        "num_timed_steps": len(timed),
-        "warmup_steps_excluded": m.warmup_steps_untimed if warmup_excluded else 0,
-        "epoch_time_s": stats.median(full_epochs) if full_epochs else None,
-        "time_to_target_s": reached,
-        "target_accuracy": m.target_accuracy,
-        "test_accuracy": final.accuracy if final else None,
-        "test_loss": final.loss if final else None,
-        "accuracy_curve": [[t, a] for t, a in curve],
-        "train_time_s": m.train_clock_s,
-        "eval_time_s": m.eval_time_s,
-        "num_steps": num_steps,
-        "num_samples": num_steps * m.global_batch_size,
-        "peak_memory_bytes_per_worker": [w["peak_rss_bytes"] for w in m.workers],
-        "peak_gpu_memory_bytes_per_worker": (
+    breakdown = breakdown_fields(list(m.breakdowns), m.breakdown_sampled_steps, m.comm_marked)
+    return RunMetrics(
+        samples_per_s=m.global_batch_size * len(timed) / sum(timed),
+        samples_per_s_per_worker=m.per_worker_batch_size * len(timed) / sum(timed),
+        step_time_s_median=stats.median(timed),
+        step_time_s_p90=stats.percentile(timed, 90),
+        step_time_s_iqr=stats.iqr(timed),
+        num_timed_steps=len(timed),
+        warmup_steps_excluded=m.warmup_steps_untimed if warmup_excluded else 0,
+        epoch_time_s=stats.median(full_epochs) if full_epochs else None,
+        time_to_target_s=reached,
+        target_accuracy=m.target_accuracy,
+        test_accuracy=final.accuracy if final else None,
+        test_loss=final.loss if final else None,
+        accuracy_curve=[[t, a] for t, a in curve],
+        train_time_s=m.train_clock_s,
+        eval_time_s=m.eval_time_s,
+        num_steps=num_steps,
+        num_samples=num_steps * m.global_batch_size,
+        peak_memory_bytes_per_worker=[w["peak_rss_bytes"] for w in m.workers],
+        peak_gpu_memory_bytes_per_worker=(
             [w["peak_gpu_bytes"] for w in m.workers] if "peak_gpu_bytes" in m.workers[0] else None
         ),
-        "test_macro_f1": final.macro_f1 if final else None,
-        "flops_per_sample": m.flops_per_sample,
-        "pretrain_time_s": m.pretrain_s,
-        "supervised_time_s": m.train_clock_s - (m.pretrain_s or 0.0),
-        "compile_time_s": m.compile_s,
-    }
-    summary.update(breakdown_fields(list(m.breakdowns), m.breakdown_sampled_steps, m.comm_marked))
-    if m.pretrain_figures:
-        summary["pretrain"] = dict(m.pretrain_figures)
-    return summary
+        test_macro_f1=final.macro_f1 if final else None,
+        flops_per_sample=m.flops_per_sample,
+        pretrain_time_s=m.pretrain_s,
+        supervised_time_s=m.train_clock_s - (m.pretrain_s or 0.0),
+        compile_time_s=m.compile_s,
+        breakdown_s=breakdown["breakdown_s"],
+        breakdown_sampled_steps=breakdown["breakdown_sampled_steps"],
+    )

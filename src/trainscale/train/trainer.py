@@ -19,6 +19,7 @@ from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
+from trainscale.results.run_result import RunMetrics, measured_summary
 from trainscale.train.batches import WorkerBatches
 from trainscale.train.loop import run_loop
 from trainscale.train.plan import plan_steps
@@ -33,13 +34,21 @@ from trainscale.workloads.base import Workload
 class TrainOutcome:
     """What a run produced; identical on every rank after the final gather."""
 
-    summary: dict[str, Any]
+    metrics: RunMetrics
     epochs: list[dict[str, Any]]
     step_times_s: list[float]
     """Every step's time (slowest rank), warm-up steps included; the summary excludes them."""
     workers: list[dict[str, Any]] = field(default_factory=list)
     model: torch.nn.Module | None = None
     """The trained model, unwrapped (not stored; for callers and tests)."""
+    pretrain: dict[str, Any] | None = None
+    """The pre-training phase's figures, when the workload has one."""
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """What training measured, as summary keys (the stored summary adds the workers,
+        the data's source and the hardware: `RunResult.summary`)."""
+        return measured_summary(self.metrics, self.pretrain)
 
 
 def train(
@@ -79,7 +88,7 @@ def train(
     workers = strategy.gather_objects(facts)
     breakdowns = [w.pop("breakdown_s") for w in workers]
     opt = config.optimisation
-    summary = summarize(
+    metrics = summarize(
         TrainMeasurements(
             global_batch_size=opt.global_batch_size,
             per_worker_batch_size=opt.batch_size,
@@ -99,11 +108,11 @@ def train(
             flops_per_sample=prepared.flops_per_sample,
             pretrain_s=pretraining.seconds if pretraining else None,
             compile_s=prepared.compile_s,
-            pretrain_figures=pretraining.figures if pretraining else {},
         )
     )
     return TrainOutcome(
-        summary=summary,
+        metrics=metrics,
+        pretrain=dict(pretraining.figures) if pretraining and pretraining.figures else None,
         epochs=[epoch.as_row() for epoch in loop.epochs],
         step_times_s=step_times_s,
         workers=workers,

@@ -1,0 +1,138 @@
+"""A run's result as typed objects, and the one place its stored summary is made from them.
+
+A training run's measurements are `RunMetrics` (made by train/summary.py under the rules of
+docs/methodology.md); an emulation's are `EmulationMetrics` (emulate/summary.py). Either,
+with the workers' facts, the data's source and (for a run) its hardware figures and energy,
+is a `RunResult`; `RunResult.summary()` is the JSON stored in the `runs` table, the same
+keys as ever, so stores written before keep reading. Exports take their columns from these
+fields (results/export.py), never from guessed keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, get_args, get_type_hints
+
+from trainscale.hardware.figures import HardwareFigures
+
+
+@dataclass(frozen=True, kw_only=True)
+class AccuracyMetrics:
+    """What every stored run measured of its optimisation (accuracy figures are None where
+    no accuracy may be claimed: synthetic data, evaluation off)."""
+
+    target_accuracy: float
+    """The test accuracy time to target is measured to."""
+    test_accuracy: float | None = None
+    """The last evaluation's test accuracy."""
+    test_loss: float | None = None
+    test_macro_f1: float | None = None
+    time_to_target_s: float | None = None
+    """Training clock at the first evaluation reaching the target; None if none did."""
+    accuracy_curve: list[list[float]] = field(default_factory=list)
+    """[training clock s, test accuracy] at every evaluation."""
+    train_time_s: float
+    """The training clock: every step (warm-up included) and pre-training, no evaluation."""
+    eval_time_s: float
+    """Time spent evaluating, off the training clock."""
+    num_steps: int
+    num_samples: int
+    """Samples trained on (num_steps x the global batch)."""
+    pretrain_time_s: float | None = None
+    """The pre-training phase's share of the training clock; None without a phase."""
+    peak_memory_bytes_per_worker: list[int] = field(default_factory=list)
+    """Each worker's peak resident memory, rank order."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary keys these metrics take."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunMetrics(AccuracyMetrics):
+    """A training run's headline measurements (docs/methodology.md): throughput and step
+    times leave the first `warmup_steps_excluded` steps out and take the slowest rank's
+    time of each step."""
+
+    samples_per_s: float
+    """Global samples per second over the timed steps."""
+    samples_per_s_per_worker: float
+    step_time_s_median: float
+    step_time_s_p90: float
+    step_time_s_iqr: float
+    num_timed_steps: int
+    warmup_steps_excluded: int
+    """Steps left out of the statistics (0 for a run shorter than its warm-up)."""
+    epoch_time_s: float | None = None
+    """Median training time of the full epochs; None without one."""
+    supervised_time_s: float
+    """The training clock less pre-training."""
+    compile_time_s: float | None = None
+    """torch.compile's time, off the clock; None when not compiled."""
+    flops_per_sample: int | None = None
+    """Forward and backward FLOPs of one sample, counted by torch."""
+    peak_gpu_memory_bytes_per_worker: list[int] | None = None
+    breakdown_s: dict[str, float | None] | None = None
+    """Median seconds per phase of the sampled steps (slowest rank's); None when off."""
+    breakdown_sampled_steps: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmulationMetrics(AccuracyMetrics):
+    """An emulation's measurements: the optimisation of N workers in one process, timed by
+    that process only (docs/emulation.md)."""
+
+    emulation: dict[str, Any]
+    """The emulated setting and its figures: mode, workers, batches, steps to target,
+    the steps curve, mode-specific figures such as staleness."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything a completed run stores besides its per-epoch rows and step times."""
+
+    metrics: RunMetrics | EmulationMetrics
+    workers: list[dict[str, Any]]
+    """What each worker actually ran with (cores, threads, pid, host, peak memory)."""
+    data_source: str
+    """Where the data came from (a directory, a file, or the synthetic generator)."""
+    hardware: HardwareFigures | None = None
+    """Devices, achieved FLOP/s and MFU (training runs)."""
+    energy_j: dict[str, Any] | None = None
+    """Energy by source over the run, where the hardware exposes it (training runs)."""
+    pretrain: dict[str, Any] | None = None
+    """The pre-training phase's figures (the DBN's CD epochs), when it had one."""
+
+    def summary(self) -> dict[str, Any]:
+        """The stored summary: the metrics' keys, the workers, the data source, and for a
+        training run its energy and hardware figures."""
+        out = measured_summary(self.metrics, self.pretrain)
+        out["workers"] = self.workers
+        out["data_source"] = self.data_source
+        if isinstance(self.metrics, RunMetrics):
+            out["energy_j"] = self.energy_j
+            out.update((self.hardware or HardwareFigures()).summary())
+        return out
+
+
+def measured_summary(
+    metrics: RunMetrics | EmulationMetrics, pretrain: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The summary keys of what training measured (before the workers' facts, the data's
+    source and the hardware figures join them in `RunResult.summary`)."""
+    out = metrics.to_dict()
+    if pretrain:
+        out["pretrain"] = dict(pretrain)
+    return out
+
+
+def scalar_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a result dataclass that hold one number, in declaration order (the
+    columns a CSV export gives them)."""
+    hints = get_type_hints(cls)
+    numbers = (int, float, type(None))
+    return tuple(
+        item.name
+        for item in fields(cls)
+        if all(arg in numbers for arg in (get_args(hints[item.name]) or (hints[item.name],)))
+    )

@@ -1,0 +1,91 @@
+"""The typed result: one place makes the stored summary, exports take their columns from it."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from conftest import tiny_config, tiny_data, tiny_workload
+
+from trainscale.hardware.facts import Environment
+from trainscale.hardware.figures import HardwareFigures
+from trainscale.parallel.distenv import DistEnv
+from trainscale.parallel.strategy import make_strategy
+from trainscale.results.export import CSV_COLUMNS, SUMMARY_KEYS, run_to_csv_row
+from trainscale.results.run_result import EmulationMetrics, RunMetrics, RunResult
+from trainscale.results.store import RunStore
+from trainscale.run.record import create_run_row, store_outcome
+from trainscale.train.trainer import train
+
+# The keys a completed run's summary has carried since schema 3 (readers depend on them).
+STORED_KEYS = {
+    "samples_per_s", "samples_per_s_per_worker", "step_time_s_median", "step_time_s_p90",
+    "step_time_s_iqr", "num_timed_steps", "warmup_steps_excluded", "epoch_time_s",
+    "time_to_target_s", "target_accuracy", "test_accuracy", "test_loss", "test_macro_f1",
+    "accuracy_curve", "train_time_s", "eval_time_s", "num_steps", "num_samples",
+    "peak_memory_bytes_per_worker", "peak_gpu_memory_bytes_per_worker", "flops_per_sample",
+    "pretrain_time_s", "supervised_time_s", "compile_time_s", "breakdown_s",
+    "breakdown_sampled_steps", "workers", "data_source", "energy_j", "hardware",
+    "achieved_tflops", "mfu_peak", "mfu", "mfu_vs_probe", "mfu_probe_peak",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outcome():
+    config = tiny_config(steps=6)
+    return config, train(config, tiny_workload(), tiny_data(), make_strategy(config, DistEnv()))
+
+
+def test_a_stored_run_summary_is_made_from_its_typed_result(outcome, tmp_path: Path) -> None:
+    config, trained = outcome
+    with RunStore(tmp_path / "s.db") as store:
+        create_run_row(store, "r1", config)
+        result = store_outcome(store, "r1", config, trained, "tests: tiny", {"cpu_j": 1.0})
+        stored = store.get_run("r1").summary
+    assert set(stored) == STORED_KEYS
+    assert stored == result.summary()
+    assert stored["samples_per_s"] == trained.metrics.samples_per_s
+    assert stored["energy_j"] == {"cpu_j": 1.0} and stored["data_source"] == "tests: tiny"
+
+
+def test_an_emulation_summary_has_no_hardware_or_step_figures() -> None:
+    metrics = EmulationMetrics(
+        target_accuracy=0.9,
+        train_time_s=1.0,
+        eval_time_s=0.5,
+        num_steps=4,
+        num_samples=64,
+        emulation={"mode": "sync", "workers": 2},
+    )
+    summary = RunResult(metrics=metrics, workers=[{"rank": 0}], data_source="x").summary()
+    assert summary["emulation"] == {"mode": "sync", "workers": 2}
+    assert not {"samples_per_s", "mfu", "hardware", "energy_j"} & set(summary)
+
+
+def test_export_columns_are_fields_of_the_typed_result() -> None:
+    typed = (
+        {f.name for f in fields(RunMetrics)}
+        | {f.name for f in fields(HardwareFigures)}
+        | {f.name for f in fields(Environment)}
+    )
+    run_columns = {
+        "run_id", "created_at", "finished_at", "workload", "status", "data", "world_size",
+        "threads_per_worker", "affinity", "precision", "global_batch_size", "tag", "error",
+        "peak_memory_bytes_max",  # derived: the largest of the per-worker figures
+    }  # fmt: skip
+    assert set(CSV_COLUMNS) - run_columns <= typed
+    assert set(SUMMARY_KEYS) == {f.name for f in fields(RunMetrics)}
+    assert {"mfu", "flops_per_sample", "cpu_model", "torch_version"} <= set(CSV_COLUMNS)
+
+
+def test_a_csv_row_reads_the_environment_by_its_fields(outcome, tmp_path: Path) -> None:
+    config, trained = outcome
+    with RunStore(tmp_path / "s.db") as store:
+        create_run_row(store, "r1", config)
+        store_outcome(store, "r1", config, trained, "tests: tiny", None)
+        record = store.get_run("r1")
+    row = run_to_csv_row(record)
+    assert row["cpu_model"] == Environment.from_dict(record.env).cpu_model
+    assert row["torch_version"] == record.env["torch_version"]
+    assert row["flops_per_sample"] == trained.metrics.flops_per_sample
