@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import one_error_line, run_cli
 
-from trainscale.workloads.registry import workload_names
+from trainscale.workloads import workload_names
 
 
 @pytest.mark.parametrize(

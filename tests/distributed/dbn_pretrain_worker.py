@@ -15,7 +15,7 @@ def pretrain_and_return_state(config_dict: dict, settings_dict: dict, batch_size
     from trainscale.config.options import RunConfig
     from trainscale.parallel.distenv import DistEnv
     from trainscale.parallel.strategy import make_strategy
-    from trainscale.train.rbm_pretrain import CdSettings, pretrain_stack
+    from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
 
     config = RunConfig.from_flat(config_dict)
     strategy = make_strategy(config, DistEnv.from_environ())

@@ -23,7 +23,7 @@ from dbn_pretrain_worker import dataset, pretrain_and_return_state, small_dbn  #
 from trainscale.parallel.distenv import DistEnv  # noqa: E402
 from trainscale.parallel.launcher import launch_workers  # noqa: E402
 from trainscale.parallel.strategy import make_strategy  # noqa: E402
-from trainscale.train.rbm_pretrain import CdSettings, pretrain_stack  # noqa: E402
+from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack  # noqa: E402
 
 GLOBAL_BATCH = 16  # 96 samples: 6 steps per epoch, 8 samples per worker per step
 

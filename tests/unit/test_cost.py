@@ -7,14 +7,8 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import TrainscaleError
-from trainscale.metrics.cost import (
-    PRICES_ENV_VAR,
-    CostedSetting,
-    PriceError,
-    cost_usd,
-    gpu_versus_cpu,
-    load_price_table,
-)
+from trainscale.hardware.prices import PRICES_ENV_VAR, PriceError, load_price_table
+from trainscale.metrics.cost import CostedSetting, cost_usd, gpu_versus_cpu
 from trainscale.report.aggregate import aggregate
 from trainscale.report.tables import configuration_rows
 from trainscale.results.store import RunRecord
@@ -217,7 +211,7 @@ def test_report_costs_configurations_and_compares_gpu_with_cpu(tmp_path: Path) -
 
 
 def test_report_without_a_price_for_the_device_says_so() -> None:
-    from trainscale.metrics.cost import parse_price_table
+    from trainscale.hardware.prices import parse_price_table
 
     gpu = record(
         "gpu-run",

@@ -11,14 +11,14 @@ from trainscale.errors import ConfigError
 from trainscale.models.dbn import DeepBeliefNet, Rbm
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
-from trainscale.train.rbm_pretrain import (
+from trainscale.train.trainer import train
+from trainscale.workloads import get_workload
+from trainscale.workloads.dbn_pretrain import (
     CdSettings,
     cd_statistics,
     pretrain_stack,
     train_rbm,
 )
-from trainscale.train.trainer import train
-from trainscale.workloads import get_workload
 from trainscale.workloads.mnist_dbn import DbnOptions, images_to_tensor, parse_options
 
 

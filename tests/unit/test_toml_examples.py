@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainscale.config.files import parse_toml
-from trainscale.metrics.cost import parse_price_table
+from trainscale.hardware.prices import parse_price_table
 from trainscale.simulate import cluster_file
 from trainscale.simulate.cluster import parse_cluster
 from trainscale.sweep.spec import parse_spec

@@ -94,7 +94,8 @@ def _value_parser(leaf: FlatField) -> Callable[[str], Any] | None:
         try:
             return parse(text)
         except ValueError as error:  # argparse shows ArgumentTypeError's text as is
-            message = str(error) if declared else f"expected a {parse.__name__}, got {text!r}"
+            kind = {int: "a whole number", float: "a number"}.get(parse, parse.__name__)
+            message = str(error) if declared else f"expected {kind}, got {text!r}"
             raise argparse.ArgumentTypeError(message) from None
 
     return typed

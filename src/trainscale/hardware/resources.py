@@ -27,6 +27,13 @@ mesh of sockets); both have the same limit, so the larger share sets it, rounded
 FDS_RESERVED = 64
 """Descriptors kept for everything else a process opens: libraries, the store, logs."""
 
+BYTES_PER_PARAMETER = 4
+"""fp32 master weights (bf16 autocast computes in bf16 but keeps fp32 parameters)."""
+
+STATE_COPIES = 4
+"""Model state per parameter: the weights, their gradients and Adam's two moments (SGD with
+momentum keeps one fewer; the floor is for the largest of the recipes' optimizers)."""
+
 WORKER_PROCESS_BYTES = 150 * MIB
 """Memory of one worker before it holds data or a model: a Python process with torch
 imported (about 145 MiB of its own pages, measured on Linux with torch 2 for the CPU)."""

@@ -3,7 +3,7 @@
 A stack of Bernoulli-Bernoulli RBMs, and the same stack unrolled into a feed-forward
 classifier: each sigmoid hidden layer of the classifier *is* an RBM (its weight and hidden
 bias are the RBM's parameters, not copies), topped by a linear softmax head. Greedy
-contrastive-divergence pre-training (trainscale.train.rbm_pretrain) fits the RBMs; supervised
+contrastive-divergence pre-training (trainscale.workloads.dbn_pretrain) fits the RBMs; supervised
 fine-tuning then trains the whole classifier with backprop.
 """
 

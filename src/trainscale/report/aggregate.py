@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from trainscale.hardware.facts import Environment
+from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
-from trainscale.metrics.cost import PriceTable
 from trainscale.report import ReportError
 from trainscale.report.baseline import default_baseline, find_baseline, with_speedup
 from trainscale.report.compare import affinity_table, amdahl_over_baseline, series_of

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from trainscale.metrics.cost import PriceTable, load_price_table
+from trainscale.hardware.prices import PriceTable, load_price_table
 from trainscale.report import ReportError
 from trainscale.report.aggregate import aggregate
 from trainscale.report.csv_table import render_csv

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainscale.hardware.peaks import match_gpu
+from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
-from trainscale.metrics.cost import CPU_CORE, CostedSetting, PriceTable, cost_usd, gpu_versus_cpu
+from trainscale.metrics.cost import CPU_CORE, CostedSetting, cost_usd, gpu_versus_cpu
 from trainscale.results.store import RunRecord
 
 

@@ -18,19 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.data.tensors import DataRequest, DataSize
-from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory, format_bytes
+from trainscale.hardware.resources import (
+    BYTES_PER_PARAMETER,
+    STATE_COPIES,
+    WORKER_PROCESS_BYTES,
+    check_memory,
+    format_bytes,
+)
 from trainscale.workloads.base import Workload
-
-BYTES_PER_PARAMETER = 4
-"""fp32 master weights (bf16 autocast computes in bf16 but keeps fp32 parameters)."""
 
 DATA_COPIES = 2
 """Copies of the dataset a worker holds at its peak: while loading, the arrays read (or the
 synthetic tensors drawn) and the tensors made from them exist together for a moment."""
-
-STATE_COPIES = 4
-"""Model state per parameter: the weights, their gradients and Adam's two moments (SGD with
-momentum keeps one fewer; the floor is for the largest of the recipes' optimizers)."""
 
 
 @dataclass(frozen=True)

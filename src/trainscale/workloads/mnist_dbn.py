@@ -95,8 +95,7 @@ def _layers(name: str, text: str) -> tuple[int, ...]:
         )
     parameters = num_parameters(sizes)
     if parameters > MAX_PARAMETERS:
-        from trainscale.hardware.resources import format_bytes
-        from trainscale.run.footprint import BYTES_PER_PARAMETER, STATE_COPIES
+        from trainscale.hardware.resources import BYTES_PER_PARAMETER, STATE_COPIES, format_bytes
 
         state = format_bytes(parameters * BYTES_PER_PARAMETER * STATE_COPIES)
         raise ConfigError(
@@ -202,7 +201,7 @@ def build_model(meta: Mapping[str, Any]) -> torch.nn.Module:
 
 def pretrain(model: Any, data: TensorData, strategy: Any, config: Any, progress: Any) -> dict:
     """Greedy CD pre-training with the run's options, at the run's global batch size."""
-    from trainscale.train.rbm_pretrain import CdSettings, pretrain_stack
+    from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
 
     options = parse_options(config.data.workload_options)
     settings = CdSettings(

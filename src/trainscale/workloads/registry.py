@@ -1,4 +1,9 @@
-"""Workloads by name: a decorator to register, explicit imports to populate."""
+"""Workloads by name: a decorator registers a workload's factory; `get` and `names` read them.
+
+The registry only holds what has been registered; which modules register the built-in
+workloads, and when they are imported, is the package's business (workloads/__init__.py),
+so no workload module and the registry import each other.
+"""
 
 from __future__ import annotations
 
@@ -22,26 +27,13 @@ def register(name: str) -> Callable[[Callable[[], Workload]], Callable[[], Workl
     return decorate
 
 
-def _ensure_loaded() -> None:
-    # Explicit imports (not plugin discovery) keep the list of workloads greppable.
-    from trainscale.workloads import (
-        cifar10_resnet44,  # noqa: F401
-        imdb_rnn,  # noqa: F401
-        mnist_cnn,  # noqa: F401
-        mnist_dbn,  # noqa: F401
-        tweets_text,  # noqa: F401
-    )
-
-
-def workload_names() -> list[str]:
-    """All registered workload names, sorted."""
-    _ensure_loaded()
+def names() -> list[str]:
+    """The registered workload names, sorted."""
     return sorted(_REGISTRY)
 
 
-def get_workload(name: str) -> Workload:
+def get(name: str) -> Workload:
     """The workload spec called `name`; an unknown name fails with the list of valid ones."""
-    _ensure_loaded()
     try:
         factory = _REGISTRY[name]
     except KeyError:
