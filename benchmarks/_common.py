@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 
-def trainscale_run(args: list[str], store: Path) -> dict:
-    """One `trainscale run ... --json` in a fresh process; returns its JSON result."""
+def trainscale_run(args: list[str], store: Path, env: dict[str, str] | None = None) -> dict:
+    """One `trainscale run ... --json` in a fresh process (with `env`, else this process's
+    environment); returns its JSON result."""
     cmd = [sys.executable, "-m", "trainscale", "run", *args, "--json", "--store", str(store)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env or os.environ.copy())
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -24,6 +25,20 @@ def spread(values: list[float]) -> str:
     return (
         f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}] (n={len(values)})"
     )
+
+
+def median_interval(
+    values: list[float], resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float, float]:
+    """(median, 2.5th and 97.5th percentiles of the bootstrap distribution of the median):
+    the median of per-round ratios with its 95% interval."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    medians = np.median(rng.choice(data, size=(resamples, len(data)), replace=True), axis=1)
+    low, high = np.percentile(medians, [2.5, 97.5])
+    return float(np.median(data)), float(low), float(high)
 
 
 def write_json(path: Path, payload: dict) -> None:

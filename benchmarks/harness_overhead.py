@@ -1,22 +1,48 @@
-"""trainscale's serial step time vs a bare PyTorch loop, interleaved, as a ratio.
+"""trainscale's serial step time vs a bare PyTorch loop (and, optionally, vs another trainscale
+checkout), in interleaved rounds, as ratios with a 95% interval.
 
-    python benchmarks/harness_overhead.py --repeats 5 --steps 60
+    python benchmarks/harness_overhead.py --rounds 15 --steps 60
+    python benchmarks/harness_overhead.py --rounds 15 --steps 60 --baseline-src ../old/src
 
-Both sides: mnist-cnn, batch 128, 1 thread pinned to core 0, synthetic in-memory data,
-channels_last, Adam; median step time over the steps after 5 warm-up steps. Target <= 1.02x.
+Every side: mnist-cnn, batch 128, 1 thread pinned to core 0, synthetic in-memory data,
+channels_last, Adam, constant lr; median step time over the steps after 5 warm-up steps.
+Each round runs every side once, in an order rotated from round to round (A B C, B C A,
+C A B, ...), so drift in the machine's speed falls on every side alike; each ratio is taken
+within a round, then summarised as the median over rounds with a 95% bootstrap interval.
+`--baseline-src` names the `src` folder of another checkout (say, the code before a
+restructure): it runs as a third side, and `trainscale / baseline` says whether the change
+made the harness slower. Target: trainscale / bare <= 1.02.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import spread, trainscale_run, write_json  # noqa: E402
+from _common import median_interval, trainscale_run, write_json  # noqa: E402
+
+RUN_ARGS = [
+    "mnist-cnn",
+    "--data",
+    "synthetic",
+    "--no-eval",
+    "--threads-per-worker",
+    "1",
+    "--affinity",
+    "0",
+    "--batch-size",
+    "128",
+    "--schedule",
+    "constant",
+    "--quiet",
+]
 
 
 def bare(steps: int) -> float:
@@ -30,48 +56,51 @@ def bare(steps: int) -> float:
     return json.loads(out)["step_time_s_median"]
 
 
+def trainscale_side(steps: int, store: Path, src: str | None = None) -> Callable[[], float]:
+    env = None
+    if src is not None:  # another checkout: its package first on the path
+        env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+    args = [*RUN_ARGS, "--steps", str(steps)]
+    return lambda: trainscale_run(args, store, env=env)["step_time_s_median"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--baseline-src", metavar="DIR", help="another checkout's src folder")
     parser.add_argument("--out", default="benchmarks/results/harness_overhead.json")
     args = parser.parse_args()
-    store = Path(tempfile.mkdtemp()) / "bench.db"
-    run_args = [
-        "mnist-cnn",
-        "--data",
-        "synthetic",
-        "--no-eval",
-        "--steps",
-        str(args.steps),
-        "--threads-per-worker",
-        "1",
-        "--affinity",
-        "0",
-        "--batch-size",
-        "128",
-        "--schedule",
-        "constant",
-        "--quiet",
-    ]
-    ratios, pairs = [], []
-    for repeat in range(args.repeats):
-        # Alternate which side goes first so drift in machine load hits both equally.
-        if repeat % 2 == 0:
-            b = bare(args.steps)
-            t = trainscale_run(run_args, store)["step_time_s_median"]
-        else:
-            t = trainscale_run(run_args, store)["step_time_s_median"]
-            b = bare(args.steps)
-        pairs.append({"bare_s": b, "trainscale_s": t})
-        ratios.append(t / b)
-        print(
-            f"repeat {repeat + 1}: bare {b * 1000:.1f} ms, trainscale {t * 1000:.1f} ms, "
-            f"ratio {t / b:.3f}",
-            flush=True,
-        )
-    print(f"trainscale / bare step time: {spread(ratios)}")
-    write_json(Path(args.out), {"command": " ".join(sys.argv), "pairs": pairs, "ratios": ratios})
+    folder = Path(tempfile.mkdtemp())
+    sides: dict[str, Callable[[], float]] = {
+        "bare": lambda: bare(args.steps),
+        "trainscale": trainscale_side(args.steps, folder / "trainscale.db"),
+    }
+    if args.baseline_src:
+        sides["baseline"] = trainscale_side(args.steps, folder / "baseline.db", args.baseline_src)
+    names = list(sides)
+    rounds = []
+    for index in range(args.rounds):
+        order = names[index % len(names) :] + names[: index % len(names)]
+        times = {name: sides[name]() for name in order}
+        rounds.append({"order": order, "step_time_s": times})
+        shown = ", ".join(f"{name} {times[name] * 1000:.1f} ms" for name in names)
+        print(f"round {index + 1} ({' '.join(order)}): {shown}", flush=True)
+    ratios = {"trainscale / bare": [r["step_time_s"]["trainscale"] / r["step_time_s"]["bare"]
+                                    for r in rounds]}  # fmt: skip
+    if args.baseline_src:
+        ratios["trainscale / baseline"] = [
+            r["step_time_s"]["trainscale"] / r["step_time_s"]["baseline"] for r in rounds
+        ]
+    summary = {}
+    for label, values in ratios.items():
+        median, low, high = median_interval(values)
+        summary[label] = {"median": median, "ci95": [low, high], "n": len(values)}
+        print(f"{label}: {median:.3f} [{low:.3f}, {high:.3f}] (95% interval, n={len(values)})")
+    write_json(
+        Path(args.out),
+        {"command": " ".join(sys.argv), "rounds": rounds, "ratios": ratios, "summary": summary},
+    )
 
 
 if __name__ == "__main__":
