@@ -77,6 +77,9 @@ def test_export_columns_are_fields_of_the_typed_result() -> None:
     assert set(CSV_COLUMNS) - run_columns <= typed
     assert set(SUMMARY_KEYS) == {f.name for f in fields(RunMetrics)}
     assert {"mfu", "flops_per_sample", "cpu_model", "torch_version"} <= set(CSV_COLUMNS)
+    # One number a cell: lists and tables stay in the JSON export.
+    assert not {"peak_memory_bytes_per_worker", "accuracy_curve", "breakdown_s"} & set(CSV_COLUMNS)
+    assert CSV_COLUMNS.index("samples_per_s") < CSV_COLUMNS.index("test_accuracy")
 
 
 def test_a_csv_row_reads_the_environment_by_its_fields(outcome, tmp_path: Path) -> None:

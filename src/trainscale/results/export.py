@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import fields
 from typing import Any, TextIO
 
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.figures import HardwareFigures
 from trainscale.results.csv_cells import write_csv
-from trainscale.results.run_result import RunMetrics, scalar_fields
+from trainscale.results.run_result import RunMetrics, field_names
 from trainscale.results.store import RunRecord
 
-SUMMARY_KEYS = tuple(item.name for item in fields(RunMetrics))
+SUMMARY_KEYS = field_names(RunMetrics)
 """A training run's measurements (`RunMetrics`), always present in an export (null when a
-run did not record one), in declaration order."""
+run did not record one), throughput first."""
 
 CSV_COLUMNS = (
     "run_id",
@@ -31,9 +30,9 @@ CSV_COLUMNS = (
     "precision",
     "global_batch_size",
     "tag",
-    *scalar_fields(RunMetrics),
+    *field_names(RunMetrics, numbers_only=True),
     "peak_memory_bytes_max",
-    *scalar_fields(HardwareFigures),
+    *field_names(HardwareFigures, numbers_only=True),
     "cpu_model",
     "torch_version",
     "error",

@@ -10,8 +10,10 @@ fields (results/export.py), never from guessed keys.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, get_args, get_type_hints
+import dataclasses
+import types
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from trainscale.hardware.figures import HardwareFigures
 
@@ -126,13 +128,24 @@ def measured_summary(
     return out
 
 
-def scalar_fields(cls: type) -> tuple[str, ...]:
-    """The fields of a result dataclass that hold one number, in declaration order (the
-    columns a CSV export gives them)."""
+def field_names(cls: type, numbers_only: bool = False) -> tuple[str, ...]:
+    """The fields of a result dataclass, a class's own before those it inherits (so a run's
+    throughput leads and the accuracy figures every run shares follow); with `numbers_only`,
+    only those holding one number or None (the columns a CSV export gives them)."""
     hints = get_type_hints(cls)
-    numbers = (int, float, type(None))
-    return tuple(
-        item.name
-        for item in fields(cls)
-        if all(arg in numbers for arg in (get_args(hints[item.name]) or (hints[item.name],)))
-    )
+    declared = [
+        name
+        for klass in cls.__mro__
+        if dataclasses.is_dataclass(klass)
+        for name in klass.__dict__.get("__annotations__", {})
+    ]
+    names = [name for name in dict.fromkeys(declared) if name in hints]
+    return tuple(name for name in names if not numbers_only or _is_number(hints[name]))
+
+
+def _is_number(hint: Any) -> bool:
+    if hint in (int, float):
+        return True
+    if get_origin(hint) in (Union, types.UnionType):
+        return all(arg in (int, float, type(None)) for arg in get_args(hint))
+    return False
