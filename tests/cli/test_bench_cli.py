@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from cli_helpers import one_error_line, run_cli, write_random_mnist
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.mnist_files import write_random_mnist
 
 
 @pytest.fixture(autouse=True)

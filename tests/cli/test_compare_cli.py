@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from cli_helpers import one_error_line, run_cli
-from trainer_output import machine_figures, trainer_summary
 
 from trainscale.cli import main
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.trainer_output import machine_figures, trainer_summary
 
 WARMUP = 3
 

@@ -10,12 +10,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_helpers import one_error_line, run_cli
-from report_store import FixtureConfig, build_store
-from report_store import run_id as report_run_id
-from simulate_fixtures import add_emulation, add_measured_run, run_id
 
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.report_store import FixtureConfig, build_store
+from tests.helpers.report_store import run_id as report_run_id
+from tests.helpers.simulate import add_emulation, add_measured_run, run_id
 
 BREAKDOWN = {"data": 0.001, "forward": 0.03, "backward": 0.06, "optimizer": 0.009}
 JSON_COLUMNS = ["config_json", "env_json", "summary_json"]

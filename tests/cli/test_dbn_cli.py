@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
 
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import run_cli
 
 # Tiny layers and a large batch: one CD epoch over 60k synthetic vectors is 120 steps.
 TINY = ["-o", "layers=16", "-o", "pretrain_epochs=1", "--batch-size", "500", "--steps", "2"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import has_real_mnist
 
 from trainscale.cli import main
+
+from tests.helpers.real_data import has_real_mnist
 
 # This exact command (seed 0, 2 workers x 1 thread) ended at 96.8% test accuracy, and at
 # 93.9% with -o pretrain_epochs=0: the bar leaves room for rounding differences between

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import one_error_line, run_cli, write_random_mnist
-from conftest import REAL_DATA_DIR, has_real_mnist
 
 from trainscale.cli import main
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.mnist_files import write_random_mnist
+from tests.helpers.real_data import REAL_DATA_DIR, has_real_mnist
 
 
 @pytest.fixture(autouse=True)

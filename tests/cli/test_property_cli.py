@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from cli_helpers import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.helpers.cli import run_cli
 
 EXAMPLES = int(os.environ.get("TRAINSCALE_FUZZ_EXAMPLES", "60"))
 """Examples per property (more: `TRAINSCALE_FUZZ_EXAMPLES=1000 python -m pytest ...`)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import one_error_line, run_cli, write_random_mnist
 
 from trainscale.cli import main
-from trainscale.cli.command_line import parse_run_command
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, parse_run_command, run_cli
+from tests.helpers.mnist_files import write_random_mnist
 
 
 @pytest.fixture(autouse=True)

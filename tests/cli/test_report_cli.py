@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_store import build_store, cpu_parallel_configs, run_id
 
 from trainscale.cli import main
 from trainscale.results.store import RunStore
+
+from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id
 
 SWEEP = "5eed0000"
 

@@ -13,9 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from report_store import build_store, cpu_parallel_configs
 
 from trainscale.report.build import build_report
+
+from tests.helpers.report_store import build_store, cpu_parallel_configs
 
 webdriver = pytest.importorskip(
     "selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')"

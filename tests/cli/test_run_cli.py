@@ -10,12 +10,13 @@ import time
 
 import psutil
 import pytest
-from cli_helpers import one_error_line, run_cli, write_random_mnist
-from conftest import has_real_mnist
 
 from trainscale.cli import main
-from trainscale.data.idx import write_idx
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.mnist_files import write_idx, write_random_mnist
+from tests.helpers.real_data import has_real_mnist
 
 SYNTH = ["--data", "synthetic", "--steps", "4", "--batch-size", "16", "--quiet"]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import one_error_line, run_cli
-from simulate_fixtures import add_emulation, add_measured_run, run_id
 
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.simulate import add_emulation, add_measured_run, run_id
 
 BREAKDOWN = {"data": 0.001, "forward": 0.03, "backward": 0.06, "optimizer": 0.009}
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import one_error_line, run_cli
 
 from trainscale.errors import StoreError, TrainscaleError
 from trainscale.results.owner import Owner, this_host
@@ -29,6 +28,8 @@ from trainscale.run.record import create_run_row
 from trainscale.sweep.execute import execute_sweep
 from trainscale.sweep.plan import make_plan
 from trainscale.sweep.spec import parse_spec
+
+from tests.helpers.cli import one_error_line, run_cli
 
 HERE = Path(__file__).parent
 START_TIMEOUT_S = 180

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import one_error_line, run_cli, write_random_mnist
 
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.mnist_files import write_random_mnist
 
 TINY = """
 name = "tiny"

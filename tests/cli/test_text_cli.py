@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import one_error_line, run_cli
-from text_files import exploit_array, write_acl_tree, write_imdb_npz
 
 from trainscale.cli import main
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.text_files import exploit_array, write_acl_tree, write_imdb_npz
 
 SNIPPETS = Path(os.environ.get("TRAINSCALE_DATA_DIR", "/nonexistent")) / (
     "movie-snippets/movie_review_snippets.tsv"

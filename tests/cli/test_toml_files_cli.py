@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import one_error_line, run_cli
+
+from tests.helpers.cli import one_error_line, run_cli
 
 DEPTH = 100_000
 

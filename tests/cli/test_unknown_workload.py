@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import one_error_line, run_cli
 
 from trainscale.workloads import workload_names
+
+from tests.helpers.cli import one_error_line, run_cli
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for conftest helpers
-
 
 def pretrain_and_return_state(config_dict: dict, settings_dict: dict, batch_size: int) -> dict:
     """Pre-train a small DBN on this worker's shards; return its state and figures."""

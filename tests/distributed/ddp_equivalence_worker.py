@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for conftest helpers
-
 
 def train_and_return_state(config_dict: dict) -> dict:
-    from conftest import tiny_data, tiny_workload
-
     from trainscale.config.options import RunConfig
     from trainscale.parallel.distenv import DistEnv
     from trainscale.parallel.strategy import make_strategy
     from trainscale.train.trainer import train
+
+    from tests.helpers.tiny import tiny_data, tiny_workload
 
     config = RunConfig.from_flat(config_dict)
     strategy = make_strategy(config, DistEnv.from_environ())

@@ -10,20 +10,16 @@ distribution; the replicas must still stay identical to each other.
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trainscale.parallel.distenv import DistEnv
+from trainscale.parallel.launcher import launch_workers
+from trainscale.parallel.strategy import make_strategy
+from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
 
-from conftest import tiny_config  # noqa: E402
-from dbn_pretrain_worker import dataset, pretrain_and_return_state, small_dbn  # noqa: E402
-
-from trainscale.parallel.distenv import DistEnv  # noqa: E402
-from trainscale.parallel.launcher import launch_workers  # noqa: E402
-from trainscale.parallel.strategy import make_strategy  # noqa: E402
-from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack  # noqa: E402
+from tests.distributed.dbn_pretrain_worker import dataset, pretrain_and_return_state, small_dbn
+from tests.helpers.tiny import tiny_config
 
 GLOBAL_BATCH = 16  # 96 samples: 6 steps per epoch, 8 samples per worker per step
 

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trainscale.parallel.distenv import DistEnv
+from trainscale.parallel.launcher import launch_workers
+from trainscale.parallel.strategy import make_strategy
+from trainscale.train.trainer import train
 
-from conftest import tiny_config, tiny_data, tiny_workload  # noqa: E402
-from ddp_equivalence_worker import train_and_return_state  # noqa: E402
-
-from trainscale.parallel.distenv import DistEnv  # noqa: E402
-from trainscale.parallel.launcher import launch_workers  # noqa: E402
-from trainscale.parallel.strategy import make_strategy  # noqa: E402
-from trainscale.train.trainer import train  # noqa: E402
+from tests.distributed.ddp_equivalence_worker import train_and_return_state
+from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
 
 @pytest.mark.parametrize("grad_accum", [1, 2])

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trainscale.config import RunOptions
+from trainscale.emulate.engine import emulate
+from trainscale.emulate.spec import EmulationSpec, emulation_config, resolve_spec
+from trainscale.parallel.launcher import launch_workers
 
-from conftest import tiny_config, tiny_data, tiny_workload  # noqa: E402
-from ddp_equivalence_worker import train_and_return_state  # noqa: E402
-
-from trainscale.config import RunOptions  # noqa: E402
-from trainscale.emulate.engine import emulate  # noqa: E402
-from trainscale.emulate.spec import EmulationSpec, emulation_config, resolve_spec  # noqa: E402
-from trainscale.parallel.launcher import launch_workers  # noqa: E402
+from tests.distributed.ddp_equivalence_worker import train_and_return_state
+from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
 
 def test_sync_emulation_of_two_workers_matches_two_worker_ddp():

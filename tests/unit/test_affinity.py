@@ -73,7 +73,7 @@ def test_none_is_not_pinned_and_divides_cores() -> None:
         oversubscribed=False,
     )
     assert plan.describe() == "2 workers x 4 threads, not pinned (8 cores available)"
-    assert plan.cores_for(1) is None
+    assert plan.core_sets is None
 
 
 def test_compact_gives_consecutive_cores() -> None:
@@ -200,7 +200,7 @@ def test_explicit_sets_from_text_and_lists() -> None:
     assert plan.affinity == "explicit"
     assert plan.core_sets == ((0, 1), (2, 3))
     assert plan.threads_per_worker == 2
-    assert plan.cores_for(1) == (2, 3)
+    assert plan.core_sets[1] == (2, 3)
     assert plan_cpu(2, None, [[0, 1], [2, 3]], CORES) == plan
     assert plan.describe() == "2 workers x 2 threads, pinned explicit: [0-1] [2-3]"
 
@@ -254,11 +254,6 @@ def test_explicit_list_errors(sets: list, fragment: str) -> None:
     with pytest.raises(ConfigError) as caught:
         plan_cpu(2, None, sets, CORES)
     assert fragment in str(caught.value)
-
-
-def test_cores_for_out_of_range() -> None:
-    with pytest.raises(ConfigError, match="out of range"):
-        plan_cpu(2, 1, "compact", CORES).cores_for(2)
 
 
 # --- pinning a real process ----------------------------------------------------------------

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli, write_random_mnist
 
 from trainscale.bench import BenchListener, RungResult, Skipped, run_bench
 from trainscale.errors import ConfigError, DataError
+
+from tests.helpers.cli import run_cli
+from tests.helpers.mnist_files import write_random_mnist
 
 FOUR_CORES = {
     "cpu_model": "Test CPU",

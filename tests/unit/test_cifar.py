@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from cifar_files import NAMES, batch_dict, py2_pickle, write_binary, write_python
 
 from trainscale.data import cifar
 from trainscale.data.augment import random_crop_flip
@@ -33,6 +32,8 @@ from trainscale.data.cifar import (
     read_python_batch,
 )
 from trainscale.errors import DataError
+
+from tests.helpers.cifar_files import NAMES, batch_dict, py2_pickle, write_binary, write_python
 
 PER_BATCH = 4
 

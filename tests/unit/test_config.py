@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import MISSING
 
 import pytest
 
@@ -163,7 +164,8 @@ def test_no_default_is_written_twice():
 
     for key, leaf in RunOptions.flat_fields().items():
         owner = RunOptions if leaf.group is None else type(getattr(RunOptions.of("x"), leaf.group))
-        default = leaf.default() if leaf.has_default else None
+        declared = leaf.item.default is not MISSING or leaf.item.default_factory is not MISSING
+        default = leaf.default() if declared else None
         if default is None or isinstance(default, (bool, dict)):
             continue
         shown = f"{default:g}" if isinstance(default, float) else str(default)

@@ -8,12 +8,13 @@ import io
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
-from report_store import FixtureConfig, build_store
 
 from trainscale.report.build import build_report
 from trainscale.results.csv_cells import csv_cell
 from trainscale.results.store import RunStore
+
+from tests.helpers.cli import run_cli
+from tests.helpers.report_store import FixtureConfig, build_store
 
 FORMULAS = [
     '=HYPERLINK("http://x","y")',

@@ -8,11 +8,12 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from conftest import CUT_SHORT_PAYLOAD
 
 from trainscale.data import cache
 from trainscale.data.mnist import MNIST, load_idx_dataset
 from trainscale.errors import DataError
+
+from tests.helpers.http_servers import CUT_SHORT_PAYLOAD
 
 FULL = len(CUT_SHORT_PAYLOAD)
 

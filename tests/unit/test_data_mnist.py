@@ -17,19 +17,23 @@ import numpy as np
 import pytest
 
 from trainscale.data import cache
-from trainscale.data.idx import write_idx
 from trainscale.data.mnist import (
     FASHION_MNIST,
     MNIST,
-    STANDARD_FILES,
+    TEST_IMAGES,
+    TEST_LABELS,
+    TRAIN_IMAGES,
+    TRAIN_LABELS,
     IdxDatasetSpec,
     candidate_dirs,
-    get_spec,
     load_idx_dataset,
     locate,
 )
-from trainscale.errors import ConfigError, DataError
+from trainscale.errors import DataError
 
+from tests.helpers.mnist_files import write_idx
+
+STANDARD_FILES = (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
 NUM_TRAIN, NUM_TEST = 6, 4
 
 
@@ -291,13 +295,6 @@ def test_explicit_file_is_refused(env: Path) -> None:
     not_a_folder.write_bytes(b"")
     with pytest.raises(DataError, match="it is a file, not a folder"):
         load_idx_dataset(MNIST, not_a_folder)
-
-
-def test_get_spec() -> None:
-    assert get_spec("mnist") is MNIST
-    assert get_spec("fashion-mnist") is FASHION_MNIST
-    with pytest.raises(ConfigError, match="fashion-mnist, mnist"):
-        get_spec("emnist")
 
 
 def test_specs_hold_the_canonical_digests() -> None:

@@ -13,8 +13,9 @@ import pytest
 
 from trainscale.data import search
 from trainscale.errors import DataError
+from trainscale.workloads import tweets_text
 from trainscale.workloads.text_common import parse_options
-from trainscale.workloads.tweets_text import DEFAULTS, candidate_files, find_tweets
+from trainscale.workloads.tweets_text import DEFAULTS, find_tweets
 
 PLACES = search.DatasetPlaces(
     name="toy",
@@ -158,7 +159,7 @@ def test_explicit_file_for_single_file_datasets(env: Path) -> None:
 def test_tweets_search_path_and_explicit_dir(env: Path, monkeypatch) -> None:
     opts = parse_options({}, **DEFAULTS)
     monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(env / "envdir"))
-    assert candidate_files(None) == [
+    assert [d / "tweets.csv" for d in search.candidate_dirs(tweets_text.PLACES)] == [
         env / "envdir" / "tweets.csv",
         env / "envdir" / "tweets" / "tweets.csv",
         env / "cache" / "tweets" / "tweets.csv",

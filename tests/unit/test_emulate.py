@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_config, tiny_data, tiny_workload
 
 from trainscale.config.options import RunOptions
 from trainscale.emulate.async_ps import compute_time
@@ -24,6 +23,8 @@ from trainscale.parallel.strategy import make_strategy
 from trainscale.results.store import RunStore
 from trainscale.run.resolve import resolve
 from trainscale.train.trainer import train
+
+from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
 TINY = dict(workload="mnist-cnn", threads_per_worker=1, affinity="none", warmup_steps_untimed=1)
 

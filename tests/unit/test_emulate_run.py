@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from cli_helpers import write_random_mnist
 
 from trainscale.config.options import RunOptions
 from trainscale.emulate.run import EmulationListener, EmulationResult, run_emulation
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
+
+from tests.helpers.mnist_files import write_random_mnist
 
 
 @pytest.fixture(autouse=True)

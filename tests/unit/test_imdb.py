@@ -11,7 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from text_files import (
+
+from trainscale.data import imdb
+from trainscale.data.text import PAD_ID, UNK_ID
+from trainscale.errors import DataError
+
+from tests.helpers.text_files import (
     TEST_LABELS,
     TRAIN_LABELS,
     exploit_array,
@@ -20,10 +25,6 @@ from text_files import (
     write_acl_tree,
     write_imdb_npz,
 )
-
-from trainscale.data import imdb
-from trainscale.data.text import UNK_ID
-from trainscale.errors import DataError
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_acl_tree_loads_with_a_train_only_vocabulary(env: Path) -> None:
     unseen_row = splits.test_ids[3]
     assert unseen_row[0] == UNK_ID and unseen_row[2] != UNK_ID
     # "<br />" is gone: "Boring<br />and dull; a waste." has 7 tokens
-    assert splits.train_lengths.tolist()[1] == 7
+    assert (splits.train_ids != PAD_ID).sum(axis=1).tolist()[1] == 7
 
 
 def test_acl_tree_missing_folder_is_the_wrong_format(env: Path) -> None:
@@ -67,9 +68,10 @@ def test_acl_tree_missing_folder_is_the_wrong_format(env: Path) -> None:
     with pytest.raises(DataError) as info:
         imdb.acl_files(tree)
     assert "not an aclImdb tree (missing test/neg)" in str(info.value)
-    found, looked = imdb.find_imdb(env / "d", "auto")
-    assert found is None
-    assert "not an aclImdb tree (missing test/neg)" in looked[0]
+    # Looked for where it is, the reason reaches the user.
+    with pytest.raises(DataError) as info:
+        imdb.locate_imdb(env / "d", "auto", download=False)
+    assert "not an aclImdb tree (missing test/neg)" in str(info.value)
 
 
 def test_acl_tree_empty_split(env: Path) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import write_random_mnist
 
 from trainscale.config.limits import MAX_RESAMPLES, check_count
 from trainscale.config.options import RunOptions
@@ -36,6 +35,8 @@ from trainscale.workloads import get_workload, workload_names
 from trainscale.workloads.mnist_dbn import MAX_PARAMETERS, num_parameters, parse_options
 from trainscale.workloads.text_common import MAX_LEN
 from trainscale.workloads.tweets_text import tweets_options
+
+from tests.helpers.mnist_files import write_random_mnist
 
 # --- worker processes ---------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TinyNet, tiny_config, tiny_data, tiny_workload
 
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
@@ -13,6 +12,8 @@ from trainscale.train.batches import WorkerBatches
 from trainscale.train.loop import StepInput, StepRules, run_loop
 from trainscale.train.plan import StepPlan
 from trainscale.train.progress import NullProgress
+
+from tests.helpers.tiny import TinyNet, tiny_config, tiny_data, tiny_workload
 
 
 class RecordingStep:

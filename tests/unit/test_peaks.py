@@ -6,7 +6,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import tiny_config
 
 from trainscale.config.options import RunConfig
 from trainscale.hardware.facts import CpuFacts, read_cpu_facts
@@ -30,6 +29,8 @@ from trainscale.hardware.peaks import (
     peak_precision,
 )
 from trainscale.results.store import RunStore
+
+from tests.helpers.tiny import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

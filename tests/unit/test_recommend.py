@@ -7,7 +7,6 @@ import shlex
 
 import pytest
 
-from trainscale.cli.command_line import parse_run_command
 from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
@@ -20,6 +19,8 @@ from trainscale.recommend.space import (
     worker_counts,
 )
 from trainscale.run.launch import RunFailed
+
+from tests.helpers.cli import parse_run_command
 
 # -- the space ---------------------------------------------------------------------------
 

@@ -4,9 +4,7 @@ trial runs."""
 from __future__ import annotations
 
 import pytest
-from cli_helpers import write_random_mnist
 
-from trainscale.cli.command_line import parse_run_command
 from trainscale.errors import ConfigError
 from trainscale.recommend.run import (
     RecommendListener,
@@ -15,6 +13,9 @@ from trainscale.recommend.run import (
     search_settings,
     summary_lines,
 )
+
+from tests.helpers.cli import parse_run_command
+from tests.helpers.mnist_files import write_random_mnist
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ import socket
 import time
 
 import pytest
-from conftest import tiny_config
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
@@ -24,6 +23,8 @@ from trainscale.results.store import RunStore
 from trainscale.run.launch import _record_failure
 from trainscale.run.record import create_run_row
 from trainscale.run.resolve import resolve
+
+from tests.helpers.tiny import tiny_config
 
 
 @pytest.fixture(autouse=True)

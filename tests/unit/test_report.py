@@ -8,12 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-from report_store import (
-    build_store,
-    cpu_parallel_configs,
-    run_id,
-    scaling_configs,
-)
 
 from trainscale.report import ReportError
 from trainscale.report.build import build_report, load_report_data, write_report
@@ -21,6 +15,8 @@ from trainscale.report.csv_table import CSV_COLUMNS
 from trainscale.report.labels import labels_from_differences
 from trainscale.report.model import ReportData
 from trainscale.report.plots import render_plots
+
+from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id, scaling_configs
 
 SWEEP = "5eed0000"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -9,11 +9,12 @@ import sqlite3
 
 import pytest
 from markdown_it import MarkdownIt
-from report_store import FixtureConfig, build_store
 
 from trainscale.report.build import WrittenReport, build_report
 from trainscale.report.markdown import md_text
 from trainscale.report.tables import CONFIGURATION_COLUMNS, NOT_COMPLETED_COLUMNS
+
+from tests.helpers.report_store import FixtureConfig, build_store
 
 EVIL_LABEL = "a | b\nc `code` <script>alert(1)</script> [x](javascript:alert(1)) *em* _u_ ~~s~~"
 EVIL_NAME = "# name <img src=x onerror=alert(1)> [y](javascript:alert(2))"

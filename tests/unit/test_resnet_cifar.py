@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from cifar_files import write_python
 
 from trainscale.cli import main
 from trainscale.data.tensors import DataRequest
@@ -16,6 +15,8 @@ from trainscale.results.store import RunStore
 from trainscale.train.flops import count_flops_per_sample
 from trainscale.workloads import get_workload, workload_names
 from trainscale.workloads.cifar10_resnet44 import CIFAR10_MEAN, CIFAR10_STD
+
+from tests.helpers.cifar_files import write_python
 
 # Multiply-accumulates of one forward pass of ResNet-44 on a 32x32 image, by hand: the stem,
 # 14 convs per stage at 32, 16 and 8 pixels a side (2.36M MACs each, except the first conv

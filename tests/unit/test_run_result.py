@@ -6,7 +6,6 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from conftest import tiny_config, tiny_data, tiny_workload
 
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.figures import HardwareFigures
@@ -17,6 +16,8 @@ from trainscale.results.run_result import EmulationMetrics, RunMetrics, RunResul
 from trainscale.results.store import RunStore
 from trainscale.run.record import create_run_row, store_outcome
 from trainscale.train.trainer import train
+
+from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
 # The keys a completed run's summary has carried since schema 3 (readers depend on them).
 STORED_KEYS = {

@@ -5,15 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from simulate_fixtures import (
-    MACHINE,
-    add_emulation,
-    add_measured_run,
-    calibration,
-    cluster,
-    run_id,
-    tiny_layout,
-)
 
 from trainscale.results.store import RunStore
 from trainscale.simulate.calibrate import (
@@ -33,6 +24,16 @@ from trainscale.simulate.cluster import DeviceSpec, LinkSpec, load_preset
 from trainscale.simulate.predict import predict_one
 from trainscale.simulate.stragglers import sigma_from_spread
 from trainscale.simulate.validate import ValidationReport, ValidationRow, validate_runs
+
+from tests.helpers.simulate import (
+    MACHINE,
+    add_emulation,
+    add_measured_run,
+    calibration,
+    cluster,
+    run_id,
+    tiny_layout,
+)
 
 BREAKDOWN = {"data": 0.001, "forward": 0.03, "backward": 0.06, "optimizer": 0.009}
 

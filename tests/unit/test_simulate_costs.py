@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from simulate_fixtures import calibration, cluster, tiny_layout
 
 from trainscale.metrics.scaling import amdahl_speedup
 from trainscale.simulate.buckets import (
@@ -36,6 +35,8 @@ from trainscale.simulate.stragglers import (
     slowest_factor_samples,
 )
 from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
+
+from tests.helpers.simulate import calibration, cluster, tiny_layout
 
 LINK = Link(alpha_s=1e-5, beta_s_per_byte=1e-9)
 

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simulate_fixtures import calibration, cluster, tiny_layout
 
-from trainscale.simulate.model import StepCosts, perfect_overlap_bound_s, simulate_step
+from trainscale.simulate.model import StepCosts, simulate_step
 from trainscale.simulate.predict import predict_one, predict_scaling, step_costs
+
+from tests.helpers.simulate import calibration, cluster, tiny_layout
+
+
+def perfect_overlap_bound_s(costs: StepCosts) -> float:
+    """The fastest a step can be at factor 1: communication fully hidden where it can be.
+
+    No bucket's all-reduce starts before forward ends, and compute cannot be hidden, so the
+    step is at least max(compute, data + forward + all communication) + optimizer.
+    """
+    return max(costs.compute_s, costs.data_s + costs.forward_s + costs.comm_s) + costs.optimizer_s
 
 
 def test_one_worker_predicts_the_calibrated_serial_step():

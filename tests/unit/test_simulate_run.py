@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from simulate_fixtures import add_emulation, add_measured_run, run_id
 
 from trainscale.cli import main
 from trainscale.errors import ConfigError, TrainscaleError
@@ -18,6 +17,8 @@ from trainscale.simulate.run import (
     time_to_accuracy,
     validate_simulator,
 )
+
+from tests.helpers.simulate import add_emulation, add_measured_run, run_id
 
 BREAKDOWN = {"data": 0.001, "forward": 0.03, "backward": 0.06, "optimizer": 0.009}
 

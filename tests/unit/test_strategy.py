@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from conftest import TinyNet, tiny_config, tiny_data
 
 from trainscale.parallel import communication, device
 from trainscale.parallel.communication import DdpCommunication, NoCommunication
@@ -17,6 +16,8 @@ from trainscale.parallel.device import CpuDevice, CudaDevice, HostThreads
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.sharding import Sharding
 from trainscale.parallel.strategy import make_strategy
+
+from tests.helpers.tiny import TinyNet, tiny_config, tiny_data
 
 
 def _config(workers: int = 1, device_kind: str = "cpu", **flat):

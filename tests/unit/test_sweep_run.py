@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_sweep_execute import FakeRunner
 
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
 from trainscale.sweep.run import SweepRunListener, load_sweep, run_sweep
+
+from tests.helpers.sweeps import FakeRunner
 
 SPEC = """
 name = "two"

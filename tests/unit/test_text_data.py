@@ -18,7 +18,6 @@ from trainscale.data.text import (
     encode_ids,
     labels_to_ids,
     load_table_splits,
-    padding_fraction,
     read_table,
     stratified_split,
     tokenize,
@@ -67,14 +66,6 @@ def test_encode_pads_keeps_the_end_and_maps_unknowns() -> None:
     assert ids.tolist() == [[good, UNK_ID, PAD_ID], [bad, bad, good], [UNK_ID, PAD_ID, PAD_ID]]
     assert lengths.tolist() == [2, 3, 1]
     assert encode_ids([[5, 6, 7, 8]], 2)[0].tolist() == [[7, 8]]
-
-
-def test_padding_fraction() -> None:
-    lengths = np.array([1, 3, 2, 2])
-    assert padding_fraction(lengths, 2, np.array([0, 1, 2, 3])) == pytest.approx(1 - 8 / 10)
-    assert padding_fraction(lengths, 2, np.array([0, 2, 1, 3])) == pytest.approx(1 - 8 / 10)
-    assert padding_fraction(lengths, 2, np.array([2, 3, 0, 1])) == pytest.approx(1 - 8 / 10)
-    assert padding_fraction(lengths, 2, np.array([0, 1])) == pytest.approx(2 / 6)
 
 
 # --- delimited files ---------------------------------------------------------------------

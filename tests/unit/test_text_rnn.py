@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
-from conftest import tiny_config
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.bucketing import bucket_order
 from trainscale.data.tensors import DataRequest, TensorData
-from trainscale.data.text import padding_fraction
 from trainscale.metrics.flops import extra_flop_formulas
 from trainscale.models.text_cnn import TextCNN
 from trainscale.models.text_rnn import TextRNN
@@ -20,6 +19,8 @@ from trainscale.train.flops import count_flops_per_sample
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
+
+from tests.helpers.tiny import tiny_config
 
 VOCAB = 50
 
@@ -110,6 +111,23 @@ def test_workload_flops_are_for_the_mean_length() -> None:
 def _lengths(n: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(n, generator=g) * 0.6).exp().mul(50).round().clamp(1, 200).long()
+
+
+def padding_fraction(lengths: np.ndarray, batch_size: int, order: np.ndarray) -> float:
+    """Share of the positions in batches (each trimmed to its longest text) that are padding,
+    for the batches cut in `order` (full batches only, as the trainer drops the last)."""
+    num = (len(order) // batch_size) * batch_size
+    batches = lengths[order[:num]].reshape(-1, batch_size)
+    cells = batches.max(axis=1).sum() * batch_size
+    return float(1.0 - batches.sum() / cells) if cells else 0.0
+
+
+def test_padding_fraction() -> None:
+    lengths = np.array([1, 3, 2, 2])
+    assert padding_fraction(lengths, 2, np.array([0, 1, 2, 3])) == pytest.approx(1 - 8 / 10)
+    assert padding_fraction(lengths, 2, np.array([0, 2, 1, 3])) == pytest.approx(1 - 8 / 10)
+    assert padding_fraction(lengths, 2, np.array([2, 3, 0, 1])) == pytest.approx(1 - 8 / 10)
+    assert padding_fraction(lengths, 2, np.array([0, 1])) == pytest.approx(2 / 6)
 
 
 def test_bucket_order_is_a_permutation_with_less_padding() -> None:

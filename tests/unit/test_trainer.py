@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_config, tiny_data, tiny_workload
 
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
@@ -12,6 +11,8 @@ from trainscale.parallel.strategy import make_strategy
 from trainscale.train.flops import count_flops_per_sample
 from trainscale.train.trainer import train
 from trainscale.workloads.base import PYTORCH
+
+from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
 
 def _train(**changes):

@@ -6,12 +6,13 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import TinyNet, tiny_workload
 
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import ConfigError
 from trainscale.workloads import get_workload, workload_names
 from trainscale.workloads.base import PYTORCH
+
+from tests.helpers.tiny import TinyNet, tiny_workload
 
 
 @pytest.mark.parametrize("name", workload_names())

@@ -340,10 +340,6 @@ class FlatField:
     item: Any
     """The dataclasses.Field (default, metadata)."""
 
-    @property
-    def has_default(self) -> bool:
-        return self.item.default is not MISSING or self.item.default_factory is not MISSING
-
     def default(self) -> Any:
         if self.item.default_factory is not MISSING:
             return self.item.default_factory()

@@ -252,13 +252,6 @@ is and with the release folders; other tools' caches are ``./data``, ``~/data``,
 ``~/.cache/torchvision`` and Keras's ``~/.keras/datasets``."""
 
 
-def candidate_roots(data_dir: Path | str | None = None) -> list[Path]:
-    """The roots searched, in order: ``data_dir`` alone when given; otherwise
-    ``$TRAINSCALE_DATA_DIR``, the cache (``cache_dir()/cifar10``), then other tools' usual
-    places: ``./data``, ``~/data``, ``~/.cache/torchvision`` and ``~/.keras/datasets``."""
-    return search.roots(PLACES, data_dir)
-
-
 def candidate_dirs(data_dir: Path | str | None = None) -> list[Path]:
     """Every directory looked in, in order, without duplicates: each root as is, then with
     the release folders ``cifar-10-batches-py`` and ``cifar-10-batches-bin``."""

@@ -1,4 +1,4 @@
-"""Reader and writer for the IDX format of MNIST-family datasets (unsigned bytes only).
+"""Reader for the IDX format of MNIST-family datasets (unsigned bytes only).
 
 An IDX file is a 4-byte magic number (two zero bytes, a dtype code, the number of dimensions),
 one big-endian uint32 per dimension, then the payload in C order. The MNIST-family files use
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import gzip as _gzip
 import math
-import os
 import struct
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -100,33 +98,3 @@ def read_idx(path: Path | str, *, expect_ndim: int | None = None) -> np.ndarray:
     # frombuffer over immutable bytes is read-only; copy once so callers (and torch.from_numpy)
     # get an ordinary writable array.
     return np.frombuffer(data, dtype=np.uint8, offset=header_len).reshape(dims).copy()
-
-
-def write_idx(path: Path | str, array: np.ndarray, gzip: bool) -> None:
-    """Write a uint8 array (1 or 3 dimensions) as an IDX file, gzipped if ``gzip``.
-
-    Gzip output has a zero timestamp so the same array always gives the same bytes (and the
-    same checksum). The file is written to a temporary name and renamed, so it is never left
-    half-written.
-
-    Raises:
-        ValueError: the array is not uint8 or has an unsupported number of dimensions.
-    """
-    path = Path(path)
-    array = np.asarray(array)
-    if array.dtype != np.uint8:
-        raise ValueError(f"write_idx needs a uint8 array, got {array.dtype}")
-    if array.ndim not in SUPPORTED_NDIM:
-        raise ValueError(f"write_idx supports {SUPPORTED_NDIM} dimensions, got {array.ndim}")
-    header = struct.pack(f">HBB{array.ndim}I", 0, UBYTE_DTYPE_CODE, array.ndim, *array.shape)
-    payload = header + np.ascontiguousarray(array).tobytes()
-    if gzip:
-        payload = _gzip.compress(payload, mtime=0)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

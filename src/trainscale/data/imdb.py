@@ -110,15 +110,6 @@ def _probe(fmt: str) -> search.Probe[Path]:
     return probe
 
 
-def find_imdb(data_dir: Path | str | None, fmt: str) -> tuple[Path | None, list[str]]:
-    """(the first aclImdb tree or imdb.npz found, or None; every place looked at, each with
-    what is wrong with it when it looks like a tree). A file given as `data_dir` is taken
-    as is: the user says which, and a wrong one fails when read."""
-    if data_dir is not None and Path(data_dir).expanduser().is_file():
-        return Path(data_dir).expanduser(), []
-    return search.search(places(fmt), _probe(fmt), data_dir)
-
-
 def locate_imdb(data_dir: Path | str | None, fmt: str = "auto", download: bool = True) -> Path:
     """The aclImdb tree or imdb.npz to read, downloading it into the cache if allowed.
 

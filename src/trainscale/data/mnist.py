@@ -13,7 +13,7 @@ import numpy as np
 
 from trainscale.data import cache, search
 from trainscale.data.idx import read_idx
-from trainscale.errors import ConfigError, DataError
+from trainscale.errors import DataError
 
 DATA_ENV = search.DATA_ENV
 
@@ -21,7 +21,6 @@ TRAIN_IMAGES = "train-images-idx3-ubyte"
 TRAIN_LABELS = "train-labels-idx1-ubyte"
 TEST_IMAGES = "t10k-images-idx3-ubyte"
 TEST_LABELS = "t10k-labels-idx1-ubyte"
-STANDARD_FILES = (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
 
 
 @dataclass(frozen=True)
@@ -91,17 +90,6 @@ FASHION_MNIST = IdxDatasetSpec(
         (TEST_LABELS, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
     ),
 )
-
-IDX_DATASETS = {spec.name: spec for spec in (MNIST, FASHION_MNIST)}
-
-
-def get_spec(name: str) -> IdxDatasetSpec:
-    """The spec registered under ``name``; ConfigError listing the valid names otherwise."""
-    try:
-        return IDX_DATASETS[name]
-    except KeyError:
-        valid = ", ".join(sorted(IDX_DATASETS))
-        raise ConfigError(f"unknown IDX dataset {name!r}; valid names: {valid}") from None
 
 
 @dataclass(frozen=True)

@@ -119,15 +119,6 @@ def encode_ids(id_lists: Sequence[Sequence[int]], max_len: int) -> tuple[np.ndar
     return ids, lengths
 
 
-def padding_fraction(lengths: np.ndarray, batch_size: int, order: np.ndarray) -> float:
-    """Share of the positions in batches (each trimmed to its longest text) that are padding,
-    for the batches cut in `order` (full batches only, as the trainer drops the last)."""
-    num = (len(order) // batch_size) * batch_size
-    batches = lengths[order[:num]].reshape(-1, batch_size)
-    cells = batches.max(axis=1).sum() * batch_size
-    return float(1.0 - batches.sum() / cells) if cells else 0.0
-
-
 # --- delimited files ---------------------------------------------------------------------
 
 
@@ -313,14 +304,6 @@ class EncodedSplits:
     classes: list[str]
     source: str
     max_len: int
-
-    @property
-    def train_lengths(self) -> np.ndarray:
-        return (self.train_ids != PAD_ID).sum(axis=1)
-
-    @property
-    def test_lengths(self) -> np.ndarray:
-        return (self.test_ids != PAD_ID).sum(axis=1)
 
 
 def check_splits(

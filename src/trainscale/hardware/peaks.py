@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -306,12 +306,3 @@ def mfu(achieved: float | None, peak: float | None) -> float | None:
     if achieved is None or peak is None or peak <= 0:
         return None
     return achieved / peak
-
-
-def table_rows(precisions: Iterable[str] = PRECISIONS) -> list[dict[str, Any]]:
-    """The GPU peak table as rows (for docs and `trainscale env`)."""
-    wanted = tuple(precisions)
-    return [
-        {"device": p.name, **{k: p.tflops.get(k) for k in wanted}, "source": p.source}
-        for p in gpu_peaks()
-    ]

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from trainscale.config.files import Expect, TomlFile, load_toml, validate
+from trainscale.config.files import Expect, TomlFile, read_toml, validate
 from trainscale.errors import ConfigError
 from trainscale.metrics.cost import CPU_CORE
 
@@ -98,4 +98,4 @@ def load_price_table(path: str | os.PathLike[str] | None = None) -> PriceTable:
     chosen = path if path is not None else (os.environ.get(PRICES_ENV_VAR, "").strip() or None)
     file = Path(chosen).expanduser() if chosen is not None else DEFAULT_PRICES
     origin = str(file) if chosen is not None else "default (example prices)"
-    return load_toml(file, PriceFile).table(origin)
+    return parse_price_table(read_toml(file, PriceFile.file_kind, PriceFile.error), origin)

@@ -69,14 +69,6 @@ def open_file_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
 
 
-def max_workers(num_cores: int, fd_limit: int | None) -> int:
-    """The most worker processes this machine is asked to start on `num_cores` cores."""
-    most = MAX_WORKERS_PER_CORE * max(1, num_cores)
-    if fd_limit is not None:
-        most = min(most, max(1, (fd_limit - FDS_RESERVED) // FDS_PER_WORKER))
-    return most
-
-
 def check_worker_count(
     workers: int, num_cores: int, fd_limit: int | None, option: str = "--workers"
 ) -> None:

@@ -46,10 +46,6 @@ class AlphaBeta:
     """Largest |model - measured| / measured over the points fitted."""
     num_points: int
 
-    def predict_s(self, size_bytes: float) -> float:
-        """Predicted time of an all-reduce of `size_bytes`."""
-        return self.alpha_s + self.beta_s_per_byte * size_bytes
-
     @property
     def bandwidth_bytes_per_s(self) -> float | None:
         """1 / beta: the asymptotic algorithm bandwidth (None when beta is 0)."""

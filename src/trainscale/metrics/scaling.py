@@ -47,19 +47,6 @@ def amdahl_speedup(serial_fraction: float, workers: float) -> float:
     return 1.0 / (s + (1.0 - s) / workers)
 
 
-def karp_flatt(workers: float, speedup_value: float) -> float:
-    """The serial fraction one (workers, speedup) point implies (Karp and Flatt, 1990).
-
-    e = (1/S - 1/n) / (1 - 1/n); undefined at n = 1. Not clamped: a superlinear point gives
-    a negative value, which is worth seeing.
-    """
-    if workers <= 1:
-        raise ValueError(f"the Karp-Flatt metric needs more than one worker, not {workers!r}")
-    if speedup_value <= 0:
-        raise ValueError(f"speedup must be positive, not {speedup_value!r}")
-    return (1.0 / speedup_value - 1.0 / workers) / (1.0 - 1.0 / workers)
-
-
 @dataclass(frozen=True)
 class AmdahlFit:
     """Amdahl's law fitted to measured (workers, speedup) points."""

@@ -72,11 +72,6 @@ class DeepBeliefNet(nn.Module):
         self.rbms = nn.ModuleList(Rbm(sizes[i], sizes[i + 1]) for i in range(len(hidden_sizes)))
         self.head = nn.Linear(sizes[-1], num_classes)
 
-    @property
-    def layer_sizes(self) -> list[int]:
-        """Visible size of the first RBM, then each RBM's hidden size."""
-        return [self.rbms[0].num_visible, *(rbm.num_hidden for rbm in self.rbms)]
-
     def features(self, x: torch.Tensor, depth: int | None = None) -> torch.Tensor:
         """Hidden probabilities after the first `depth` RBMs (all of them by default)."""
         x = x.flatten(1)

@@ -53,12 +53,6 @@ class CpuPlan:
     """True when threads outnumber cores: ``workers*threads`` > available cores, core sets
     overlap, or a worker has fewer cores than threads."""
 
-    def cores_for(self, worker: int) -> tuple[int, ...] | None:
-        """The cores worker ``worker`` (0-based) is pinned to, or None when not pinned."""
-        if not 0 <= worker < self.workers:
-            raise ConfigError(f"worker index {worker} is out of range 0..{self.workers - 1}")
-        return None if self.core_sets is None else self.core_sets[worker]
-
     def describe(self) -> str:
         """One line for logs and reports.
 

@@ -18,8 +18,6 @@ from trainscale.report.model import ReportData
 from trainscale.report.plots import SkippedPlot, render_plots
 from trainscale.results.store import RunRecord, RunStore
 
-REPORT_FILES = ("report.md", "report.csv", "report.html")
-
 
 @dataclass(frozen=True)
 class WrittenReport:

@@ -7,7 +7,7 @@ hand. Mistakes raise `ClusterError`: one line that names the file and the key.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -140,16 +140,6 @@ class ClusterSpec:
                 f"cluster {self.name!r} is one node of {self.devices_per_node} devices and "
                 f"has no [inter_node] network; {workers} workers do not fit"
             )
-
-    def with_links(
-        self, intra: LinkSpec | None = None, inter: LinkSpec | None = None
-    ) -> ClusterSpec:
-        """The same cluster with measured links in place of the file's."""
-        return replace(
-            self,
-            intra_node=intra or self.intra_node,
-            inter_node=inter or self.inter_node,
-        )
 
     def describe(self) -> dict[str, Any]:
         """The cluster as JSON-ready facts, for --json output."""

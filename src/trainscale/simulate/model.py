@@ -107,12 +107,3 @@ def simulate_step(costs: StepCosts, slowest_factor: Sequence[float] | np.ndarray
         exposed_comm_s=sync - compute_end,
         optimizer_s=optimizer,
     )
-
-
-def perfect_overlap_bound_s(costs: StepCosts) -> float:
-    """The fastest a step can be at factor 1: communication fully hidden where it can be.
-
-    No bucket's all-reduce starts before forward ends, and compute cannot be hidden, so the
-    step is at least max(compute, data + forward + all communication) + optimizer.
-    """
-    return max(costs.compute_s, costs.data_s + costs.forward_s + costs.comm_s) + costs.optimizer_s

@@ -62,16 +62,9 @@ PLACES = search.DatasetPlaces(
         "-o label_column=, -o encoding=)"
     ),
 )
-"""Where `tweets.csv` is looked for (no other tool keeps it, and it has no download)."""
-
-
-def candidate_files(data_dir: Path | None) -> list[Path]:
-    """Where `tweets.csv` is looked for: --data-dir alone when given (a file, or a folder
-    holding it), else $TRAINSCALE_DATA_DIR and the cache (`cache_dir()/tweets`), each as
-    `<dir>/tweets.csv` and `<dir>/tweets/tweets.csv`."""
-    if data_dir is not None and Path(data_dir).expanduser().is_file():
-        return [Path(data_dir).expanduser()]
-    return [directory / FILE_NAME for directory in search.candidate_dirs(PLACES, data_dir)]
+"""Where `tweets.csv` is looked for (no other tool keeps it, and it has no download):
+--data-dir alone when given (a file, or a folder holding it), else $TRAINSCALE_DATA_DIR and
+the cache (`cache_dir()/tweets`), each as `<dir>/tweets.csv` and `<dir>/tweets/tweets.csv`."""
 
 
 def _probe(directory: Path) -> tuple[Path | None, str]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from trainer_output import machine_figures, trainer_summary
-
 from trainscale.results.store import RunStore
+
+from tests.helpers.trainer_output import machine_figures, trainer_summary
 
 MACHINE = {
     "hostname": "sim-host",

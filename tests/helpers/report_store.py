@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer_output import machine_figures, trainer_summary
-
 from trainscale.results.store import RunStore
+
+from tests.helpers.trainer_output import machine_figures, trainer_summary
 
 MACHINE = {
     "cpu_model": "Test CPU 9000",
