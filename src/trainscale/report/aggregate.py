@@ -31,6 +31,7 @@ from typing import Any
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
+from trainscale.metrics.run_flags import has_stalls, ran_busy
 from trainscale.report import ReportError
 from trainscale.report.baseline import default_baseline, find_baseline, with_speedup
 from trainscale.report.compare import affinity_table, amdahl_over_baseline, series_of
@@ -221,6 +222,8 @@ def _configuration(
         peak_memory_bytes=stats.median(memory) if memory else None,
         accuracy_curves=[curve for r in evaluated if (curve := _curve(r))],
         breakdown_s=_breakdown(runs),
+        stalled_runs=sum(has_stalls(r.summary) for r in runs),
+        busy_runs=sum(ran_busy(r.summary) for r in runs),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
 

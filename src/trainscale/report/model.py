@@ -71,6 +71,10 @@ class Configuration:
     efficiency_per_core: float | None = None
     is_baseline: bool = False
     noisy: bool = False
+    stalled_runs: int = 0
+    """Completed runs whose mean step exceeds the median by more than `STALL_RATIO`."""
+    busy_runs: int = 0
+    """Completed runs during which other work was found using the machine."""
     notes: list[str] = field(default_factory=list)
     # Hardware figures (report/hardware.py): medians over the runs; None = not known.
     achieved_tflops: float | None = None

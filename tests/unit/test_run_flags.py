@@ -1,0 +1,29 @@
+"""The marks a stored run earns: stalls (mean step far above the median) and a busy machine."""
+
+from trainscale.metrics.run_flags import STALL_RATIO, has_stalls, ran_busy, run_flags
+
+
+def test_a_run_whose_mean_step_is_far_above_its_median_has_stalls():
+    summary = {"step_time_s_median": 0.030, "step_time_s_mean": 0.030 * (STALL_RATIO + 0.01)}
+    assert has_stalls(summary)
+    assert run_flags(summary) == ["stalls"]
+
+
+def test_a_mean_just_under_the_threshold_is_not_a_stall():
+    summary = {"step_time_s_median": 0.030, "step_time_s_mean": 0.030 * (STALL_RATIO - 0.01)}
+    assert not has_stalls(summary)
+    assert run_flags(summary) == []
+
+
+def test_runs_stored_without_a_mean_are_never_flagged_as_stalled():
+    assert not has_stalls({"step_time_s_median": 0.030})
+    assert not has_stalls({"step_time_s_median": 0.0, "step_time_s_mean": 1.0})
+
+
+def test_busy_comes_from_the_contention_verdict():
+    assert ran_busy({"contention": {"verdict": "busy"}})
+    assert not ran_busy({"contention": {"verdict": "quiet"}})
+    assert not ran_busy({"contention": "busy"})
+    assert run_flags(
+        {"step_time_s_median": 1.0, "step_time_s_mean": 2.0, "contention": {"verdict": "busy"}}
+    ) == ["stalls", "busy"]
