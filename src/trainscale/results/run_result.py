@@ -15,6 +15,7 @@ import types
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from trainscale.hardware.contention import Contention
 from trainscale.hardware.figures import HardwareFigures
 
 
@@ -104,16 +105,22 @@ class RunResult:
     """Energy by source over the run, where the hardware exposes it (training runs)."""
     pretrain: dict[str, Any] | None = None
     """The pre-training phase's figures (the DBN's CD epochs), when it had one."""
+    contention: Contention | None = None
+    """What else used the machine while the run trained, and the verdict (training runs).
+    Rank 0 stores 'unknown'; the process that launched the workers replaces it with what its
+    sampler saw once they have exited (run/launch.py)."""
 
     def summary(self) -> dict[str, Any]:
         """The stored summary: the metrics' keys, the workers, the data source, and for a
-        training run its energy and hardware figures."""
+        training run its energy, hardware figures and contention."""
         out = measured_summary(self.metrics, self.pretrain)
         out["workers"] = self.workers
         out["data_source"] = self.data_source
         if isinstance(self.metrics, RunMetrics):
             out["energy_j"] = self.energy_j
             out.update((self.hardware or HardwareFigures()).summary())
+            if self.contention is not None:
+                out.update(self.contention.summary())
         return out
 
 

@@ -353,6 +353,24 @@ class RunStore:
                 (_utc_now(), summary_json, run_id),
             )
 
+    def add_to_summary(self, run_id: str, fields: Mapping[str, Any]) -> bool:
+        """Add keys measured outside the workers (the launching process's contention
+        figures) to a completed run's summary, in one transaction; returns whether the run
+        was completed and got them. Other keys are left as rank 0 stored them."""
+        encoded = json.loads(_dumps(dict(fields)))  # fail fast on a value JSON cannot hold
+        with self._write() as conn:
+            if _status(conn, run_id) != "completed":
+                return False
+            row = conn.execute(
+                "SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            summary = _loads(row[0])
+            summary.update(encoded)
+            conn.execute(
+                "UPDATE runs SET summary_json = ? WHERE run_id = ?", (_dumps(summary), run_id)
+            )
+        return True
+
     def fail_run(
         self,
         run_id: str,

@@ -5,19 +5,22 @@ The parent validates everything a user can get wrong before any worker starts (s
 cost one line, not a stored failure: see resolve.py), creates the run's row as 'running',
 launches the workers, and marks the run failed with the first worker's reason if they fail,
 or as interrupted when a signal (Ctrl-C, SIGTERM) stops it. Rank 0 writes the completed
-result in one transaction. A failure that cannot be recorded (the disk is full) is said so in
-the error; the row, left 'running', is found stale once this process has gone (see
-results/owner.py).
+result in one transaction; the parent samples the machine while the workers run and adds
+what else used it, with a verdict, to the completed run (hardware/contention.py). A failure
+that cannot be recorded (the disk is full) is said so in the error; the row, left
+'running', is found stale once this process has gone (see results/owner.py).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import ConfigError, StoreError
+from trainscale.hardware.contention import Contention, ContentionSampler
 from trainscale.parallel.distenv import DistEnv, launched_externally
 from trainscale.parallel.interrupts import (
     Interrupted,
@@ -28,6 +31,8 @@ from trainscale.parallel.interrupts import (
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.run.record import SweepSlot, create_run_row, new_run_id
 from trainscale.run.resolve import prepare
+
+log = logging.getLogger(__name__)
 
 
 def execute_run(
@@ -61,6 +66,7 @@ def execute_run(
     run_id = new_run_id()
     with RunStore(store_file) as store:
         create_run_row(store, run_id, config, sweep)
+    sampler = ContentionSampler(run_cores(config)).start()
     try:
         launch_workers(
             worker_main,
@@ -76,8 +82,29 @@ def execute_run(
         if signum is None:
             raise
         raise RunInterrupted(signum, run_id, unrecorded) from None
+    finally:
+        # After the launcher has reaped the workers, so their whole CPU time is counted.
+        contention = sampler.stop()
+    record_contention(store_file, run_id, contention)
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
+
+
+def run_cores(config: RunConfig) -> list[int] | None:
+    """The cores a run's workers use on this node: the union of their pinned sets; None
+    (every usable core) when they are not pinned."""
+    sets = config.parallel.core_sets
+    return sorted({core for cores in sets for core in cores}) if sets else None
+
+
+def record_contention(store_file: Path, run_id: str, contention: Contention) -> None:
+    """Store what the sampler saw in the completed run's summary. A store that refuses
+    leaves the run as rank 0 stored it (contention 'unknown'): the run itself is whole."""
+    try:
+        with RunStore(store_file) as store:
+            store.add_to_summary(run_id, contention.summary())
+    except StoreError as error:
+        log.warning("run %s: contention figures not stored: %s", run_id[:8], error)
 
 
 def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str, Any] | None:
@@ -147,6 +174,8 @@ def _run_on_nodes(
     )
     with tempfile.TemporaryDirectory(prefix="trainscale-node-") as report_dir:
         args = (config.flat(), new_run_id(), str(store_file), quiet, True, report_dir)
+        # This node's view: other processes here slow its workers, and so the whole job.
+        sampler = ContentionSampler(run_cores(config)).start()
         try:
             returned = launch_workers(
                 worker_main, args, config.parallel.workers, rendezvous=rendezvous
@@ -170,8 +199,11 @@ def _run_on_nodes(
             if signum is None:
                 raise
             raise RunInterrupted(signum, run_id, failed.unrecorded) from None
+        finally:
+            contention = sampler.stop()
         run_id = _read_reports(report_dir)[1] or ""
     if 0 in returned:  # keyed by global rank: rank 0 ran here and stored the run here
+        record_contention(store_file, run_id, contention)
         with RunStore(store_file) as store:
             return run_to_json_dict(store.get_run(run_id))
     return RemoteResult(run_id, config.nodes.nnodes, config.world_size)

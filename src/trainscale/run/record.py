@@ -26,6 +26,12 @@ class SweepSlot:
     repeat: int
 
 
+NOT_SAMPLED = (
+    "the process that launched the workers recorded no contention figures (an external "
+    "launcher such as torchrun or srun, or it stopped before the workers did)"
+)
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex
 
@@ -68,6 +74,7 @@ def store_outcome(
     energy_j: dict[str, Any] | None,
 ) -> RunResult:
     """Write rank 0's measurements as the completed run (one transaction); returns them."""
+    from trainscale.hardware.contention import Contention
     from trainscale.hardware.figures import hardware_figures_safe
 
     metrics = outcome.metrics
@@ -80,6 +87,9 @@ def store_outcome(
         hardware=hardware_figures_safe(config, metrics.to_dict(), outcome.workers, store),
         energy_j=energy_j,
         pretrain=outcome.pretrain,
+        # Only the launching process sees the whole run's process tree; it replaces this
+        # once the workers have exited. A run started by another launcher keeps it.
+        contention=Contention.unknown(NOT_SAMPLED),
     )
     store.complete_run(run_id, result.summary(), outcome.epochs, outcome.step_times_s)
     return result
