@@ -10,6 +10,7 @@ import pytest
 from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.recommend.run import summary_lines
 from trainscale.recommend.search import SearchSettings, run_search
 from trainscale.recommend.space import (
     BF16_SKIP_REASON,
@@ -315,6 +316,71 @@ def test_search_is_deterministic():
     first = search(FakeTrials(SPACE, RATES)).to_dict()
     again = search(FakeTrials(SPACE, RATES)).to_dict()
     assert first == again
+
+
+class BusyTrials(FakeTrials):
+    """FakeTrials whose throughput trials of the `busy` labels are stored as busy."""
+
+    def __init__(self, space, rates, busy):
+        super().__init__(space, rates)
+        self.busy = set(busy)
+
+    def __call__(self, options: RunOptions) -> dict:
+        result = super().__call__(options)
+        if self.label(options) in self.busy and not options.measurement.evaluate:
+            result["contention"] = {"verdict": "busy", "reason": "a neighbour"}
+        return result
+
+
+# A setting that looks fastest only in trials a neighbour disturbed (a busy measurement may
+# be off either way: the point is that it is not the setting's own).
+BUSY_LABEL = "1w x 1t compact fp32 b128"
+BUSY_RATES = RATES | {BUSY_LABEL: 9000.0}
+
+
+def _payload(result) -> dict:
+    return {
+        **result.to_dict(),
+        "recommend_id": "r1",
+        "workload": "mnist-cnn",
+        "tag": "recommend:r1",
+        "command": "trainscale run mnist-cnn",
+        "settings": {"rung_steps": [10, 30, 90], "accuracy_epochs": 0.25, "accuracy_tolerance": 0},
+    }
+
+
+def test_busy_trials_are_left_out_of_the_ranking_and_the_first_line_says_so():
+    result = search(BusyTrials(SPACE, BUSY_RATES, {BUSY_LABEL}), accuracy=False)
+    assert result.best.label == "2w x 1t compact fp32 b128"
+    assert BUSY_LABEL not in [r.candidate.label for r in result.ranking]
+    busy = result.busy_trials
+    assert [t.candidate.label for t in busy] == [BUSY_LABEL]
+    payload = _payload(result)
+    assert payload["busy_left_out"] == 1
+    first = summary_lines(payload)[0]
+    assert first.startswith("left out 1 of ") and "busy machine" in first
+    assert "--include-busy" in first
+
+
+def test_include_busy_ranks_busy_trials_like_the_others():
+    settings = SearchSettings(budget_s=10_000, include_busy=True)
+    result = search(BusyTrials(SPACE, BUSY_RATES, {BUSY_LABEL}), settings, accuracy=False)
+    assert result.best.label == BUSY_LABEL
+    payload = _payload(result)
+    assert payload["busy_left_out"] == 0
+    # It won every rung, so each of its three trials counted.
+    assert summary_lines(payload)[0].startswith("kept 3 of ")
+
+
+def test_a_busy_baseline_trial_gives_no_speedup_but_the_search_goes_on():
+    result = search(BusyTrials(SPACE, RATES, {SPACE.baseline.label}), accuracy=False)
+    assert result.best.label == "2w x 1t compact fp32 b128"
+    assert result.baseline_samples_per_s is None and result.speedup is None
+
+
+def test_without_busy_trials_the_summary_starts_as_before():
+    result = search(FakeTrials(SPACE, RATES), accuracy=False)
+    assert summary_lines(_payload(result))[0] == "recommend r1: mnist-cnn"
 
 
 # -- run_command ---------------------------------------------------------------------------

@@ -98,6 +98,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="reject a finalist whose test accuracy is more than this many percentage points "
         "(0 to 100) below the baseline's (default: 0.5)",
     )
+    parser.add_argument(
+        "--include-busy",
+        action="store_true",
+        help="rank throughput trials that ran on a busy machine (other work on their cores) "
+        "like the others; by default their samples/s is left out, and the first line says "
+        "how many",
+    )
     add_option_arguments(parser, only=("data_dir", "download"))
     out = parser.add_argument_group("output")
     add_store_argument(out)
@@ -121,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_steps=args.warmup_steps,
         accuracy_epochs=args.accuracy_epochs,
         accuracy_tolerance=args.accuracy_tolerance,
+        include_busy=args.include_busy,
         batch_multipliers=args.batch_multipliers,
         max_workers=args.max_workers,
         data=args.data,

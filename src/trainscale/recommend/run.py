@@ -37,6 +37,7 @@ def search_settings(
     budget_s: float = 600.0,
     accuracy_epochs: float | None = None,
     accuracy_tolerance: float = 0.5,
+    include_busy: bool = False,
 ) -> SearchSettings:
     """SearchSettings from what a user gives: `quick` shortens the defaults (trials of 5, 15,
     45 steps after 3 warm-up steps, a 0.1-epoch accuracy check; else 10, 30, 90 after 5, and
@@ -56,6 +57,7 @@ def search_settings(
         budget_s=budget_s,
         accuracy_epochs=epochs,
         accuracy_tolerance=accuracy_tolerance / 100.0,
+        include_busy=include_busy,
     )
 
 
@@ -170,6 +172,7 @@ class RecommendResult:
                 "budget_s": settings.budget_s,
                 "accuracy_epochs": settings.accuracy_epochs,
                 "accuracy_tolerance": settings.accuracy_tolerance,
+                "include_busy": settings.include_busy,
             },
             "space": plan.space.to_dict(),
             **self.recommendation.to_dict(),
@@ -185,6 +188,7 @@ def recommend(
     warmup_steps: int | None = None,
     accuracy_epochs: float | None = None,
     accuracy_tolerance: float = 0.5,
+    include_busy: bool = False,
     batch_multipliers: tuple[int, ...] = BATCH_MULTIPLIERS,
     max_workers: int | None = None,
     data: DataChoice = "auto",
@@ -199,7 +203,8 @@ def recommend(
     `rung_steps`, `warmup_steps`, `accuracy_epochs` and `accuracy_tolerance` as in
     `search_settings`); the finalists' accuracy is checked on real data (`data`: auto =
     when found) against the serial fp32 baseline. The per-worker batches tried are the
-    recipe's times `batch_multipliers`, on at most `max_workers` workers. Every trial is
+    recipe's times `batch_multipliers`, on at most `max_workers` workers. Throughput trials
+    on a busy machine are left out of the ranking unless `include_busy`. Every trial is
     stored with the tag recommend:<id>. Everything a user can get wrong (the workload, the
     settings, the store, the data, a batch that cannot fit) fails before the first trial.
     """
@@ -220,6 +225,7 @@ def recommend(
         budget_s=budget_s,
         accuracy_epochs=accuracy_epochs,
         accuracy_tolerance=accuracy_tolerance,
+        include_busy=include_busy,
     )
     store_path = store or default_store_path()
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
@@ -254,7 +260,9 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
     """The human summary of `RecommendResult.to_dict()`: best setting, speedup, accuracy,
     rejections, ranking, notes, command."""
     best = payload["best"]
-    lines = [
+    # First: it says what the ranking below does not rest on.
+    lines = [payload["busy_note"]] if payload.get("busy_note") else []
+    lines += [
         f"recommend {payload['recommend_id']}: {payload['workload']}",
         f"best: {best['label']} (global batch {best['global_batch_size']})",
     ]

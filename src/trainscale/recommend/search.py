@@ -21,6 +21,11 @@ steps, and bf16 rounds. So the finalists, best first, train a short run on real 
 same number of samples as the serial fp32 baseline, which runs first), and a finalist whose
 test accuracy is more than `accuracy_tolerance` below the baseline's is rejected; the next
 one is checked, until one passes. The baseline passes by definition.
+
+Busy machine. A throughput trial stored as busy (other work used its cores; see
+docs/methodology.md, "Contention") is left out of the ranking unless `include_busy`: the
+candidate keeps its last trusted measurement, and a busy baseline trial gives that rung no
+speedup. Accuracy runs are kept either way: a neighbour slows training, not what it learns.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import TrainscaleError
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.recommend.space import Candidate, Space
 
 RunOne = Callable[[RunOptions], dict[str, Any]]
@@ -69,6 +75,9 @@ class SearchSettings:
     """Length of the accuracy runs, in epochs: the same number of samples for every setting."""
     accuracy_tolerance: float = DEFAULT_ACCURACY_TOLERANCE
     """A finalist is rejected when its test accuracy is lower than the baseline's by more."""
+    include_busy: bool = False
+    """Rank throughput trials that ran on a busy machine too (by default their samples/s is
+    left out: other work on their cores says nothing about the setting)."""
 
     def __post_init__(self) -> None:
         if not self.rung_steps or any(s < 1 for s in self.rung_steps):
@@ -104,6 +113,8 @@ class Trial:
     train_time_s: float | None = None
     num_samples: int | None = None
     error: str | None = None
+    busy: bool = False
+    """The run was stored as busy: other work used its cores (see hardware/contention.py)."""
 
     @property
     def ok(self) -> bool:
@@ -119,6 +130,7 @@ class Trial:
             "samples_per_s": self.samples_per_s,
             "test_accuracy": self.test_accuracy,
             "error": self.error,
+            "busy": self.busy,
         }
 
 
@@ -163,9 +175,35 @@ class Recommendation:
     budget_s: float
     stopped_by_budget: bool
     notes: list[str] = field(default_factory=list)
+    include_busy: bool = False
+    """Whether throughput trials on a busy machine were ranked like the others."""
+
+    @property
+    def busy_trials(self) -> list[Trial]:
+        """Throughput trials that ran on a busy machine (left out unless `include_busy`)."""
+        return [t for t in self.trials if t.kind == "throughput" and t.ok and t.busy]
+
+    def busy_line(self) -> str | None:
+        """How many throughput trials ran on a busy machine and what became of them."""
+        busy = len(self.busy_trials)
+        if not busy:
+            return None
+        total = sum(1 for t in self.trials if t.kind == "throughput" and t.ok)
+        if self.include_busy:
+            return (
+                f"kept {busy} of {total} throughput trial(s) that ran on a busy machine "
+                "(--include-busy): other work used their cores, so their speed is not trusted"
+            )
+        return (
+            f"left out {busy} of {total} throughput trial(s) that ran on a busy machine: other "
+            "work used their cores, so their speed says little about the setting "
+            "(--include-busy keeps them)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "busy_left_out": 0 if self.include_busy else len(self.busy_trials),
+            "busy_note": self.busy_line(),
             "best": self.best.to_dict(),
             "best_samples_per_s": self.best_samples_per_s,
             "best_rung": self.best_rung,
@@ -294,6 +332,7 @@ class _Search:
                 test_accuracy=result.get("test_accuracy"),
                 train_time_s=result.get("train_time_s"),
                 num_samples=result.get("num_samples"),
+                busy=ran_busy(result),
             )
         self.trials.append(trial)
         self.listener.trial_finished(trial)
@@ -371,6 +410,10 @@ class _Search:
                 trial = self.attempt(candidate, options, "throughput", rung)
                 if not trial.ok or not trial.samples_per_s:
                     failed.add(candidate)
+                    continue
+                if trial.busy and not settings.include_busy:
+                    # Its speed is the neighbours' as much as its own: the candidate keeps
+                    # its last trusted measurement (ranked below those measured here).
                     continue
                 if candidate == baseline:
                     baseline_rate[rung] = trial.samples_per_s
@@ -517,4 +560,5 @@ def run_search(
         budget_s=settings.budget_s,
         stopped_by_budget=search.stopped_by_budget,
         notes=search.notes,
+        include_busy=settings.include_busy,
     )
