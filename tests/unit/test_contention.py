@@ -149,7 +149,7 @@ def test_contention_round_trips_through_a_stored_summary():
     result = verdict(before, after)
     assert Contention.from_summary(result.summary()) == result
     assert Contention.from_summary({}) is None
-    assert "other processes 0.50 cores" in result.figures()
+    assert "other processes 0.50 cores on the run's cores" in result.figures()
 
 
 def test_no_proc_stat_gives_unknown_with_why(tmp_path):

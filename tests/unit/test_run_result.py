@@ -29,6 +29,7 @@ STORED_KEYS = {
     "pretrain_time_s", "supervised_time_s", "compile_time_s", "breakdown_s",
     "breakdown_sampled_steps", "workers", "data_source", "energy_j", "hardware",
     "achieved_tflops", "mfu_peak", "mfu", "mfu_vs_probe", "mfu_probe_peak",
+    "contention",  # rank 0 writes 'unknown'; the launching process adds what it sampled
 }  # fmt: skip
 
 
@@ -48,6 +49,9 @@ def test_a_stored_run_summary_is_made_from_its_typed_result(outcome, tmp_path: P
     assert stored == result.summary()
     assert stored["samples_per_s"] == trained.metrics.samples_per_s
     assert stored["energy_j"] == {"cpu_j": 1.0} and stored["data_source"] == "tests: tiny"
+    # No launching process sampled this run: the verdict says so rather than guessing.
+    assert stored["contention"]["verdict"] == "unknown"
+    assert "launched the workers recorded no contention" in stored["contention"]["reason"]
 
 
 def test_an_emulation_summary_has_no_hardware_or_step_figures() -> None:

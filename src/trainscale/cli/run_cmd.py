@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
+from trainscale.cli.lines import one_line
 from trainscale.config.cli import add_option_arguments, add_tag_argument, options_from_args
 
 EPILOG = """\
@@ -23,6 +24,12 @@ Data: --data-dir DIR is the only place looked in when given (the data is read fr
 the run is refused). Without it: $TRAINSCALE_DATA_DIR, then the cache
 ($TRAINSCALE_CACHE_DIR or ~/.cache/trainscale), then other tools' caches; when online the
 files are downloaded into the cache with checksum verification.
+
+Contention: while the workers run, the machine is sampled (/proc/stat, the run's own
+processes, the load average). A run during which other processes used more than a quarter of
+a core on the run's cores, or the hypervisor stole more than 5% of their time, is stored as
+busy, with a warning here; recommend leaves busy runs out (unless --include-busy) and reports
+mark their speedup as not trusted (docs/methodology.md, "Contention").
 
 exit status: 0 completed; 1 the run failed (stored as failed, with the reason); 2 a mistake
 in the command (nothing stored); 3 the nodes never formed the job (nothing stored); 130 or
@@ -92,4 +99,21 @@ def run(args: argparse.Namespace) -> int:
         print(result.describe(), file=sys.stderr if args.json else sys.stdout)
         return 0
     print(json.dumps(result) if args.json else format_result(result))
+    warning = busy_warning(result)
+    if warning:
+        print(warning, file=sys.stderr)
     return 0
+
+
+def busy_warning(result: dict[str, Any]) -> str | None:
+    """One `trainscale: warning:` line for a run stored as busy (why, and the figures)."""
+    from trainscale.hardware.contention import BUSY, Contention
+
+    contention = Contention.from_summary(result)
+    if contention is None or contention.verdict != BUSY:
+        return None
+    return one_line(
+        f"trainscale: warning: run {result['run_id'][:8]} ran on a busy machine: "
+        f"{contention.reason} ({contention.figures()}). Its speed is not trusted: "
+        "`trainscale recommend` leaves it out and reports mark its speedup"
+    )

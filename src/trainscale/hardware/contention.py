@@ -251,15 +251,13 @@ class Contention:
         """The measured figures in a few words ('' when nothing was measured)."""
         if self.other_cores_busy_run_cores is None:
             return ""
-        cores = _format_cores(self.run_cores or [])
-        parts = [
-            f"other processes {self.other_cores_busy_run_cores:.2f} cores on the run's cores "
-            f"{cores} ({self.other_cores_busy or 0.0:.2f} machine-wide)",
-            f"steal {self.steal_fraction or 0.0:.1%}",
-        ]
+        text = (
+            f"other processes {self.other_cores_busy_run_cores:.2f} cores on the run's cores, "
+            f"{self.other_cores_busy or 0.0:.2f} machine-wide; steal {self.steal_fraction or 0:.1%}"
+        )
         if self.load_avg_max is not None:
-            parts.append(f"load average up to {self.load_avg_max:.2f}")
-        return ", ".join(parts)
+            text += f"; load average up to {self.load_avg_max:.2f}"
+        return text
 
 
 def judge(tally: Tally, num_samples: int) -> Contention:

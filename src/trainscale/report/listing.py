@@ -4,7 +4,8 @@
 Each function reads the store (never creating one: a mistyped path says so instead of
 showing an empty list; runs whose process is gone are marked failed first) and returns the
 records with their cells, strings ready for a table. Accuracy and time to target are never
-shown for synthetic data (see the measurement rules).
+shown for synthetic data (see the measurement rules); a run stored as busy (other work used
+its cores) says so beside its status.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from trainscale.hardware.contention import BUSY, Contention
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.results.export import SUMMARY_KEYS, export_runs
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
@@ -92,7 +95,7 @@ def run_cells(record: RunRecord) -> list[str]:
         record.short_id,
         short_time(record.created_at),
         text(record.workload),
-        status_text(record),
+        status_text(record) + (" (busy)" if ran_busy(record.summary) else ""),
         text(record.data_kind),
         f"{text(record.world_size)} x {text(record.threads_per_worker)}",
         text(record.precision),
@@ -113,6 +116,16 @@ class RunDetails:
     def status(self) -> str:
         """The run's status (`status_text`)."""
         return status_text(self.record)
+
+    def busy_line(self) -> str | None:
+        """Why the run is marked busy, with the figures; None for a run not marked."""
+        contention = Contention.from_summary(self.record.summary)
+        if contention is None or contention.verdict != BUSY:
+            return None
+        return (
+            f"busy machine: {contention.reason} ({contention.figures()}); its speed is not "
+            "trusted: kept out of recommendations and speedup verdicts"
+        )
 
     def overview(self) -> dict[str, str]:
         record = self.record
