@@ -79,6 +79,13 @@ def run(args: argparse.Namespace) -> int:
         prices=args.prices,
     )
     data = written.data
+    busy = sum(c.busy_runs for c in data.configurations)
+    if busy:  # first: it changes how every speedup in the report reads
+        completed = sum(c.repeats for c in data.configurations)
+        print(
+            f"{busy} of {completed} run(s) ran on a busy machine: their figures are shown but "
+            "kept out of speedup verdicts (marked not trusted)"
+        )
     print(
         f"report of {data.source}: {len(data.configurations)} configuration(s), "
         f"{len(written.plots)} plot(s), {len(data.not_completed)} run(s) not completed"

@@ -343,6 +343,15 @@ def _machines(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
 def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]) -> list[str]:
     notes = []
     configs = [c for s in sections for c in s.configurations]
+    busy = sum(c.busy_runs for c in configs)
+    if busy:  # first: it changes how every speedup below reads
+        completed = sum(c.repeats for c in configs)
+        notes.append(
+            f"{busy} of {completed} completed run(s) ran on a busy machine (other work used "
+            "their cores): their figures are shown, but they are kept out of speedup "
+            "verdicts (their configurations' speedups are marked not trusted) and out of "
+            "`trainscale recommend`."
+        )
     if any(c.synthetic for c in configs):
         notes.append(
             "Some configurations trained on synthetic data: their throughput is real, but they "

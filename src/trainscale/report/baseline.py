@@ -101,6 +101,7 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(f"target reached in {config.num_reached} of {config.num_evaluated} runs")
     if config.num_failed:
         notes.append(f"{config.num_failed} run(s) did not complete")
+    notes += busy_notes(config, base)
     return replace(
         config,
         speedup=speedup,
@@ -110,3 +111,17 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         noisy=noisy_repeats or noisy_steps,
         notes=notes,
     )
+
+
+def busy_notes(config: Configuration, base: Configuration | None) -> list[str]:
+    """Why a configuration's speedup is not trusted: its runs, or the baseline's, ran while
+    other work used their cores (docs/methodology.md, "Contention"). Figures stay shown."""
+    notes = []
+    if config.busy_runs:
+        notes.append(
+            f"busy machine: {config.busy_runs} of {config.repeats} run(s) shared their cores "
+            "with other work; speedup not trusted"
+        )
+    if base is not None and base.key != config.key and base.busy_runs:
+        notes.append("the baseline ran on a busy machine; speedup not trusted")
+    return notes

@@ -30,6 +30,7 @@ _DPI = 100
 _WIDTH_IN = 7.0
 _IDEAL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.2}
 _NOISY_STYLE = {"marker": "o", "markersize": 13, "markerfacecolor": "none", "color": "tab:red"}
+_BUSY_STYLE = {"marker": "x", "markersize": 11, "markeredgewidth": 2, "color": "tab:gray"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ def _throughput(section: WorkloadSection):
         high = [stats.percentile(c.samples_per_s, 75) - y for y, c in zip(ys, configs, strict=True)]
         axes.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=name)
     _ring_noisy(axes, lines, lambda c: c.samples_per_s_median)
+    _mark_busy(axes, lines, lambda c: c.samples_per_s_median)
     if base is not None and base.samples_per_s_median:
         xs = _worker_range(section)
         axes.plot(
@@ -128,6 +130,7 @@ def _speedup(section: WorkloadSection):
         ys = [c.speedup for c in configs]
         axes.plot([c.workers for c in configs], ys, marker="o", label=name)
     _ring_noisy(axes, lines, lambda c: c.speedup)
+    _mark_busy(axes, lines, lambda c: c.speedup)
     xs = _worker_range(section)
     axes.plot(xs, [n / base.workers for n in xs], label="ideal", **_IDEAL_STYLE)
     if section.amdahl is not None:
@@ -162,6 +165,7 @@ def _efficiency(section: WorkloadSection):
         ys = [100 * (c.efficiency_per_worker or 0.0) for c in configs]
         axes.plot([c.workers for c in configs], ys, marker="o", label=name)
     _ring_noisy(axes, lines, lambda c: 100 * (c.efficiency_per_worker or 0.0))
+    _mark_busy(axes, lines, lambda c: 100 * (c.efficiency_per_worker or 0.0))
     axes.axhline(100, label="ideal (100%)", **_IDEAL_STYLE)
     _workers_axis(axes, section)
     axes.set_ylabel("efficiency per worker (%)")
@@ -313,6 +317,24 @@ def _ring_noisy(
             linestyle="none",
             label="noisy (spread > 10%)",
             **_NOISY_STYLE,
+        )
+
+
+def _mark_busy(
+    axes,
+    lines: Sequence[tuple[str, Sequence[Configuration]]],
+    value: Callable[[Configuration], float],
+) -> None:
+    """Cross the points of configurations with a run on a busy machine (not trusted), with
+    one legend entry for them all."""
+    busy = [(c.workers, value(c)) for _, configs in lines for c in configs if c.busy_runs]
+    if busy:
+        axes.plot(
+            [x for x, _ in busy],
+            [y for _, y in busy],
+            linestyle="none",
+            label="busy machine (not trusted)",
+            **_BUSY_STYLE,
         )
 
 

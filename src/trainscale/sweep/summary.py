@@ -1,4 +1,5 @@
-"""A sweep's configurations at a glance: runs done, median throughput, spread, accuracy."""
+"""A sweep's configurations at a glance: runs done, median throughput, spread, accuracy;
+a configuration with runs on a busy machine says how many."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.metrics import stats
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.results.store import RunStore
 
 SUMMARY_HEADERS = ("configuration", "runs", "samples/s (median)", "min..max", "test acc")
@@ -37,9 +39,11 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
         rates = [r for r in rates if isinstance(r, (int, float))]
         accuracies = [r.summary.get("test_accuracy") for r in done if r.data_kind == "real"]
         accuracies = [a for a in accuracies if isinstance(a, (int, float))]
+        busy = sum(ran_busy(r.summary) for r in done)
         rows.append(
             [
-                label,
+                # Runs that shared their cores with other work: their speed is not trusted.
+                f"{label} (busy: {busy} of {len(done)})" if busy else label,
                 str(len(done)),
                 f"{stats.median(rates):.1f}" if rates else "-",
                 f"{min(rates):.1f}..{max(rates):.1f}" if rates else "-",
