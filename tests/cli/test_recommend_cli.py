@@ -211,6 +211,9 @@ def test_tiny_real_search_end_to_end(tiny_mnist, tmp_path, capsys):
             "--store",
             str(store),
             "--json",
+            # Real trials on a shared test machine may well be busy: this test is about the
+            # search end to end, not about leaving busy trials out (test_recommend.py is).
+            "--include-busy",
         ]
     )
     assert code == 0

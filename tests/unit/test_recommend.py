@@ -378,6 +378,12 @@ def test_a_busy_baseline_trial_gives_no_speedup_but_the_search_goes_on():
     assert result.baseline_samples_per_s is None and result.speedup is None
 
 
+def test_every_trial_busy_says_so_and_how_to_go_on():
+    everyone = BusyTrials(SPACE, RATES, set(RATES))
+    with pytest.raises(TrainscaleError, match="ran on a busy machine.*--include-busy"):
+        search(everyone, accuracy=False)
+
+
 def test_without_busy_trials_the_summary_starts_as_before():
     result = search(FakeTrials(SPACE, RATES), accuracy=False)
     assert summary_lines(_payload(result))[0] == "recommend r1: mnist-cnn"

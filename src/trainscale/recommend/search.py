@@ -507,6 +507,13 @@ def run_search(
     baseline_accuracy = search.baseline_accuracy()
     ranking, baseline_rate, done = search.rungs()
     if not ranking:
+        busy = [t for t in search.trials if t.kind == "throughput" and t.ok and t.busy]
+        if busy and not settings.include_busy:
+            raise TrainscaleError(
+                f"every measured throughput trial ({len(busy)}) ran on a busy machine (other "
+                "work used their cores), so none is trusted to rank: run again when the "
+                "machine is quieter, or pass --include-busy to rank them anyway"
+            )
         reasons = "; ".join(f"{t.candidate.label}: {t.error}" for t in search.trials if t.error)
         raise TrainscaleError(f"every trial failed, nothing to recommend ({reasons[:300]})")
 
