@@ -110,9 +110,6 @@ def _show(args: argparse.Namespace) -> int:
     record = details.record
     console = stdout_console()
     emit(console, Text(f"run {record.run_id} ") + status_cell(details.status, record.status))
-    busy = details.busy_line()
-    if busy:
-        emit(console, Text(busy, style="yellow"))
     emit(console, key_value_table(console, details.overview()))
     if record.error:
         emit(console, _section("error"), Text(record.error, style="red"))

@@ -117,13 +117,16 @@ class RunDetails:
         """The run's status (`status_text`)."""
         return status_text(self.record)
 
-    def busy_line(self) -> str | None:
-        """Why the run is marked busy, with the figures; None for a run not marked."""
+    def contention_text(self) -> str | None:
+        """The contention verdict and why; for a busy run, the figures and what it changes.
+        None for a run stored without one."""
         contention = Contention.from_summary(self.record.summary)
-        if contention is None or contention.verdict != BUSY:
+        if contention is None:
             return None
+        if contention.verdict != BUSY:
+            return f"{contention.verdict}: {contention.reason}"
         return (
-            f"busy machine: {contention.reason} ({contention.figures()}); its speed is not "
+            f"BUSY machine: {contention.reason} ({contention.figures()}); its speed is not "
             "trusted: kept out of recommendations and speedup verdicts"
         )
 
@@ -141,6 +144,7 @@ class RunDetails:
             "global batch size": record.global_batch_size,
             "tag": record.tag,
             "owner": record.owner.describe() if record.owner else None,
+            "contention": self.contention_text(),
             "schema version": record.schema_version,
         }
         return value_texts(values)
