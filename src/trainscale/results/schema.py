@@ -248,9 +248,7 @@ def _median_based(summary: dict[str, Any], global_batch: Any) -> bool:
     """Rewrite one schema-4 summary in place (see `migrate_throughput_to_median`); False
     where it lacks what the rewrite needs or was already rewritten."""
     old, median = summary.get("samples_per_s"), summary.get("step_time_s_median")
-    if "step_time_s_mean" in summary or not all(
-        _positive(v) for v in (old, median, global_batch)
-    ):
+    if "step_time_s_mean" in summary or not all(_positive(v) for v in (old, median, global_batch)):
         return False
     mean = global_batch / old
     summary["samples_per_s_mean"] = old

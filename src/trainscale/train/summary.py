@@ -3,8 +3,9 @@
 The rules are docs/methodology.md's: the first `warmup_steps_untimed` steps are left out of
 the step-time statistics and the throughput (but were on the training clock); each step's
 time is the slowest rank's; the run's step time is the median timed step and its throughput
-the batch over it (`metrics.throughput`), the mean kept beside them; time to target is the training clock at the first evaluation
-reaching the target; no accuracy figure without a claim (synthetic data, evaluation off).
+the batch over it (`metrics.throughput`), the mean kept beside them; time to target is the
+training clock at the first evaluation reaching the target; no accuracy figure without a
+claim (synthetic data, evaluation off).
 The summary's keys and their order are what the store, reports, exports and the simulator
 read.
 """
