@@ -7,6 +7,7 @@ from typing import Any
 
 from trainscale.bench.ladder import Rung, Skipped
 from trainscale.metrics import stats
+from trainscale.metrics.run_flags import stall_text
 
 
 @dataclass
@@ -61,6 +62,8 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
             notes = [item.rung.note] if item.rung.note else []
             if iqr / med > 0.10:
                 notes.append("noisy: step-time IQR > 10% of median")
+            if stalls := stall_text(res):
+                notes.append(stalls)
             row["note"] = "; ".join(notes)
         rows.append(row)
     return rows

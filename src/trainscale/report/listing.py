@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from trainscale.metrics.run_flags import stall_text
 from trainscale.results.export import SUMMARY_KEYS, export_runs
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
@@ -31,6 +32,7 @@ RUN_COLUMNS = (
     ("samples/s", "right"),
     ("test acc", "right"),
     ("to target (s)", "right"),
+    ("note", "left"),
 )
 """The columns of a list of runs, and how each is justified."""
 
@@ -99,6 +101,7 @@ def run_cells(record: RunRecord) -> list[str]:
         number(record.summary.get("samples_per_s"), ".1f"),
         accuracy_cell(record),
         time_to_target_cell(record),
+        stall_text(record.summary) or "",
     ]
 
 
@@ -130,6 +133,9 @@ class RunDetails:
             "owner": record.owner.describe() if record.owner else None,
             "schema version": record.schema_version,
         }
+        stalls = stall_text(record.summary)
+        if stalls:  # the mean beside the median, where a few long steps pull them apart
+            values["note"] = stalls
         return value_texts(values)
 
     def summary(self) -> dict[str, str]:
