@@ -286,11 +286,20 @@ class RunComparison:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `trainscale compare --json` prints."""
         return {
-            "a": {"kind": self.a.kind, "id": self.a.ident, "skipped_runs": self.a.skipped},
-            "b": {"kind": self.b.kind, "id": self.b.ident, "skipped_runs": self.b.skipped},
+            "a": _side_dict(self.a),
+            "b": _side_dict(self.b),
             "comparisons": self.rows,
             "unmatched_labels": self.unmatched,
         }
+
+
+def _side_dict(side: Side) -> dict[str, Any]:
+    return {
+        "kind": side.kind,
+        "id": side.ident,
+        "configuration": side.config,
+        "skipped_runs": side.skipped,
+    }
 
 
 def compare(
