@@ -38,6 +38,10 @@ def _v4_store(path: Path) -> None:
         "step_time_s_median": 0.033,
         "step_time_s_iqr": 0.004,
         "test_accuracy": None,
+        # Made from the old samples_per_s: 1 MFLOP per sample.
+        "achieved_tflops": 1e6 * 64 * len(STEPS) / sum(STEPS) / 1e12,
+        "mfu": 0.01,
+        "mfu_vs_probe": None,
     }
     emulation = {"emulation": {"mode": "sync", "workers": 4}, "train_time_s": 1.0}
     conn = sqlite3.connect(path)
@@ -68,6 +72,10 @@ def test_a_schema_4_store_opens_with_median_throughput_and_the_mean_kept(tmp_pat
     assert stalled["samples_per_s_per_worker"] == pytest.approx(32 / 0.033)
     assert stalled["step_time_s_median"] == 0.033 and stalled["test_accuracy"] is None
     assert has_stalls(stalled)
+    # The hardware figures made from the throughput follow it.
+    assert stalled["achieved_tflops"] == pytest.approx(1e6 * 64 / 0.033 / 1e12)
+    assert stalled["mfu"] == pytest.approx(0.01 * (sum(STEPS) / 5) / 0.033)
+    assert stalled["mfu_vs_probe"] is None
     # An emulation has no step time; a run without its global batch cannot be rewritten.
     assert emulated == {"emulation": {"mode": "sync", "workers": 4}, "train_time_s": 1.0}
     assert "step_time_s_mean" not in nobatch

@@ -209,6 +209,10 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
         migrate_throughput_to_median(conn)
 
 
+THROUGHPUT_PROPORTIONAL = ("achieved_tflops", "mfu", "mfu_vs_probe")
+"""Summary figures proportional to `samples_per_s` (hardware/figures.py), rewritten with it."""
+
+
 def migrate_throughput_to_median(conn: sqlite3.Connection) -> int:
     """Rewrite every stored run's throughput on the median step; returns how many changed.
 
@@ -217,7 +221,8 @@ def migrate_throughput_to_median(conn: sqlite3.Connection) -> int:
     `samples_per_s`, `step_time_s_median` and whose row holds its global batch:
     `samples_per_s_mean` := the old `samples_per_s`, `step_time_s_mean` := global batch / it,
     `samples_per_s` := global batch / `step_time_s_median`; the per-worker figure likewise
-    (its batch is the old per-worker figure times the mean step). Emulations (no median
+    (its batch is the old per-worker figure times the mean step), and the figures made from
+    it (`THROUGHPUT_PROPORTIONAL`) scale with it. Emulations (no median
     step), runs without a summary and summaries that do not parse are left as they are.
     """
     changed = 0
@@ -257,6 +262,10 @@ def _median_based(summary: dict[str, Any], global_batch: Any) -> bool:
     per_worker = summary.get("samples_per_s_per_worker")
     if _positive(per_worker):
         summary["samples_per_s_per_worker"] = throughput(per_worker * mean, median)
+    # Achieved FLOP/s and its shares of a peak are FLOPs per sample x samples/s: they follow.
+    for key in THROUGHPUT_PROPORTIONAL:
+        if _positive(summary.get(key)):
+            summary[key] = summary[key] * mean / median
     return True
 
 
