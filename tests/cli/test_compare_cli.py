@@ -55,10 +55,12 @@ def add_run(
     # Warm-up steps ten times slower: they must not reach the comparison.
     steps = [median_s * 10] * WARMUP + timed
     # The keys a real run stores (trainer_output), with this run's own figures.
+    # A run's throughput is its global batch over its median timed step, as a run stores it.
+    rate = global_batch / float(np.median(timed))
     summary = trainer_summary(
         {
-            "samples_per_s": global_batch / median_s,
-            "samples_per_s_per_worker": global_batch / median_s,
+            "samples_per_s": rate,
+            "samples_per_s_per_worker": rate,
             "step_time_s_median": float(np.median(timed)),
             "step_time_s_p90": float(np.percentile(timed, 90)),
             "step_time_s_iqr": float(np.subtract(*np.percentile(timed, [75, 25]))),
@@ -73,7 +75,7 @@ def add_run(
             **machine_figures(
                 cpu_model="fixture cpu",
                 workers=[{"rank": 0, "hostname": "fixture"}],
-                samples_per_s=global_batch / median_s,
+                samples_per_s=rate,
                 flops_per_sample=None,
                 interval_s=float(sum(steps)),
             ),
@@ -214,6 +216,14 @@ def test_single_configuration_sweep_uses_its_completed_runs(fixture_store, capsy
         (["0ne0cfg0", "aaaa0001", "--config", "base"], "does not apply: sweep 0ne0cfg0 and"),
         (["aaaa0001", "bbbb0001", "--confidence", "1.5"], "--confidence"),
         (["aaaa0001", "bbbb0001", "--resamples", str(10**12)], "--resamples must be at most"),
+        (
+            ["5weep0aa:w9", "aaaa0001"],
+            "sweep 5weep0aa has no configuration 'w9'; its configurations: 'w1', 'w2'",
+        ),
+        (["5weep0aa:W1", "aaaa0001"], "no configuration 'W1'"),  # labels match exactly
+        (["nosuch:w1", "aaaa0001"], "no sweep 'nosuch' (id, id prefix or name)"),
+        (["5weep0:w1", "aaaa0001"], "matches several sweeps"),
+        (["5weep0aa:w1", "5weep0aa:w2", "--config", "w1"], "does not apply"),
     ],
 )
 def test_mistakes_cost_one_line(fixture_store, capsys, args, fragment):
@@ -226,3 +236,48 @@ def test_missing_store_is_one_line(tmp_path, capsys):
     code = run_cli(["compare", "a", "b", "--store", str(tmp_path / "none.db")])
     assert code == 2
     assert "no results store" in one_error_line(capsys)
+
+
+def _report_rows(store, sweep_id: str, out) -> dict[str, dict[str, str]]:
+    import csv
+
+    argv = ["report", "--sweep", sweep_id, "--out", str(out), "--store", str(store)]
+    assert run_cli(argv) == 0
+    with (out / "report.csv").open(newline="") as handle:
+        return {row["configuration"]: row for row in csv.DictReader(handle)}
+
+
+def test_two_configurations_of_one_sweep_give_the_report_s_figures(fixture_store, capsys, tmp_path):
+    """SWEEP:LABEL takes a configuration's repeats; with two of them on each side (an even
+    count, where a median is a mean of two) the throughput ratio and each side's step time
+    are still exactly the report's."""
+    rows = _report_rows(fixture_store, "5weep0bb", tmp_path / "report")
+    capsys.readouterr()
+    data = compare_json(capsys, fixture_store, "5weep0bb:w1", "5weep0bb:w2")
+    (row,) = data["comparisons"]
+    assert row["a_runs"] == ["5weep0bb-w1-0", "5weep0bb-w1-1"]
+    assert row["a"]["num_runs"] == row["b"]["num_runs"] == 2 and row["hierarchical"]
+    report_ratio = float(rows["w2"]["samples_per_s_median"]) / float(
+        rows["w1"]["samples_per_s_median"]
+    )
+    assert row["throughput_ratio"] == pytest.approx(report_ratio, rel=1e-12)
+    assert row["throughput_ratio"] == pytest.approx(0.05 / 0.04, rel=0.05)  # w2: 40 ms, w1: 50
+    for side, label in (("a", "w1"), ("b", "w2")):
+        assert row[side]["median_step_s"] * 1000 == pytest.approx(
+            float(rows[label]["step_time_ms_median"]), rel=1e-12
+        )
+        assert row[side]["samples_per_s"] == pytest.approx(
+            float(rows[label]["samples_per_s_median"]), rel=1e-12
+        )
+    low, high = row["throughput_ratio_ci"]
+    assert low < row["throughput_ratio"] < high
+    assert data["a"] == {
+        "kind": "sweep", "id": "5weep0bb", "configuration": "w1", "skipped_runs": 0
+    }  # fmt: skip
+
+
+def test_a_sweep_is_found_by_its_name_and_a_configuration_against_a_run(fixture_store, capsys):
+    data = compare_json(capsys, fixture_store, "one:base", "aaaa0001")
+    (row,) = data["comparisons"]
+    assert row["a_runs"] == ["0ne0cfg0-r0", "0ne0cfg0-r1"]  # the failed repeat left out
+    assert data["a"]["skipped_runs"] == 1

@@ -160,7 +160,7 @@ def test_schema_2_store_migrates_to_3_keeping_its_runs(tmp_path: Path) -> None:
         )
         store.complete_run("run-a", {"samples_per_s": 12.5}, [{"train_loss": 1.0}], [0.1, 0.2])
     # Make it a version-2 file: what v2 wrote is v3 without the probes table, and v3 is the
-    # current schema without the run owners of v4.
+    # v4 without the run owners (v5 changed no table, only stored summaries).
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE probes")
     conn.execute("DROP INDEX runs_running")
@@ -180,7 +180,7 @@ def test_schema_2_store_migrates_to_3_keeping_its_runs(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     conn.close()
-    assert int(version) == SCHEMA_VERSION == 4
+    assert int(version) == SCHEMA_VERSION == 5
 
 
 def test_a_size_too_slow_for_the_budget_is_skipped_and_says_so() -> None:

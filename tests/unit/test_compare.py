@@ -143,3 +143,30 @@ def test_empty_or_non_positive_steps_are_refused():
         compare_step_times([[0.0, 1.0]], [steps(1)])
     with pytest.raises(ValueError):
         compare_step_times([], [steps(1)])
+
+
+def test_a_side_is_the_median_over_its_runs_of_each_run_s_median():
+    """The report's statistic, not the pooled steps' median: one long run of fast steps does
+    not outvote two short runs of slow ones."""
+    a_runs = [[0.010] * 50, [0.030] * 5, [0.040] * 5]  # pooled median 0.010; per run 10/30/40
+    b_runs = [[0.020] * 8]
+    result = compare_step_times(
+        a_runs, b_runs, samples_per_step_a=64, samples_per_step_b=64, num_resamples=500
+    )
+    assert result.a.run_median_steps_s == pytest.approx([0.010, 0.030, 0.040])
+    assert result.a.median_step_s == pytest.approx(0.030)
+    assert result.a.samples_per_s == pytest.approx(64 / 0.030)
+    assert result.step_time_ratio == pytest.approx(0.020 / 0.030)
+    assert result.throughput_ratio == pytest.approx(0.030 / 0.020)  # odd count: reciprocal
+    # Every replicate is a median over resampled runs of their medians: always one of them.
+    low, high = result.step_time_ratio_ci
+    assert 0.020 / 0.040 <= low <= high <= 0.020 / 0.010
+
+
+def test_with_an_even_count_throughput_is_the_median_of_the_runs_throughputs():
+    a_runs = [[0.010] * 9, [0.030] * 9]
+    result = compare_step_times(a_runs, [[0.020] * 9], num_resamples=200)
+    assert result.a.median_step_s == pytest.approx(0.020)  # (10 + 30) / 2 ms
+    assert result.a.samples_per_s == pytest.approx((1 / 0.010 + 1 / 0.030) / 2)
+    assert result.throughput_ratio == pytest.approx((1 / 0.020) / result.a.samples_per_s)
+    assert bootstrap_medians(a_runs, 50, np.random.default_rng(0)).shape == (50,)

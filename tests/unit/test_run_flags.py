@@ -27,3 +27,20 @@ def test_busy_comes_from_the_contention_verdict():
     assert run_flags(
         {"step_time_s_median": 1.0, "step_time_s_mean": 2.0, "contention": {"verdict": "busy"}}
     ) == ["stalls", "busy"]
+
+
+def test_a_stalled_run_is_told_with_its_mean_and_median_step():
+    from trainscale.metrics.run_flags import stall_text, stalls_note
+
+    stalled = {"step_time_s_median": 0.033, "step_time_s_mean": 0.1206}
+    clean = {"step_time_s_median": 0.033, "step_time_s_mean": 0.034}
+    assert stall_text(stalled) == "stalls: mean step 120.6 ms vs median 33.0 ms"
+    assert stall_text(clean) is None
+    assert stalls_note([clean, stalled, clean]) == (
+        "stalls: mean step 120.6 ms vs median 33.0 ms in 1 of 3 runs"
+    )
+    worse = {"step_time_s_median": 0.010, "step_time_s_mean": 0.050}
+    assert stalls_note([stalled, worse]) == (
+        "stalls: worst mean step 50.0 ms vs median 10.0 ms in 2 of 2 runs"
+    )
+    assert stalls_note([clean]) is None

@@ -19,7 +19,8 @@ from trainscale.train.trainer import train
 
 from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
-# The keys a completed run's summary has carried since schema 3 (readers depend on them).
+# The keys a completed run's summary has carried since schema 3 (readers depend on them),
+# and the mean step beside the median since schema 5.
 STORED_KEYS = {
     "samples_per_s", "samples_per_s_per_worker", "step_time_s_median", "step_time_s_p90",
     "step_time_s_iqr", "num_timed_steps", "warmup_steps_excluded", "epoch_time_s",
@@ -27,7 +28,8 @@ STORED_KEYS = {
     "accuracy_curve", "train_time_s", "eval_time_s", "num_steps", "num_samples",
     "peak_memory_bytes_per_worker", "peak_gpu_memory_bytes_per_worker", "flops_per_sample",
     "pretrain_time_s", "supervised_time_s", "compile_time_s", "breakdown_s",
-    "breakdown_sampled_steps", "workers", "data_source", "energy_j", "hardware",
+    "breakdown_sampled_steps", "step_time_s_mean", "samples_per_s_mean", "workers",
+    "data_source", "energy_j", "hardware",
     "achieved_tflops", "mfu_peak", "mfu", "mfu_vs_probe", "mfu_probe_peak",
     "contention",  # rank 0 writes 'unknown'; the launching process adds what it sampled
 }  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 from trainscale.bench.ladder import Rung, Skipped
 from trainscale.metrics import stats
-from trainscale.metrics.run_flags import ran_busy
+from trainscale.metrics.run_flags import ran_busy, stall_text
 
 
 @dataclass
@@ -64,6 +64,8 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
                 notes.append("noisy: step-time IQR > 10% of median")
             if ran_busy(res):
                 notes.append("busy machine: other work used its cores, not trusted")
+            if stalls := stall_text(res):
+                notes.append(stalls)
             row["note"] = "; ".join(notes)
         rows.append(row)
     return rows

@@ -15,36 +15,40 @@ if TYPE_CHECKING:
 EPILOG = """\
 examples:
   trainscale compare 3f2a9c1e 7b01d4e2            # two runs (ids or unique prefixes)
+  trainscale compare 5c1d:"workers=1" 5c1d:"workers=2"   # two configurations of one sweep
   trainscale compare SWEEP_A SWEEP_B              # two sweeps, configuration by configuration
   trainscale compare SWEEP_A 7b01d4e2 --config "workers=2"
   trainscale compare 3f2a9c1e 7b01d4e2 --json
 
-Each side is a run, or the completed runs of a sweep (its repeats). The ratio is B over A;
-the interval is a percentile bootstrap (runs, then steps, when a side has repeats) and the
-difference is significant when the throughput interval excludes 1.0. See
-docs/compare-and-recommend.md.
+Each side is a run, the completed runs of a sweep (its repeats), or SWEEP:LABEL, those of
+one configuration (SWEEP: an id, unique prefix or name; LABEL: exactly as its report shows
+it). A side's step time is the median over its runs of each run's median step, its
+throughput the median over its runs of each run's samples/s, as in reports. Ratios are B
+over A; the interval is a percentile bootstrap of those figures (runs, then steps, when a
+side has repeats); significant: the throughput interval excludes 1.0. Sides whose runs
+stalled (mean step far above the median) are flagged. See docs/compare-and-recommend.md.
 """
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compare",
-        help="ratio of throughput and step time of two runs or sweeps, with a 95%% interval",
+        help="ratio of throughput and step time of two runs, sweeps or configurations, with a "
+        "95%% interval",
         description=(
-            "Compare the timed step times of B against A: the ratio of median step times, "
-            "the throughput ratio with a bootstrap confidence interval, a Mann-Whitney rank "
-            "test, and whether the difference is significant. Unlike runs (other workload or "
-            "global batch) may be compared, but the table says so."
+            "Compare the timed step times of B against A: the ratio of step times and of "
+            "throughputs with bootstrap confidence intervals, a Mann-Whitney rank test, and "
+            "whether the difference is significant. Unlike runs (other workload or global "
+            "batch) may be compared, but the table says so."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("a", metavar="RUN_OR_SWEEP_A", help="run or sweep id (or unique prefix)")
-    parser.add_argument("b", metavar="RUN_OR_SWEEP_B", help="run or sweep id (or unique prefix)")
+    side_help = "run or sweep id (or unique prefix), or SWEEP:LABEL for one configuration"
+    parser.add_argument("a", metavar="A", help=side_help)
+    parser.add_argument("b", metavar="B", help=side_help)
     parser.add_argument(
-        "--config",
-        metavar="LABEL",
-        help="compare only this configuration of a multi-configuration sweep",
+        "--config", metavar="LABEL", help="compare only this configuration of a sweep side"
     )
     parser.add_argument(
         "--confidence",
@@ -98,8 +102,8 @@ def _print_table(comparison: RunComparison) -> None:
     level = f"{comparison.confidence:.0%}"
     headers = (
         "configuration",
-        "A median step ms",
-        "B median step ms",
+        "A step ms",
+        "B step ms",
         "step time B/A",
         f"throughput B/A [{level} CI]",
         "significant",
@@ -112,8 +116,8 @@ def _print_table(comparison: RunComparison) -> None:
         slow, shigh = row["step_time_ratio_ci"]
         table.add_row(
             row["label"] or "-",
-            _side_cell(row["a"]),
-            _side_cell(row["b"]),
+            _side_cell(row["a"], row.get("a_stalls")),
+            _side_cell(row["b"], row.get("b_stalls")),
             f"{row['step_time_ratio']:.3f} [{slow:.3f}, {shigh:.3f}]",
             f"{row['throughput_ratio']:.3f} [{low:.3f}, {high:.3f}]",
             "yes" if row["significant"] else "no",
@@ -122,6 +126,8 @@ def _print_table(comparison: RunComparison) -> None:
     console.print(table)
     method = "hierarchical (runs, then steps)" if any(r["hierarchical"] for r in rows) else "steps"
     console.print(
+        "Step time: median over a side's runs of each run's median step; throughput: median "
+        "over its runs of each run's samples/s (as in reports). "
         f"Ratios are B/A; throughput > 1 means B is faster. Bootstrap over {method}, "
         f"{rows[0]['num_resamples']} resamples, seed {rows[0]['seed']}."
     )
@@ -137,6 +143,8 @@ def _print_table(comparison: RunComparison) -> None:
         console.print(f"configurations on one side only: {labels}")
 
 
-def _side_cell(side: dict[str, Any]) -> str:
+def _side_cell(side: dict[str, Any], stalls: str | None) -> str:
     runs = "1 run" if side["num_runs"] == 1 else f"{side['num_runs']} runs"
-    return f"{side['median_step_s'] * 1000:.2f} ({runs}, {side['num_steps']} steps)"
+    cell = f"{side['median_step_s'] * 1000:.2f} ({runs}, {side['num_steps']} steps)"
+    # The full figures (mean vs median) are in the warning lines below the table.
+    return f"{cell} stalls" if stalls else cell

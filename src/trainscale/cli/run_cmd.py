@@ -10,6 +10,7 @@ from typing import Any
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.lines import one_line
 from trainscale.config.cli import add_option_arguments, add_tag_argument, options_from_args
+from trainscale.metrics.run_flags import stall_text
 
 EPILOG = """\
 examples:
@@ -70,6 +71,9 @@ def format_result(result: dict[str, Any]) -> str:
         f"  throughput {result['samples_per_s']:.1f} samples/s, median step "
         f"{result['step_time_s_median'] * 1000:.1f} ms",
     ]
+    stalls = stall_text(result)
+    if stalls:  # the headline is the median's; say how far the mean is from it
+        lines.append(f"  {stalls} ({result['samples_per_s_mean']:.1f} samples/s on the mean)")
     if result["data"] == "synthetic":
         lines.append("  synthetic data: throughput only, no accuracy is claimed")
     elif acc is None:

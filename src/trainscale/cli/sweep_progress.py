@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from trainscale.metrics.run_flags import stall_text
 from trainscale.sweep.run import SweepRunListener
 from trainscale.sweep.summary import SUMMARY_HEADERS
 
@@ -99,6 +100,8 @@ class SweepProgress(SweepRunListener):
         else:
             accuracy = result.get("test_accuracy")
             acc = f", test acc {accuracy:.4f}" if isinstance(accuracy, float) else ""
+            stalls = stall_text(result)
+            acc += f" ({stalls})" if stalls else ""
             self.console.print(
                 f"done: {escape(planned.label)} (repeat {planned.repeat}): "
                 f"{result['samples_per_s']:.1f} samples/s{acc}  "

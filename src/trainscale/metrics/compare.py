@@ -1,19 +1,31 @@
-"""Compare the step times of two settings: ratio of medians, bootstrap interval, rank test.
+"""Compare the step times of two settings: ratio of step times, bootstrap interval, rank test.
 
 Pure numpy, seeded: the same samples and seed give the same figures on every machine.
 
 Each side of a comparison is one or more *runs*, each a sequence of timed step times (the
-stored step times minus the run's untimed warm-up steps). The headline figure is the ratio
-of median step times B/A, and its inverse scaled by the samples per step for throughput
-(B's samples/s over A's). Its confidence interval comes from a percentile bootstrap:
+stored step times minus the run's untimed warm-up steps). The figures are the ones a report
+shows for a configuration (`metrics.throughput`), so a comparison and a report of the same
+runs agree:
 
-- one run on a side: resample that run's steps with replacement;
+- a run's step time is the median of its timed steps, its throughput its global batch over
+  that median;
+- a side's step time is the median over its runs of each run's step time, and its
+  throughput the median over its runs of each run's throughput (with one run: that run's);
+- the headline figures are the ratio of the sides' step times B/A and the ratio of their
+  throughputs B/A (with an odd number of runs per side, or one, the throughput ratio is
+  exactly batch B/batch A over the step-time ratio; with an even number the median of two
+  middle runs is their mean, of step times on one side and of throughputs on the other).
+
+The confidence intervals come from a percentile bootstrap that replicates that statistic:
+
+- one run on a side: resample that run's steps with replacement, take their median;
 - several runs on a side (repeats): a hierarchical bootstrap, resampling runs first and
-  then steps within each chosen run. Repeats differ from each other by more than steps
-  within a run do (where the scheduler placed threads, what else ran, memory layout, CPU
-  frequency), and only resampling the runs carries that run-to-run spread into the interval.
-  Pooling the steps of every repeat and resampling them as one sample would hide it and give
-  an interval that is too narrow.
+  then steps within each chosen run, taking each resampled run's median and then the median
+  over the runs (of step times, and of throughputs). Repeats differ from each other by more
+  than steps within a run do (where the scheduler placed threads, what else ran, memory
+  layout, CPU frequency), and only resampling the runs carries that run-to-run spread into
+  the interval. Pooling the steps of every repeat and resampling them as one sample would
+  hide it and give an interval that is too narrow.
 
 The difference is called significant when the throughput interval excludes 1.0.
 
@@ -40,6 +52,12 @@ from typing import Any
 import numpy as np
 
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
+from trainscale.metrics.throughput import (
+    repeats_step_time,
+    repeats_throughput,
+    throughput,
+    timed_step_time,
+)
 
 _CHUNK_ELEMENTS = 4_000_000
 """Largest resample matrix built at once (32 MB of float64): long runs are done in chunks."""
@@ -53,9 +71,13 @@ class SideSummary:
     num_steps: int
     """Timed steps, summed over the runs."""
     median_step_s: float
-    """Median of the pooled timed steps."""
+    """The side's step time: the median over its runs of each run's median timed step."""
     samples_per_step: float
     """Global batch size of the side (1.0 when unknown): turns step time into throughput."""
+    samples_per_s: float
+    """The side's throughput: the median over its runs of batch / the run's median step."""
+    run_median_steps_s: list[float]
+    """Each run's median timed step, in run order."""
     lag1_autocorrelation: float | None
     """Mean over runs of each run's lag-1 autocorrelation of step times (None if too short)."""
 
@@ -67,10 +89,11 @@ class Comparison:
     a: SideSummary
     b: SideSummary
     step_time_ratio: float
-    """median step time B / median step time A."""
+    """B's step time / A's (each the median over its runs of each run's median step)."""
     step_time_ratio_ci: tuple[float, float]
     throughput_ratio: float
-    """samples/s of B / samples/s of A = (batch B / batch A) / step_time_ratio."""
+    """B's samples/s / A's (each the median over its runs of each run's samples/s); with one
+    run a side, (batch B / batch A) / step_time_ratio."""
     throughput_ratio_ci: tuple[float, float]
     confidence: float
     significant: bool
@@ -141,26 +164,36 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, 
     return u_b, rank_biserial, min(1.0, p)
 
 
-def bootstrap_medians(
+def bootstrap_run_medians(
     runs: Sequence[Sequence[float]], num_resamples: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """`num_resamples` bootstrap replicates of the median of the pooled steps of `runs`.
+    """Bootstrap replicates of each run's median step: shape (num_resamples, runs).
 
-    One run: steps resampled with replacement. Several runs: runs resampled with
-    replacement, then steps within each chosen run (a hierarchical bootstrap).
+    One run: its steps resampled with replacement. Several runs: runs resampled with
+    replacement, then steps within each chosen run (a hierarchical bootstrap); row i holds
+    the medians of replicate i's chosen runs.
     """
     arrays = [np.asarray(run, dtype=float) for run in runs]
     if not arrays or any(array.size == 0 for array in arrays):
         raise ValueError("every run needs at least one timed step")
     if len(arrays) == 1:
-        return _bootstrap_one(arrays[0], num_resamples, rng)
-    out = np.empty(num_resamples)
+        return _bootstrap_one(arrays[0], num_resamples, rng)[:, None]
     num_runs = len(arrays)
+    out = np.empty((num_resamples, num_runs))
     for index in range(num_resamples):
         chosen = rng.integers(0, num_runs, size=num_runs)
-        parts = [arrays[c][rng.integers(0, arrays[c].size, size=arrays[c].size)] for c in chosen]
-        out[index] = np.median(np.concatenate(parts))
+        for slot, c in enumerate(chosen):
+            picks = rng.integers(0, arrays[c].size, size=arrays[c].size)
+            out[index, slot] = np.median(arrays[c][picks])
     return out
+
+
+def bootstrap_medians(
+    runs: Sequence[Sequence[float]], num_resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`num_resamples` bootstrap replicates of a side's step time: the median over the
+    (resampled) runs of each run's median (`bootstrap_run_medians`)."""
+    return np.median(bootstrap_run_medians(runs, num_resamples, rng), axis=1)
 
 
 def _bootstrap_one(steps: np.ndarray, num_resamples: int, rng: np.random.Generator) -> np.ndarray:
@@ -188,9 +221,10 @@ def compare_step_times(
 
     `samples_per_step_*` are the sides' global batch sizes, so that the throughput ratio is
     one of samples per second even when the batches differ (the caller should flag such a
-    comparison: it is not like with like). The two sides are resampled independently, each
-    from its own stream of the seeded generator, so the result depends only on the data and
-    `seed`.
+    comparison: it is not like with like). The statistic is the module docstring's (a
+    side's figure is the median over its runs of each run's median step, or throughput).
+    The two sides are resampled independently, each from its own stream of the seeded
+    generator, so the result depends only on the data and `seed`.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -206,26 +240,29 @@ def compare_step_times(
         raise ValueError("step times must be positive, at least one per run")
 
     seq_a, seq_b = np.random.SeedSequence(seed).spawn(2)
-    boot_a = bootstrap_medians(a_runs, num_resamples, np.random.default_rng(seq_a))
-    boot_b = bootstrap_medians(b_runs, num_resamples, np.random.default_rng(seq_b))
-    ratios = boot_b / boot_a
+    boot_a = bootstrap_run_medians(a_runs, num_resamples, np.random.default_rng(seq_a))
+    boot_b = bootstrap_run_medians(b_runs, num_resamples, np.random.default_rng(seq_b))
     tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = (float(v) for v in np.percentile(ratios, [tail, 100.0 - tail]))
 
-    median_a = float(np.median(a_pooled))
-    median_b = float(np.median(b_pooled))
-    step_ratio = median_b / median_a
-    batch_ratio = samples_per_step_b / samples_per_step_a
-    # Throughput is batch / step time: a decreasing function of the step-time ratio, so the
-    # bounds swap.
-    tput_ci = (batch_ratio / high, batch_ratio / low)
+    def interval(ratios: np.ndarray) -> tuple[float, float]:
+        low, high = np.percentile(ratios, [tail, 100.0 - tail])
+        return float(low), float(high)
+
+    # Each replicate's side figures, as the point estimate takes them from the runs.
+    step_ci = interval(np.median(boot_b, axis=1) / np.median(boot_a, axis=1))
+    tput_ci = interval(
+        np.median(samples_per_step_b / boot_b, axis=1)
+        / np.median(samples_per_step_a / boot_a, axis=1)
+    )
+    side_a = _side(a_runs, samples_per_step_a)
+    side_b = _side(b_runs, samples_per_step_b)
     u, rank_biserial, p = mann_whitney(a_pooled, b_pooled)
     return Comparison(
-        a=_side(a_runs, median_a, samples_per_step_a),
-        b=_side(b_runs, median_b, samples_per_step_b),
-        step_time_ratio=step_ratio,
-        step_time_ratio_ci=(low, high),
-        throughput_ratio=batch_ratio / step_ratio,
+        a=side_a,
+        b=side_b,
+        step_time_ratio=side_b.median_step_s / side_a.median_step_s,
+        step_time_ratio_ci=step_ci,
+        throughput_ratio=side_b.samples_per_s / side_a.samples_per_s,
         throughput_ratio_ci=tput_ci,
         confidence=confidence,
         significant=not (tput_ci[0] <= 1.0 <= tput_ci[1]),
@@ -238,12 +275,15 @@ def compare_step_times(
     )
 
 
-def _side(runs: Sequence[Sequence[float]], median_s: float, samples_per_step: float) -> SideSummary:
+def _side(runs: Sequence[Sequence[float]], samples_per_step: float) -> SideSummary:
     correlations = [c for c in (lag1_autocorrelation(r) for r in runs) if c is not None]
+    medians = [timed_step_time([float(t) for t in run]) for run in runs]
     return SideSummary(
         num_runs=len(runs),
         num_steps=sum(len(r) for r in runs),
-        median_step_s=median_s,
+        median_step_s=repeats_step_time(medians),
         samples_per_step=float(samples_per_step),
+        samples_per_s=repeats_throughput([throughput(samples_per_step, m) for m in medians]),
+        run_median_steps_s=medians,
         lag1_autocorrelation=float(np.mean(correlations)) if correlations else None,
     )

@@ -4,7 +4,8 @@ A configuration is a set of runs that trained the same way: equal resolved-confi
 (the tag, a label, is not part of the hash). Its figures are medians over its completed runs
 (the repeats), with a spread:
 
-- throughput: median global samples/s, and its IQR across repeats;
+- throughput: median over the repeats of each run's samples/s (its global batch over its
+  median timed step, `metrics.throughput`), and its IQR across repeats;
 - step time: the median over repeats of each run's median step, and of each run's step-time
   IQR as a fraction of its median (the within-run spread the bench reports);
 - speedup: median samples/s over the baseline configuration's median samples/s;
@@ -15,7 +16,9 @@ A configuration is a set of runs that trained the same way: equal resolved-confi
 - peak memory: the largest worker's peak resident set, median over repeats.
 
 A configuration is flagged noisy when its throughput IQR across repeats, or its typical
-within-run step-time IQR, exceeds 10% of the median (`metrics.scaling.NOISY_RELATIVE_IQR`).
+within-run step-time IQR, exceeds 10% of the median (`metrics.scaling.NOISY_RELATIVE_IQR`);
+its notes say when runs stalled (mean step far above the median, `metrics.run_flags`) and
+when its efficiency exceeds 100%, which parallel training cannot honestly reach.
 
 This module groups and summarises; `labels` names configurations, `baseline` picks each
 workload's baseline and computes speedups, `compare` fits Amdahl's law and builds the
@@ -31,9 +34,14 @@ from typing import Any
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
-from trainscale.metrics.run_flags import has_stalls, ran_busy
+from trainscale.metrics.run_flags import STALL_RATIO, has_stalls, ran_busy, stalls_note
 from trainscale.report import ReportError
-from trainscale.report.baseline import default_baseline, find_baseline, with_speedup
+from trainscale.report.baseline import (
+    above_full_efficiency,
+    default_baseline,
+    find_baseline,
+    with_speedup,
+)
 from trainscale.report.compare import affinity_table, amdahl_over_baseline, series_of
 from trainscale.report.hardware import configuration_figures, cost_sentence, price_note
 from trainscale.report.labels import (
@@ -223,6 +231,7 @@ def _configuration(
         accuracy_curves=[curve for r in evaluated if (curve := _curve(r))],
         breakdown_s=_breakdown(runs),
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
+        stalls=stalls_note([r.summary for r in runs]),
         busy_runs=sum(ran_busy(r.summary) for r in runs),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
@@ -369,6 +378,21 @@ def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]
         notes.append(
             f"{len(noisy)} configuration(s) are noisy (spread above 10% of the median): "
             "treat their figures with care, or repeat them."
+        )
+    stalled = [c.label for c in configs if c.stalls]
+    if stalled:
+        notes.append(
+            f"{len(stalled)} configuration(s) had runs with stalls (mean step more than "
+            f"{STALL_RATIO:.2f}x the median): throughput is the batch over the median step, "
+            "which the stalls do not move; their notes give the mean beside it."
+        )
+    implausible = [c.label for c in configs if above_full_efficiency(c)]
+    if implausible:
+        notes.append(
+            f"{len(implausible)} configuration(s) show efficiency above 100% "
+            f"({', '.join(implausible)}): implausible for data-parallel training. Likely "
+            "causes: a baseline slowed by contention or stalls, a different batch, or "
+            "turbo and cache effects (a smaller share of the data per worker fits in cache)."
         )
     return notes
 

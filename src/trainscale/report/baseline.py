@@ -65,7 +65,20 @@ def find_baseline(
     )
 
 
+FULL_EFFICIENCY = 1.0 + 1e-9
+"""Efficiency above this (100%, less rounding) is flagged as implausible."""
+
+
+def above_full_efficiency(config: Configuration) -> bool:
+    """Whether a configuration's efficiency per worker or per core exceeds 100%."""
+    return any(
+        value is not None and value > FULL_EFFICIENCY
+        for value in (config.efficiency_per_worker, config.efficiency_per_core)
+    )
+
+
 def with_speedup(config: Configuration, base: Configuration | None) -> Configuration:
+    """The configuration with its speedup and efficiency against `base` and its notes."""
 
     notes: list[str] = []
     speedup = per_worker = per_core = None
@@ -80,6 +93,14 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
                 f"global batch {config.global_batch_size} vs the baseline's "
                 f"{base.global_batch_size}: a different optimisation (weak scaling)"
             )
+    if config.stalls:
+        notes.append(config.stalls)
+    high = max((v for v in (per_worker, per_core) if v is not None), default=None)
+    if high is not None and high > FULL_EFFICIENCY:
+        notes.append(
+            f"efficiency {high:.0%} is above 100%: implausible; likely the baseline was slowed "
+            "(contention or stalls), a different batch, or turbo/cache effects"
+        )
     spread = relative_iqr(config.samples_per_s)
     noisy_repeats = is_noisy(spread)
     noisy_steps = is_noisy(config.step_time_rel_iqr)

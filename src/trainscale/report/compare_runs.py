@@ -1,9 +1,11 @@
 """A against B: two stored runs or sweeps, configuration by configuration (`trainscale compare`).
 
-Each side is a run, or the completed runs of a sweep (its repeats), grouped by the label of
-their configuration. Matched groups are compared by their timed step times
-(`metrics.compare.compare_step_times`: the ratio of medians, a bootstrap interval, a rank
-test), with warnings where the comparison is not like with like.
+Each side is a run, the completed runs of a sweep (its repeats) grouped by the label of
+their configuration, or one configuration of a sweep (`SWEEP:LABEL`, the label its plan and
+report use). Matched groups are compared by their timed step times
+(`metrics.compare.compare_step_times`: the report's figures, each side's median over its
+runs of each run's median step and throughput, a bootstrap interval, a rank test), with
+warnings where the comparison is not like with like or a side's runs stalled.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
 from trainscale.errors import StoreError, TrainscaleError
-from trainscale.results.store import DamagedRecordError, RunRecord, RunStore, default_store_path
+from trainscale.metrics.run_flags import stalls_note
+from trainscale.results.store import (
+    DamagedRecordError,
+    RunRecord,
+    RunStore,
+    SweepRecord,
+    default_store_path,
+)
 
 FEW_STEPS = 20
 """Below this many timed steps in a run, the comparison says its figures are coarse."""
@@ -50,14 +59,22 @@ class Side:
     """One group for a run or a single-configuration sweep; one per label otherwise."""
     skipped: int = 0
     """Sweep runs left out because they did not complete."""
+    config: str | None = None
+    """The configuration label picked with `SWEEP:LABEL`; None for a whole sweep or a run."""
 
     @property
     def name(self) -> str:
-        return f"{self.kind} {self.ident[:8]}"
+        base = f"{self.kind} {self.ident[:8]}"
+        return base if self.config is None else f'{base} "{self.config}"'
 
 
 def resolve_side(store: RunStore, ident: str) -> Side:
-    """A run or a sweep by id or unique prefix; StoreError (one line) when neither or both."""
+    """A run or a sweep by id or unique prefix, or `SWEEP:LABEL` (a sweep by id, unique
+    prefix or name, and one of its configurations by its exact label); StoreError or
+    TrainscaleError (one line) when it names nothing, or several things."""
+    if ":" in ident:
+        sweep_part, label = ident.split(":", 1)
+        return configuration_side(store, sweep_part, label)
     run: RunRecord | None = None
     sweep = None
     run_error = sweep_error = None
@@ -91,6 +108,48 @@ def resolve_side(store: RunStore, ident: str) -> Side:
     )
 
 
+def find_sweep(store: RunStore, ident: str) -> SweepRecord:
+    """A sweep by id or unique id prefix, else by its exact name (one sweep of that name)."""
+    try:
+        return store.get_sweep(ident)
+    except DamagedRecordError:
+        raise
+    except StoreError as error:
+        by_name = [s for s in store.list_sweeps() if s.name == ident.strip()]
+        if len(by_name) == 1:
+            return by_name[0]
+        if len(by_name) > 1:
+            ids = ", ".join(s.short_id for s in by_name[:5])
+            raise StoreError(
+                f"{len(by_name)} sweeps are named {ident.strip()!r} ({ids}); give the sweep id"
+            ) from None
+        if "matches" in str(error):
+            raise
+        raise StoreError(
+            f"no sweep {ident.strip()!r} (id, id prefix or name) in {store.path}; "
+            "`trainscale runs sweeps` lists the stored sweeps"
+        ) from None
+
+
+def configuration_side(store: RunStore, sweep_ident: str, label: str) -> Side:
+    """The completed runs of the configuration labelled `label` (exactly) in a sweep."""
+    sweep = find_sweep(store, sweep_ident)
+    labels = list(dict.fromkeys(entry["label"] for entry in sweep.plan))
+    if label not in labels:
+        shown = ", ".join(repr(name) for name in labels)
+        raise TrainscaleError(
+            f"sweep {sweep.short_id} has no configuration {label!r}; its configurations: {shown}"
+        )
+    hashes = {entry["config_hash"] for entry in sweep.plan if entry["label"] == label}
+    runs = [r for r in store.sweep_runs(sweep.sweep_id) if r.config_hash in hashes]
+    done = [r for r in runs if r.status == "completed"]
+    if not done:
+        raise TrainscaleError(
+            f"configuration {label!r} of sweep {sweep.short_id} has no completed run to compare"
+        )
+    return Side("sweep", sweep.sweep_id, [Group(label, done)], len(runs) - len(done), label)
+
+
 def _check_completed(run: RunRecord) -> None:
     if run.status == "failed":
         raise TrainscaleError(
@@ -103,7 +162,7 @@ def _check_completed(run: RunRecord) -> None:
         )
 
 
-def _sweep_side(store: RunStore, sweep) -> Side:
+def _sweep_side(store: RunStore, sweep: SweepRecord) -> Side:
     labels = {entry["config_hash"]: entry["label"] for entry in sweep.plan}
     groups: dict[str, Group] = {}
     skipped = 0
@@ -196,6 +255,12 @@ def warnings_for(a: Group, b: Group) -> list[str]:
     fewest = min(len(steps) for group in (a, b) for steps in group.step_times)
     if fewest < FEW_STEPS:
         notes.append(f"a run has only {fewest} timed steps: the median and its interval are coarse")
+    for side, group in (("A", a), ("B", b)):
+        note = stalls_note([r.summary for r in group.runs])
+        if note:
+            notes.append(
+                f"{side} {note}: its step time is the median, which the stalls do not move"
+            )
     if len(a.runs) == 1 or len(b.runs) == 1:
         notes.append(
             "one run on a side: the interval covers step-to-step noise only, and consecutive "
@@ -221,11 +286,20 @@ class RunComparison:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `trainscale compare --json` prints."""
         return {
-            "a": {"kind": self.a.kind, "id": self.a.ident, "skipped_runs": self.a.skipped},
-            "b": {"kind": self.b.kind, "id": self.b.ident, "skipped_runs": self.b.skipped},
+            "a": _side_dict(self.a),
+            "b": _side_dict(self.b),
             "comparisons": self.rows,
             "unmatched_labels": self.unmatched,
         }
+
+
+def _side_dict(side: Side) -> dict[str, Any]:
+    return {
+        "kind": side.kind,
+        "id": side.ident,
+        "configuration": side.config,
+        "skipped_runs": side.skipped,
+    }
 
 
 def compare(
@@ -238,7 +312,8 @@ def compare(
     seed: int = 0,
     store: str | Path | None = None,
 ) -> RunComparison:
-    """Compare the step times of run or sweep `b` against `a` (ids or unique prefixes).
+    """Compare the step times of run or sweep `b` against `a` (ids or unique prefixes, or
+    `SWEEP:LABEL` for one configuration of a sweep: see `resolve_side`).
 
     `config` picks one configuration (by label) of a side that has several; two sweeps are
     otherwise matched label by label. The interval is a percentile bootstrap at `confidence`
@@ -284,6 +359,8 @@ def compare(
                 "b_workload": group_b.workload,
                 "a_global_batch_size": group_a.global_batch_size,
                 "b_global_batch_size": group_b.global_batch_size,
+                "a_stalls": stalls_note([r.summary for r in group_a.runs]),
+                "b_stalls": stalls_note([r.summary for r in group_b.runs]),
                 "warnings": warnings_for(group_a, group_b),
                 **result.to_dict(),
             }

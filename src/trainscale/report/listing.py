@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainscale.hardware.contention import BUSY, Contention
-from trainscale.metrics.run_flags import ran_busy
+from trainscale.metrics.run_flags import ran_busy, stall_text
 from trainscale.results.export import SUMMARY_KEYS, export_runs
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
@@ -34,6 +34,7 @@ RUN_COLUMNS = (
     ("samples/s", "right"),
     ("test acc", "right"),
     ("to target (s)", "right"),
+    ("note", "left"),
 )
 """The columns of a list of runs, and how each is justified."""
 
@@ -102,6 +103,7 @@ def run_cells(record: RunRecord) -> list[str]:
         number(record.summary.get("samples_per_s"), ".1f"),
         accuracy_cell(record),
         time_to_target_cell(record),
+        stall_text(record.summary) or "",
     ]
 
 
@@ -147,6 +149,9 @@ class RunDetails:
             "contention": self.contention_text(),
             "schema version": record.schema_version,
         }
+        stalls = stall_text(record.summary)
+        if stalls:  # the mean beside the median, where a few long steps pull them apart
+            values["note"] = stalls
         return value_texts(values)
 
     def summary(self) -> dict[str, str]:

@@ -73,6 +73,9 @@ class Configuration:
     noisy: bool = False
     stalled_runs: int = 0
     """Completed runs whose mean step exceeds the median by more than `STALL_RATIO`."""
+    stalls: str | None = None
+    """`metrics.run_flags.stalls_note` of its runs: the worst stalled run's mean and median
+    step and how many stalled; None when none did."""
     busy_runs: int = 0
     """Completed runs during which other work was found using the machine."""
     notes: list[str] = field(default_factory=list)

@@ -58,9 +58,11 @@ class RunMetrics(AccuracyMetrics):
     time of each step."""
 
     samples_per_s: float
-    """Global samples per second over the timed steps."""
+    """Global samples per second: the global batch over the median timed step."""
     samples_per_s_per_worker: float
+    """One worker's batch over the median timed step."""
     step_time_s_median: float
+    """The run's step time: the median timed step."""
     step_time_s_p90: float
     step_time_s_iqr: float
     num_timed_steps: int
@@ -78,6 +80,10 @@ class RunMetrics(AccuracyMetrics):
     breakdown_s: dict[str, float | None] | None = None
     """Median seconds per phase of the sampled steps (slowest rank's); None when off."""
     breakdown_sampled_steps: int = 0
+    step_time_s_mean: float | None = None
+    """The mean timed step: far above the median when the run stalled (metrics.run_flags)."""
+    samples_per_s_mean: float | None = None
+    """The global batch over the mean timed step (what a long run's wall clock averages)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,15 +11,22 @@ process is gone can be told from one still running.
 `meta` records the schema version the file was written with, so that an older trainscale
 refuses a newer file instead of misreading it, and a newer one can migrate an older file in
 place.
+
+Schema 5 changed no table: it rewrote the throughput of the stored runs, from samples over
+the sum of the timed steps (a mean) to the batch over the median timed step, keeping the
+mean-based figures beside it (`migrate_throughput_to_median`).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from typing import Any
 
 from trainscale.errors import StoreError
+from trainscale.metrics.throughput import throughput
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this code reads and writes; bump it and extend `migrate` together."""
 
 RUN_STATUSES = ("running", "completed", "failed")
@@ -197,6 +204,73 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
         for column in RUN_OWNER_COLUMNS:
             conn.execute(f"ALTER TABLE runs ADD COLUMN {column}")
         conn.execute(RUNS_RUNNING_INDEX)
+    if from_version < 5:
+        # v5: a run's throughput is its batch over its median timed step.
+        migrate_throughput_to_median(conn)
+
+
+THROUGHPUT_PROPORTIONAL = ("achieved_tflops", "mfu", "mfu_vs_probe")
+"""Summary figures proportional to `samples_per_s` (hardware/figures.py), rewritten with it."""
+
+
+def migrate_throughput_to_median(conn: sqlite3.Connection) -> int:
+    """Rewrite every stored run's throughput on the median step; returns how many changed.
+
+    Up to schema 4 `samples_per_s` was global batch x timed steps / their sum, so the mean
+    timed step is exactly global batch / that figure. For each run whose summary holds
+    `samples_per_s`, `step_time_s_median` and whose row holds its global batch:
+    `samples_per_s_mean` := the old `samples_per_s`, `step_time_s_mean` := global batch / it,
+    `samples_per_s` := global batch / `step_time_s_median`; the per-worker figure likewise
+    (its batch is the old per-worker figure times the mean step), and the figures made from
+    it (`THROUGHPUT_PROPORTIONAL`) scale with it. Emulations (no median
+    step), runs without a summary and summaries that do not parse are left as they are.
+    """
+    changed = 0
+    rows = conn.execute(
+        "SELECT run_id, global_batch_size, summary_json FROM runs WHERE summary_json != '{}'"
+    ).fetchall()
+    for run_id, global_batch, text in rows:
+        summary = _parsed(text)
+        if summary is None or not _median_based(summary, global_batch):
+            continue
+        conn.execute(
+            "UPDATE runs SET summary_json = ? WHERE run_id = ?",
+            (json.dumps(summary, sort_keys=True), run_id),
+        )
+        changed += 1
+    return changed
+
+
+def _parsed(text: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None  # a damaged row: the store reports it where it is read
+    return value if isinstance(value, dict) else None
+
+
+def _median_based(summary: dict[str, Any], global_batch: Any) -> bool:
+    """Rewrite one schema-4 summary in place (see `migrate_throughput_to_median`); False
+    where it lacks what the rewrite needs or was already rewritten."""
+    old, median = summary.get("samples_per_s"), summary.get("step_time_s_median")
+    if "step_time_s_mean" in summary or not all(_positive(v) for v in (old, median, global_batch)):
+        return False
+    mean = global_batch / old
+    summary["samples_per_s_mean"] = old
+    summary["step_time_s_mean"] = mean
+    summary["samples_per_s"] = throughput(global_batch, median)
+    per_worker = summary.get("samples_per_s_per_worker")
+    if _positive(per_worker):
+        summary["samples_per_s_per_worker"] = throughput(per_worker * mean, median)
+    # Achieved FLOP/s and its shares of a peak are FLOPs per sample x samples/s: they follow.
+    for key in THROUGHPUT_PROPORTIONAL:
+        if _positive(summary.get(key)):
+            summary[key] = summary[key] * mean / median
+    return True
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:

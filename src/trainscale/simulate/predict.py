@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainscale.errors import ConfigError
+from trainscale.metrics.throughput import throughput
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.cluster import ClusterSpec
@@ -38,7 +39,9 @@ class Prediction:
     step_time_s: float
     """Median over the Monte Carlo samples."""
     step_time_s_mean: float
+    """Mean over the samples: what a long run's wall clock averages (time to accuracy)."""
     samples_per_s: float
+    """Global batch over the median step: a measured run's throughput, predicted."""
     data_s: float
     forward_s: float
     backward_s: float
@@ -144,7 +147,9 @@ def predict_one(
         algorithm=(algorithm or cluster.algorithm) if workers > 1 else "none",
         step_time_s=median_step,
         step_time_s_mean=mean_step,
-        samples_per_s=global_batch / mean_step,
+        # The measured runs' definition (metrics.throughput), so validation compares like
+        # with like.
+        samples_per_s=throughput(global_batch, median_step),
         data_s=costs.data_s,
         forward_s=costs.forward_s,
         backward_s=costs.backward_s,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from trainscale.metrics import stats
+from trainscale.metrics.throughput import throughput
 from trainscale.results.store import RunRecord
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import (
@@ -401,14 +402,21 @@ def _predict_run(
         oversubscribed=over,
         measured_step_s=float(summary["step_time_s_median"]),
         predicted_step_s=predicted.step_time_s,
-        measured_samples_per_s=float(summary.get("samples_per_s") or 0.0)
-        or (batch * workers) / float(summary["step_time_s_median"]),
+        measured_samples_per_s=measured_throughput(record),
         predicted_samples_per_s=predicted.samples_per_s,
         measured_exposed_comm_s=float(exposed) if isinstance(exposed, (int, float)) else None,
         predicted_exposed_comm_s=predicted.exposed_comm_s,
         calibration_runs=calibration.run_ids,
         notes=tuple(notes),
     )
+
+
+def measured_throughput(record: RunRecord) -> float:
+    """A measured run's samples/s: its global batch over its median step (the one definition,
+    `metrics.throughput`; older stores' mean-based figures are not used)."""
+    workers = int(record.world_size or 1)
+    batch = int(record.global_batch_size or per_worker_batch(record) * workers)
+    return throughput(batch, float(record.summary["step_time_s_median"]))
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -464,9 +472,7 @@ def _with_speedup(
         seed=seed,
         check_fit=False,
     )
-    measured_serial = float(baseline.summary.get("samples_per_s") or 0.0)
-    if measured_serial <= 0:
-        return row
+    measured_serial = measured_throughput(baseline)
     return replace(
         row,
         measured_speedup=row.measured_samples_per_s / measured_serial,

@@ -1,5 +1,6 @@
-"""A sweep's configurations at a glance: runs done, median throughput, spread, accuracy;
-a configuration with runs on a busy machine says how many."""
+"""A sweep's configurations at a glance: runs done, throughput (the median over the runs of
+each run's samples/s, as reports and `trainscale compare` take it), spread, accuracy, and a
+note where runs stalled or ran on a busy machine."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.metrics import stats
-from trainscale.metrics.run_flags import ran_busy
+from trainscale.metrics.run_flags import ran_busy, stalls_note
+from trainscale.metrics.throughput import repeats_throughput
 from trainscale.results.store import RunStore
 
-SUMMARY_HEADERS = ("configuration", "runs", "samples/s (median)", "min..max", "test acc")
+SUMMARY_HEADERS = ("configuration", "runs", "samples/s (median)", "min..max", "test acc", "note")
 
 
 @dataclass
@@ -45,9 +47,10 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
                 # Runs that shared their cores with other work: their speed is not trusted.
                 f"{label} (busy: {busy} of {len(done)})" if busy else label,
                 str(len(done)),
-                f"{stats.median(rates):.1f}" if rates else "-",
+                f"{repeats_throughput(rates):.1f}" if rates else "-",
                 f"{min(rates):.1f}..{max(rates):.1f}" if rates else "-",
                 f"{stats.median(accuracies):.4f}" if accuracies else "-",
+                stalls_note([r.summary for r in done]) or "",
             ]
         )
     return SweepSummary(f"sweep {sweep.short_id}: {sweep.name}", rows)

@@ -2,8 +2,10 @@
 
 The rules are docs/methodology.md's: the first `warmup_steps_untimed` steps are left out of
 the step-time statistics and the throughput (but were on the training clock); each step's
-time is the slowest rank's; time to target is the training clock at the first evaluation
-reaching the target; no accuracy figure without a claim (synthetic data, evaluation off).
+time is the slowest rank's; the run's step time is the median timed step and its throughput
+the batch over it (`metrics.throughput`), the mean kept beside them; time to target is the
+training clock at the first evaluation reaching the target; no accuracy figure without a
+claim (synthetic data, evaluation off).
 The summary's keys and their order are what the store, reports, exports and the simulator
 read.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.metrics import stats
+from trainscale.metrics.throughput import mean_step_time, throughput, timed_step_time
 from trainscale.results.run_result import RunMetrics
 from trainscale.train.breakdown import breakdown_fields
 from trainscale.train.records import CurvePoint, EpochRecord, Evaluation
@@ -64,11 +67,14 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
     final = m.final if m.evaluated else None
     reached = stats.first_reaching(curve, m.target_accuracy) if m.evaluated else None
     num_steps = len(m.step_times_s)
+    step_s, mean_s = timed_step_time(timed), mean_step_time(timed)
     breakdown = breakdown_fields(list(m.breakdowns), m.breakdown_sampled_steps, m.comm_marked)
     return RunMetrics(
-        samples_per_s=m.global_batch_size * len(timed) / sum(timed),
-        samples_per_s_per_worker=m.per_worker_batch_size * len(timed) / sum(timed),
-        step_time_s_median=stats.median(timed),
+        samples_per_s=throughput(m.global_batch_size, step_s),
+        samples_per_s_per_worker=throughput(m.per_worker_batch_size, step_s),
+        step_time_s_median=step_s,
+        step_time_s_mean=mean_s,
+        samples_per_s_mean=throughput(m.global_batch_size, mean_s),
         step_time_s_p90=stats.percentile(timed, 90),
         step_time_s_iqr=stats.iqr(timed),
         num_timed_steps=len(timed),

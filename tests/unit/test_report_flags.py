@@ -1,0 +1,70 @@
+"""A report's flags from its runs: stalls (mean step beside the median) and efficiency above
+100%, per configuration and for the whole report."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from trainscale.report.build import load_report_data
+
+from tests.helpers.report_store import FixtureConfig, build_store, run_id
+
+SWEEP = "5eed0000aaaabbbbccccddddeeeeffff"
+
+
+def _configs() -> list[FixtureConfig]:
+    return [
+        FixtureConfig("serial", "mnist-cnn", 1, 1, "compact", [100.0, 101.0, 99.0]),
+        # 2 workers at 230 samples/s against a 100 samples/s single core: 115% efficiency.
+        FixtureConfig("2 pinned workers", "mnist-cnn", 2, 1, "compact", [230.0, 232.0, 228.0]),
+    ]
+
+
+def _stall(path: Path, config_index: int, repeat: int, mean_over_median: float) -> None:
+    """Give one stored run a mean step `mean_over_median` times its median."""
+    conn = sqlite3.connect(path)
+    rid = run_id(config_index, repeat)
+    (text,) = conn.execute("SELECT summary_json FROM runs WHERE run_id = ?", (rid,)).fetchone()
+    summary = json.loads(text)
+    summary["step_time_s_mean"] = summary["step_time_s_median"] * mean_over_median
+    conn.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), rid))
+    conn.commit()
+    conn.close()
+
+
+def test_a_configuration_with_a_stalled_run_says_so_with_its_mean_and_median(tmp_path):
+    store = build_store(tmp_path / "s.db", _configs())
+    _stall(store, 0, 1, 3.0)  # the serial baseline's second repeat: 3x its median
+    data = load_report_data(store, sweep_id=SWEEP)
+    serial, pinned = data.workloads[0].configurations
+    step_ms = 64 / 101.0 * 1000
+    expected = f"stalls: mean step {3 * step_ms:.1f} ms vs median {step_ms:.1f} ms in 1 of 3 runs"
+    assert expected in serial.notes
+    assert serial.stalled_runs == 1
+    assert pinned.stalled_runs == 0
+    assert not any(note.startswith("stalls") for note in pinned.notes)
+    assert any("1 configuration(s) had runs with stalls" in note for note in data.notes)
+
+
+def test_efficiency_above_100_percent_is_flagged_as_implausible(tmp_path):
+    store = build_store(tmp_path / "s.db", _configs())
+    data = load_report_data(store, sweep_id=SWEEP)
+    serial, pinned = data.workloads[0].configurations
+    assert pinned.efficiency_per_worker is not None and pinned.efficiency_per_worker > 1.0
+    (note,) = [n for n in pinned.notes if "above 100%" in n]
+    assert note.startswith("efficiency 115% is above 100%: implausible")
+    assert "contention or stalls" in note and "different batch" in note
+    assert not any("above 100%" in n for n in serial.notes)
+    (report_note,) = [n for n in data.notes if "efficiency above 100%" in n]
+    assert "2 pinned workers" in report_note and "turbo" in report_note
+
+
+def test_a_plausible_report_has_neither_flag(tmp_path):
+    configs = _configs()
+    configs[1].rates = [180.0, 182.0, 178.0]
+    data = load_report_data(build_store(tmp_path / "s.db", configs), sweep_id=SWEEP)
+    assert not any("above 100%" in n or "stalls" in n for n in data.notes)
+    for config in data.workloads[0].configurations:
+        assert not any("above 100%" in n or n.startswith("stalls") for n in config.notes)

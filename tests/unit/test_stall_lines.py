@@ -1,0 +1,46 @@
+"""A stalled run's mean and median step in `trainscale run`'s summary lines and the bench
+table, in the words the sweep table, report and compare use (`metrics.run_flags`)."""
+
+from __future__ import annotations
+
+from trainscale.bench import RungResult, plan_ladder, table_rows
+from trainscale.cli.run_cmd import format_result
+from trainscale.config.options import RunOptions
+
+STALLED = {"step_time_s_median": 0.033, "step_time_s_mean": 0.1206}
+
+
+def _result(**changes):
+    result = {
+        "run_id": "abcdef0123",
+        "workload": "mnist-cnn",
+        "status": "completed",
+        "data": "synthetic",
+        "world_size": 1,
+        "threads_per_worker": 1,
+        "affinity": "compact",
+        "precision": "fp32",
+        "global_batch_size": 64,
+        "samples_per_s": 64 / 0.033,
+        "samples_per_s_mean": 64 / 0.0335,
+        "step_time_s_median": 0.033,
+        "step_time_s_mean": 0.0335,
+        "step_time_s_iqr": 0.001,
+        "test_accuracy": None,
+        "time_to_target_s": None,
+    }
+    return {**result, **changes}
+
+
+def test_run_summary_names_a_stall_with_both_steps():
+    text = format_result(_result(**STALLED, samples_per_s_mean=64 / 0.1206))
+    assert "throughput 1939.4 samples/s, median step 33.0 ms" in text
+    assert "stalls: mean step 120.6 ms vs median 33.0 ms (530.7 samples/s on the mean)" in text
+    assert "stalls" not in format_result(_result())
+
+
+def test_bench_table_notes_a_stalled_rung():
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    rows = table_rows([RungResult(ladder[0], _result()), RungResult(ladder[1], _result(**STALLED))])
+    assert "stalls" not in rows[0]["note"]
+    assert "stalls: mean step 120.6 ms vs median 33.0 ms" in rows[1]["note"]
