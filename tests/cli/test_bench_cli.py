@@ -56,3 +56,24 @@ def test_a_training_set_smaller_than_the_batch_fails_before_any_rung(rungs, tmp_
     assert "50 of 50 samples" in one_error_line(capsys)
     assert not rungs
     assert not (tmp_path / "trainscale-bench.md").exists()
+
+
+def test_without_data_the_first_line_says_how_to_give_it(monkeypatch, tmp_path, capsys):
+    from trainscale.errors import DataError
+    from trainscale.run.launch import RunFailed
+
+    def offline(url, *args, **kwargs):
+        raise DataError(f"could not download {url} (offline in this test)")
+
+    def fails(options, *args, **kwargs):  # the rungs are not what this test is about
+        raise RunFailed("run0001", "stand-in")
+
+    monkeypatch.setattr("trainscale.data.cache.download", offline)
+    monkeypatch.setattr("trainscale.run.launch.execute_run", fails)
+    run_cli(["bench", "--quick", "--out", str(tmp_path / "t.md")])
+    captured = capsys.readouterr()
+    first = captured.err.splitlines()[0]
+    assert first.startswith("REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only)")
+    assert "--data-dir DIR" in first and "TRAINSCALE_DATA_DIR=DIR" in first
+    assert len(first) <= 130  # one short line, not the list of every place looked in
+    assert "Where the data was looked for:" in (tmp_path / "t.md").read_text()

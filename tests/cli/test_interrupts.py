@@ -141,9 +141,9 @@ def finish(command: Command, timeout_s: float = 60) -> int:
         pytest.fail(f"the command did not stop: {command.stderr[-3000:]}")
 
 
-def assert_quiet(command: Command, line: str) -> None:
-    """Everything the command and its workers printed is exactly `line`."""
-    assert command.stderr.splitlines() == [line], command.stderr[-3000:]
+def assert_quiet(command: Command, *lines: str) -> None:
+    """Everything the command and its workers printed is exactly `lines`."""
+    assert command.stderr.splitlines() == list(lines), command.stderr[-3000:]
     assert command.stdout == ""
 
 
@@ -176,7 +176,9 @@ def test_a_stopped_run_says_one_line_exits_128_plus_n_and_is_stored(
             os.killpg(command.proc.pid, signal.SIGKILL)
     name = signal.Signals(signum).name
     assert code == 128 + signum
-    assert_quiet(command, f"trainscale: run {run_id[:8]} interrupted ({name})")
+    # The split of the batch, said before the run started; then the one line of the stop.
+    said = "trainscale: global batch 128 = 2 workers x 64 per worker"
+    assert_quiet(command, said, f"trainscale: run {run_id[:8]} interrupted ({name})")
     assert "Traceback" not in command.stderr
     with RunStore(store) as runs:
         record = runs.get_run(run_id)

@@ -331,3 +331,25 @@ def test_real_mnist_one_epoch_reaches_98_percent(store_path, capsys, monkeypatch
     with RunStore(store_path) as store:
         epochs = store.epochs(result["run_id"])
     assert len(epochs) == 1 and epochs[0]["test_accuracy"] == pytest.approx(result["test_accuracy"])
+
+
+def test_workers_2_says_the_batch_split_before_it_starts(store_path, capsys, monkeypatch):
+    said_before_start = []
+
+    def started(options, store=None, quiet=False, sweep=None, config=None):
+        said_before_start.append(capsys.readouterr().err)
+        assert config is not None  # resolved once, by the command, not again
+        from trainscale.run.launch import RunFailed
+
+        raise RunFailed("run0001", "stand-in")
+
+    monkeypatch.setattr("trainscale.run.launch.execute_run", started)
+    args = ["run", "mnist-cnn", "--data", "synthetic", "--workers", "2", *ANY_CORES]
+    assert run_cli([*args, "--store", str(store_path)]) == 1
+    assert said_before_start == ["trainscale: global batch 128 = 2 workers x 64 per worker\n"]
+    capsys.readouterr()
+    run_cli([*args, "--global-batch-size", "64", "--store", str(store_path)])
+    assert said_before_start[1] == "trainscale: global batch 64 = 2 workers x 32 per worker\n"
+    capsys.readouterr()
+    run_cli([*args, "--quiet", "--store", str(store_path)])
+    assert said_before_start[2] == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -175,3 +176,36 @@ def test_cpu_parallel_recipe_without_tweets_skips_only_the_text_points(
     assert planned and all("cnn" in line for line in planned)  # 4 or 8 runs by core count
     said = " ".join((captured.out + captured.err).split())  # the console wraps long lines
     assert "skipped (skip_invalid): text affinity set 1 core(s): no tweet file found" in said
+
+
+def test_recipe_workload_options_are_applied_and_shown_by_a_dry_run(tmp_path, capsys):
+    argv = ["sweep", "--recipe", "cpu-parallel", "--quick", "--dry-run", "--data", "synthetic"]
+    argv += ["-o", "max_len=32", "--store", str(tmp_path / "s.db")]
+    assert run_cli(argv) == 0
+    planned = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    text = [line for line in planned if "text affinity set" in line]
+    cnn = [line for line in planned if "cnn" in line]
+    assert text and all(line.endswith("  -o max_len=32") for line in text)
+    # mnist-cnn has no max_len: the option goes only where a workload declares it.
+    assert cnn and not any("-o" in line for line in cnn)
+
+
+def test_a_recipe_workload_option_no_workload_has_is_one_line(tmp_path, capsys):
+    argv = ["sweep", "--recipe", "scaling", "--dry-run", "-o", "colour=red"]
+    assert run_cli([*argv, "--store", str(tmp_path / "s.db")]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("trainscale: error: -o colour: no workload of sweep 'scaling'")
+    assert "valid -o options: none" in line
+
+
+def test_recipes_say_whether_they_measure_accuracy_and_how_long(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert run_cli(["recipes"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│ ")}
+    assert "no: throughput only" in rows["scaling"]  # synthetic data
+    assert "no: throughput only" in rows["cpu-parallel"]  # evaluation off
+    assert " yes " in rows["distributed-accuracy"] and " yes " in rows["platforms"]
+    for name in ("scaling", "cpu-parallel", "distributed-accuracy", "platforms"):
+        assert re.search(r"\d+ runs, about [\d.]+ (s|min|h) \(\d+ runs, about", rows[name])
+    assert "rough estimate" in out and "docs/workloads.md" in out

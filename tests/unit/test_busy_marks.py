@@ -82,7 +82,7 @@ def test_plots_cross_the_busy_points(store):
     _mark_busy(Axes(), lines, lambda c: c.samples_per_s_median)
     ((xs, ys, style),) = drawn
     busy = [c for c in data.configurations if c.busy_runs]
-    assert xs == [c.workers for c in busy]
+    assert xs == [c.cores for c in busy]  # plotted against cores, like every line
     assert ys == [c.samples_per_s_median for c in busy]
     assert "busy" in style["label"]
 

@@ -376,7 +376,8 @@ def test_html_and_markdown_name_baseline_machine_and_notes(written) -> None:
         assert "worker 1 exited with code 1" in text  # the failed run and its reason
         assert "Step-time breakdown: mnist-cnn" in text  # recorded for one mnist setting
         assert "Step-time breakdown: no run recorded a step-time breakdown" in text  # text
-        assert "only one worker count (1) was measured" in text  # tweets-text: skipped plots
+        # tweets-text's affinity sets use 1 and 2 cores of 1 worker: plotted against cores.
+        assert "Speedup vs cores: tweets-text" in text
     # Markdown links the PNGs that sit beside it.
     for path in written.plots:
         assert f"]({path.name})" in markdown
@@ -424,3 +425,109 @@ def test_plots_do_not_touch_pyplot_state(cpu_report: ReportData) -> None:
         import matplotlib.pyplot as plt
 
         assert plt.get_fignums() == []
+
+
+# -- readable tables and plots ----------------------------------------------------------------
+
+
+def _markdown_tables(markdown: str, workload: str) -> list[list[str]]:
+    """The tables of one workload's section, each as its lines."""
+    section = markdown.split(f"## {workload}\n", 1)[1].split("\n## ", 1)[0]
+    tables, current = [], []
+    for line in section.splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def test_the_main_table_fits_a_laptop_and_the_details_table_holds_the_rest(written) -> None:
+    markdown = written.markdown.read_text(encoding="utf-8")
+    core, *_ = _markdown_tables(markdown, "mnist-cnn")
+    after = markdown.split("## mnist-cnn\n", 1)[1].split("### Details\n", 1)[1]
+    details = after.lstrip("\n").split("\n\n", 1)[0].splitlines()
+    assert core[0] == (
+        "| configuration | w x t (cores) | samples/s | speedup | eff./core | accuracy "
+        "| to target (s) |"
+    )
+    assert len(core[0]) <= 100
+    for row in core[2:]:
+        label = row.split(" | ", 1)[0]
+        # The figures take 75 columns at most (the longest: "4 x 4 (torch default) (4)"), so
+        # a row with a label of 25 characters fits in 100.
+        assert len(row) - len(label) <= 75, row
+    for moved in ("peak MiB / worker", "cost ($)", "step ms (median, IQR)", "notes", "data"):
+        assert moved not in core[0] and moved in details[0]
+    assert len(details) == len(core)  # one row per configuration in each
+    assert "| cnn 4 pinned workers x 1 thread | 4 x 1 (4) | 305.0 | 3.05x |" in markdown
+    page = written.html.read_text(encoding="utf-8")
+    main, rest = page.split("<h2>mnist-cnn</h2>", 1)[1].split("<h3>Details</h3>", 1)
+    assert "<th>eff./core</th>" in main and "peak MiB / worker" not in main
+    assert "<th>peak MiB / worker</th>" in rest.split("</table>", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("dollars", "text"),
+    [
+        (0.0123, "0.0123"),
+        (0.1, "0.1"),
+        (0.000012345, "0.0000123"),
+        (1.2e-9, "0.0000000012"),
+        (12.5, "12.50"),
+        (123456.789, "123456.79"),
+        (0.0, "0"),
+        (None, "-"),
+    ],
+)
+def test_costs_are_fixed_point(dollars, text) -> None:
+    from trainscale.report.tables import money
+
+    assert money(dollars) == text
+
+
+def _legend(figure) -> list[str]:
+    legends = [axes.get_legend() for axes in figure.axes] + list(figure.legends)
+    return [t.get_text() for legend in legends if legend for t in legend.get_texts()]
+
+
+def test_plot_legends_name_configurations_by_their_labels(cpu_report: ReportData) -> None:
+    from trainscale.report.plots import draw_figure
+
+    mnist = cpu_report.workloads[0]
+    for kind in ("throughput", "speedup", "efficiency", "accuracy"):
+        figure, _ = draw_figure(kind, mnist)
+        texts = _legend(figure)
+        assert any("cnn 1 process x 4 threads" in t for t in texts), (kind, texts)
+        drawn = [t for t in texts if not t.startswith(("ideal", "Amdahl", "noisy", "target"))]
+        assert not any(re.search(r"[0-9a-f]{8}|=", t) for t in drawn), (kind, texts)
+    figure, _ = draw_figure("speedup", mnist)
+    # The serial run and the pinned workers are one line: same threads, more workers.
+    assert "cnn serial 1 core / cnn 4 pinned workers x 1 thread" in _legend(figure)
+    assert "cnn naive DDP: 4 unpinned workers, torch-default threads" in _legend(figure)
+
+
+def test_the_ideal_line_is_drawn_against_cores_and_only_there(cpu_report: ReportData) -> None:
+    from trainscale.report.plots import IDEAL_LABEL, draw_figure
+
+    mnist = cpu_report.workloads[0]
+    for kind in ("throughput", "speedup"):
+        figure, _ = draw_figure(kind, mnist)
+        axes = figure.axes[0]
+        assert axes.get_xlabel().startswith("cores")
+        lines = {line.get_label(): line for line in axes.get_lines()}
+        ideal = lines[IDEAL_LABEL]
+        assert list(ideal.get_xdata()) == [1, 2, 3, 4]
+        # 1 process x 4 threads uses 4 cores, as 4 workers x 1 thread do: both at x = 4
+        # (throughput draws error bars: a container per series, its line inside).
+        series = {c.get_label(): c[0] for c in axes.containers} if kind == "throughput" else lines
+        assert list(series["cnn 1 process x 4 threads"].get_xdata()) == [4]
+        pinned = series["cnn serial 1 core / cnn 4 pinned workers x 1 thread"]
+        assert list(pinned.get_xdata()) == [1, 4]
+        if kind == "speedup":
+            assert list(ideal.get_ydata()) == [1.0, 2.0, 3.0, 4.0]
+    # Accuracy is plotted against time, not a resource: no ideal line there.
+    figure, _ = draw_figure("accuracy", mnist)
+    assert not any("ideal" in text for text in _legend(figure))
+    assert not any(line.get_label().startswith("ideal") for line in figure.axes[0].get_lines())

@@ -12,7 +12,12 @@ from markdown_it import MarkdownIt
 
 from trainscale.report.build import WrittenReport, build_report
 from trainscale.report.markdown import md_text
-from trainscale.report.tables import CONFIGURATION_COLUMNS, NOT_COMPLETED_COLUMNS
+from trainscale.report.tables import (
+    CONFIGURATION_COLUMNS,
+    CORE_COLUMNS,
+    DETAIL_COLUMNS,
+    NOT_COMPLETED_COLUMNS,
+)
 
 from tests.helpers.report_store import FixtureConfig, build_store
 
@@ -57,8 +62,14 @@ def test_markdown_renders_user_strings_as_text(written: WrittenReport) -> None:
         assert tag not in page, tag
     assert page.count("<img") == len(written.plots)  # only the report's own plots
     # The tables keep their shape: every row has every column.
+    # The configuration table is split in two (the main table and its details), which
+    # together hold every configuration column.
     rows = _table_after(page, "mnist-cnn</h2>")
-    assert [len(row) for row in rows] == [len(CONFIGURATION_COLUMNS)] * 2
+    assert [len(row) for row in rows] == [len(CORE_COLUMNS)] * 2
+    details = _table_after(page, "Details</h3>")
+    assert [len(row) for row in details] == [len(DETAIL_COLUMNS)] * 2
+    assert set(CORE_COLUMNS) | set(DETAIL_COLUMNS) == set(CONFIGURATION_COLUMNS)
+    assert details[0][0] == rows[0][0]
     failed = _table_after(page, "Runs that did not complete")
     assert [len(row) for row in failed] == [len(NOT_COMPLETED_COLUMNS)]
     # ... and show the user's text, on one line, as typed.

@@ -171,3 +171,27 @@ def test_time_per_step_of_each_emulated_mode():
     per_update = 2 * layout.total_bytes * beta + 0.004
     got = step_time_s(setting("async", 4), cal, layout, machine)
     assert got == pytest.approx(max((0.064 + exchange) / 4, per_update))
+
+
+def test_plots_of_an_uncalibrated_prediction_say_so():
+    from dataclasses import replace
+
+    from trainscale.simulate.plots import (
+        UNCALIBRATED,
+        calibration_note,
+        scaling_plots,
+        time_to_accuracy_plot,
+    )
+
+    measured = calibration()
+    from_peak = replace(measured, source="peak", run_ids=())
+    rows = predict_scaling(measured, tiny_layout(), cluster(), [1, 2, 4])
+    assert calibration_note(measured) is None
+    assert "peak FLOP/s" in calibration_note(from_peak)
+    calibrated = scaling_plots(rows, "mnist-cnn", "c", measured)
+    assert not any(UNCALIBRATED in plot.title for plot in calibrated)
+    uncalibrated = scaling_plots(rows, "mnist-cnn", "c", from_peak)
+    assert [p.title.endswith(f"({UNCALIBRATED})") for p in uncalibrated] == [True] * 3
+    # The note is drawn on the figure too: the PNGs differ from the calibrated ones.
+    assert all(a.png != b.png for a, b in zip(calibrated, uncalibrated, strict=True))
+    assert time_to_accuracy_plot([], "mnist-cnn", "c", from_peak) == []

@@ -96,3 +96,37 @@ def test_resume_refuses_a_plan_that_resolves_differently(tmp_path: Path):
     object.__setattr__(plan.runs[0], "config", changed)  # as if resolved on another machine
     with pytest.raises(TrainscaleError, match="resolve differently"):
         execute_sweep(spec, plan, tmp_path / "s.db", "x", resume=True, run_one=FakeRunner())
+
+
+def test_the_run_in_progress_reports_its_steps_to_the_listener(tmp_path: Path):
+    from trainscale.sweep.execute import SweepListener
+    from trainscale.train.progress import FileProgress
+
+    class StepsRunner(FakeRunner):
+        """Writes its steps as a run's main worker does, slowly enough to be watched."""
+
+        def __call__(self, options, store_path, quiet, slot, config):
+            import time
+
+            progress = FileProgress(slot.progress_file)
+            progress.start(20, "run")
+            for step in (10, 20):
+                time.sleep(0.6)
+                progress.update(step)
+            return super().__call__(options, store_path, quiet, slot, config)
+
+    class Heard(SweepListener):
+        def __init__(self) -> None:
+            self.steps: list[tuple[int, int, int]] = []
+
+        def run_step(self, planned, step, total):
+            self.steps.append((planned.item, step, total))
+
+    spec = spec_of(grid={"batch_size": [8, 16]})
+    heard = Heard()
+    execute_sweep(
+        spec, make_plan(spec), tmp_path / "s.db", "x", listener=heard, run_one=StepsRunner()
+    )
+    for item in (0, 1):
+        seen = [(step, total) for i, step, total in heard.steps if i == item]
+        assert seen[-1] == (20, 20) and (10, 20) in seen

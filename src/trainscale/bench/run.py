@@ -58,6 +58,8 @@ class BenchResult:
     global_batch_size: int
     data_note: str | None = None
     """Why the bench measured synthetic data although real data was wanted, or None."""
+    data_missing: str | None = None
+    """Where the real data was looked for, when it was not found."""
     results: list[RungResult] = field(default_factory=list)
     out: Path | None = None
     """The Markdown file written, or None."""
@@ -93,6 +95,8 @@ class BenchResult:
         ]
         if self.data_note:
             lines += [f"**{self.data_note}**", ""]
+            if self.data_missing:
+                lines += [f"Where the data was looked for: {self.data_missing}", ""]
         lines += [
             markdown_table(self.rows),
             "",
@@ -110,24 +114,34 @@ def bench_steps(steps: int | None, quick: bool) -> int:
     return steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS)
 
 
-def choose_data(base: RunOptions, data: DataChoice) -> tuple[RunOptions, str | None]:
+def choose_data(base: RunOptions, data: DataChoice) -> tuple[RunOptions, str | None, str | None]:
     """Real data when it can be found; synthetic (with a loud note) otherwise. Either way
-    the run is prepared (resolved, data sized, batch and memory checked) before any rung."""
+    the run is prepared (resolved, data sized, batch and memory checked) before any rung.
+
+    Returns (options, note, missing): the note says synthetic data is measured and how to
+    give the real data; `missing` is where the data was looked for (None with real data or
+    when synthetic data was asked for)."""
     from trainscale.run.resolve import prepare
 
     if data != "synthetic":
         config, missing = prepare_real(base, data)
         if config is not None:
-            return base.with_(data_dir=config.data.data_dir), None
-        note = (
-            "REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only, no "
-            f"accuracy): {missing}"
-        )
+            return base.with_(data_dir=config.data.data_dir), None, None
+        note = synthetic_note(base.workload)
     else:
-        note = None
+        note, missing = None, None
     synthetic = base.with_(data="synthetic")
     prepare(synthetic)
-    return synthetic, note
+    return synthetic, note, missing
+
+
+def synthetic_note(workload: str) -> str:
+    """The first line a bench without real data prints: what it measures instead, and the
+    two ways to give it the data. Short, so it reads whole on an 80-column terminal."""
+    return (
+        "REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only); real "
+        f"{workload} data: --data-dir DIR or TRAINSCALE_DATA_DIR=DIR"
+    )
 
 
 def run_bench(
@@ -178,10 +192,12 @@ def run_bench(
         evaluate=False,
         tag=f"bench:{bench_id}",
     )
-    base, data_note = choose_data(base, data)
+    base, data_note, data_missing = choose_data(base, data)
     if data_note:
         listener.data_note(data_note)
-    result = BenchResult(bench_id, spec.name, env, base, steps, spec.recipe.batch_size, data_note)
+    result = BenchResult(
+        bench_id, spec.name, env, base, steps, spec.recipe.batch_size, data_note, data_missing
+    )
     ladder = plan_ladder(base, len(env["usable_cores"]), bool(env["bf16_native"]), len(env["gpus"]))
     listener.started(result, len([r for r in ladder if not isinstance(r, Skipped)]))
 

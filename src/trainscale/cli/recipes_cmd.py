@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import argparse
 
+ESTIMATE_NOTE = (
+    "Time: a rough estimate (within about 2x), not a measurement of this machine: each "
+    "run's training samples times the seconds per sample measured on a 2-core machine with "
+    "1 process x 2 threads (docs/workloads.md), plus {overhead:.0f} s of start-up a run; "
+    "evaluation and DBN pre-training are not counted. More cores: less time."
+)
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "recipes",
         help="list the built-in studies (run one with `trainscale sweep --recipe NAME`)",
         description="The classic studies of parallel training, as sweeps sized to this "
-        "machine. `trainscale sweep --recipe NAME --dry-run` lists the runs of one.",
+        "machine: what each runs, whether it measures accuracy (real data, evaluated) or "
+        "throughput only, and roughly how long it takes. `trainscale sweep --recipe NAME "
+        "--dry-run` lists the runs of one.",
+        epilog="Batch: every setting of a recipe trains a stated global batch (samples per "
+        "optimizer step over all workers), split evenly among its workers; scaling and "
+        "distributed-accuracy instead fix the per-worker batch, so their global batch grows "
+        "with the workers (that growth is what they study). See docs/sweeps.md.",
     )
     parser.set_defaults(handler=run)
 
@@ -19,13 +32,26 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from trainscale.sweep.recipes import RECIPES
+    from trainscale.hardware.facts import usable_cores
+    from trainscale.sweep.estimate import RUN_OVERHEAD_S, estimate_sweep, measures_accuracy
+    from trainscale.sweep.recipes import RECIPES, recipe_spec
+    from trainscale.sweep.spec import parse_spec
 
-    table = Table(title="trainscale recipes")
+    cores = usable_cores()
+    table = Table(title=f"trainscale recipes (sized for {len(cores)} usable cores)")
     table.add_column("name", no_wrap=True)
     table.add_column("what it runs")
     table.add_column("what it shows")
+    table.add_column("accuracy")
+    table.add_column("runs, time (--quick)")
     for recipe in RECIPES.values():
-        table.add_row(recipe.name, recipe.summary, recipe.study)
-    Console().print(table)
+        full, quick = (
+            parse_spec(recipe_spec(recipe.name, q, cores), recipe.name) for q in (False, True)
+        )
+        accuracy = "yes" if measures_accuracy(full) else "no: throughput only"
+        sizes = f"{estimate_sweep(full).text()} ({estimate_sweep(quick).text()})"
+        table.add_row(recipe.name, recipe.summary, recipe.study, accuracy, sizes)
+    console = Console()
+    console.print(table)
+    console.print(ESTIMATE_NOTE.format(overhead=RUN_OVERHEAD_S))
     return 0

@@ -16,6 +16,7 @@ examples:
   trainscale sweep my-sweep.toml                 # run a sweep file (see docs/sweeps.md)
   trainscale sweep my-sweep.toml --resume        # continue it after Ctrl-C, a crash or kill -9
   trainscale sweep --recipe cpu-parallel --quick # a built-in study (`trainscale recipes`)
+  trainscale sweep --recipe cpu-parallel -o file=tweets.csv  # a workload option (-o as in run)
   trainscale sweep my-sweep.toml --dry-run       # check it and list the planned runs
 """
 
@@ -58,10 +59,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     # Given on the command line, these replace the sweep's own for every run.
     add_option_arguments(
         parser,
-        only=("data", "data_dir"),
+        only=("data", "data_dir", "workload_options"),
         defaults={"data": None},
         help_overrides={
-            "data": "override the data of every run (synthetic: throughput only, no accuracy)"
+            "data": "override the data of every run (synthetic: throughput only, no accuracy)",
+            "workload_options": "a workload option added to the base run, repeatable (see "
+            "`trainscale workloads`); in a sweep of several workloads it applies to those "
+            "that have it, and a key none of them has is refused",
         },
     )
     parser.set_defaults(handler=run)
@@ -75,7 +79,12 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True, highlight=False)
     spec, source = load_sweep(
-        args.file, recipe=args.recipe, quick=args.quick, data=args.data, data_dir=args.data_dir
+        args.file,
+        recipe=args.recipe,
+        quick=args.quick,
+        data=args.data,
+        data_dir=args.data_dir,
+        workload_options=dict(args.workload_options or {}),
     )
     progress = SweepProgress(console)
     try:
@@ -100,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
         return exit_status(stop)
     if result.outcome is None:  # a dry run
         for planned in result.plan.runs:
-            print(f"{planned.item:4d}  repeat {planned.repeat}  {planned.label}")
+            options = planned.config.data.workload_options
+            given = "".join(f"  -o {key}={value}" for key, value in options.items())
+            print(f"{planned.item:4d}  repeat {planned.repeat}  {planned.label}{given}")
         return 0
     if result.report is not None:
         console.print(f"report written to {result.report}")
@@ -123,4 +134,6 @@ def resume_command(args: argparse.Namespace) -> str:
     for flag, value in options:
         if value is not None:
             words += [flag, str(value)]
+    for key, value in dict(args.workload_options or {}).items():
+        words += ["-o", f"{key}={value}"]
     return shlex.join([*words, "--resume"])

@@ -28,6 +28,7 @@ class SweepProgress(SweepRunListener):
         self.console = console
         self.progress: Any = None
         self.task: Any = None
+        self.steps_task: Any = None
         self.running = False
         """The runs have started (a stop now is one the sweep can resume)."""
 
@@ -88,9 +89,16 @@ class SweepProgress(SweepRunListener):
         )
         self.progress.start()
         self.task = self.progress.add_task(f"sweep {sweep_id[:8]}", total=todo)
+        # The run in progress, step by step, under the sweep's bar (its workers write their
+        # step count; the sweep reads it: see sweep/step_watch.py).
+        self.steps_task = self.progress.add_task("  steps of this run", total=None)
 
     def run_started(self, planned) -> None:
         self.progress.update(self.task, description=f"{planned.label} (repeat {planned.repeat})")
+        self.progress.reset(self.steps_task, total=None)
+
+    def run_step(self, planned, step: int, total: int) -> None:
+        self.progress.update(self.steps_task, completed=step, total=total)
 
     def run_finished(self, planned, result, error) -> None:
         if error is not None:

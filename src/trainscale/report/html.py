@@ -45,6 +45,8 @@ _NUMERIC = {
     "efficiency / worker",
     "efficiency / core",
     "time to target (s)",
+    "cost ($)",
+    "cost to target ($)",
     "test accuracy",
     "peak MiB / worker",
     "processing time per step (ms)",
@@ -77,13 +79,14 @@ def render_html(
             " ".join(name for name, on in (("baseline", c.is_baseline), ("noisy", c.noisy)) if on)
             for c in section.configurations
         ]
-        body.append(
-            _table(tables.CONFIGURATION_COLUMNS, tables.configuration_rows(section), classes)
-        )
+        rows = tables.configuration_rows(section)
+        body.append(_table(tables.CORE_COLUMNS, rows, classes, core=True))
         body.append(
             f"<p><strong>Amdahl's law</strong> ({escape(AMDAHL_MODEL)}): "
             f"{escape(section.amdahl_note)}</p>"
         )
+        body.append("<h3>Details</h3>")
+        body.append(_table(tables.DETAIL_COLUMNS, rows, classes))
         if section.affinity_rows:
             body.append("<h3>Processing time by parallel setting</h3>")
             body.append(_table(tables.AFFINITY_COLUMNS, tables.affinity_rows(section)))
@@ -149,8 +152,9 @@ def _table(
     columns: Sequence[str],
     rows: Sequence[Mapping[str, str]],
     row_classes: Sequence[str] | None = None,
+    core: bool = False,
 ) -> str:
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    head = "".join(f"<th>{escape(tables.heading(c, core))}</th>" for c in columns)
     lines = [f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>']
     for index, row in enumerate(rows):
         css = row_classes[index] if row_classes else ""

@@ -37,8 +37,12 @@ def render_markdown(
     for section in data.workloads:
         out += [f"## {md_text(section.workload)}", ""]
         out += [f"**Baseline:** {md_text(tables.baseline_text(section))}", ""]
-        out += _table(tables.CONFIGURATION_COLUMNS, tables.configuration_rows(section))
+        rows = tables.configuration_rows(section)
+        out += _table(tables.CORE_COLUMNS, rows, core=True)
         out += ["", f"**Amdahl's law** ({AMDAHL_MODEL}): {md_text(section.amdahl_note)}", ""]
+        out += ["### Details", ""]
+        out += _table(tables.DETAIL_COLUMNS, rows)
+        out.append("")
         if section.affinity_rows:
             out += ["### Processing time by parallel setting", ""]
             out += _table(tables.AFFINITY_COLUMNS, tables.affinity_rows(section))
@@ -95,8 +99,11 @@ def _paragraph(text: object) -> str:
     return _BLOCK_START.sub(r"\1\\\2", md_text(text), count=1)
 
 
-def _table(columns: Sequence[str], rows: Sequence[Mapping[str, str]]) -> list[str]:
-    lines = ["| " + " | ".join(map(md_text, columns)) + " |", "|" + "---|" * len(columns)]
+def _table(
+    columns: Sequence[str], rows: Sequence[Mapping[str, str]], core: bool = False
+) -> list[str]:
+    headings = (tables.heading(c, core) for c in columns)
+    lines = ["| " + " | ".join(map(md_text, headings)) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
     return lines

@@ -17,9 +17,9 @@ from trainscale.metrics import stats
 from trainscale.report.model import Configuration, ReportData, WorkloadSection
 
 PLOT_TITLES = {
-    "throughput": "Throughput vs workers",
-    "speedup": "Speedup vs workers",
-    "efficiency": "Parallel efficiency vs workers",
+    "throughput": "Throughput vs cores",
+    "speedup": "Speedup vs cores",
+    "efficiency": "Parallel efficiency vs cores",
     "accuracy": "Test accuracy vs training time",
     "time-to-accuracy": "Time to target accuracy",
     "breakdown": "Step-time breakdown",
@@ -28,6 +28,8 @@ PLOT_TITLES = {
 
 _DPI = 100
 _WIDTH_IN = 7.0
+IDEAL_LABEL = "ideal (linear in cores)"
+"""The ideal line's legend entry; drawn only on plots whose x axis counts cores."""
 _IDEAL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.2}
 _NOISY_STYLE = {"marker": "o", "markersize": 13, "markerfacecolor": "none", "color": "tab:red"}
 _BUSY_STYLE = {"marker": "x", "markersize": 11, "markeredgewidth": 2, "color": "tab:gray"}
@@ -61,8 +63,8 @@ def render_plots(data: ReportData) -> tuple[list[Plot], list[SkippedPlot]]:
     drawn: list[Plot] = []
     skipped: list[SkippedPlot] = []
     for section in data.workloads:
-        for kind, draw in _DRAWERS.items():
-            outcome = draw(section)
+        for kind in _DRAWERS:
+            outcome = draw_figure(kind, section)
             if isinstance(outcome, str):
                 skipped.append(SkippedPlot(kind, section.workload, outcome))
                 continue
@@ -80,6 +82,11 @@ def render_plots(data: ReportData) -> tuple[list[Plot], list[SkippedPlot]]:
     return drawn, skipped
 
 
+def draw_figure(kind: str, section: WorkloadSection):
+    """(matplotlib Figure, alt text) of plot `kind` for `section`, or why it is not drawn."""
+    return _DRAWERS[kind](section)
+
+
 def slug(text: str) -> str:
     """A file-name-safe form of `text` (letters, digits, '-', '_', '.')."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)
@@ -90,13 +97,13 @@ def slug(text: str) -> str:
 
 
 def _throughput(section: WorkloadSection):
-    lines = _worker_lines(section, lambda c: c.samples_per_s_median)
+    lines = _core_lines(section, lambda c: c.samples_per_s_median)
     if isinstance(lines, str):
         return lines
     figure, axes = _figure()
     base = section.baseline
     for name, configs in lines:
-        xs = [c.workers for c in configs]
+        xs = [c.cores for c in configs]
         ys = [c.samples_per_s_median for c in configs]
         low = [y - stats.percentile(c.samples_per_s, 25) for y, c in zip(ys, configs, strict=True)]
         high = [stats.percentile(c.samples_per_s, 75) - y for y, c in zip(ys, configs, strict=True)]
@@ -104,52 +111,57 @@ def _throughput(section: WorkloadSection):
     _ring_noisy(axes, lines, lambda c: c.samples_per_s_median)
     _mark_busy(axes, lines, lambda c: c.samples_per_s_median)
     if base is not None and base.samples_per_s_median:
-        xs = _worker_range(section)
+        xs = _core_range(section)
         axes.plot(
             xs,
-            [base.samples_per_s_median * n / base.workers for n in xs],
-            label="ideal (linear in workers)",
+            [base.samples_per_s_median * n / base.cores for n in xs],
+            label=IDEAL_LABEL,
             **_IDEAL_STYLE,
         )
-    _workers_axis(axes, section)
+    _cores_axis(axes, section)
     axes.set_ylabel("global samples/s (median; bars: IQR across repeats)")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
-    return figure, f"Median global samples per second against workers for {section.workload}."
+    return figure, (
+        f"Median global samples per second against cores (workers x threads) for "
+        f"{section.workload}."
+    )
 
 
 def _speedup(section: WorkloadSection):
     if section.baseline is None:
         return "no baseline with a throughput, so no speedup"
-    lines = _worker_lines(section, lambda c: c.speedup)
+    lines = _core_lines(section, lambda c: c.speedup)
     if isinstance(lines, str):
         return lines
     base = section.baseline
     figure, axes = _figure()
     for name, configs in lines:
         ys = [c.speedup for c in configs]
-        axes.plot([c.workers for c in configs], ys, marker="o", label=name)
+        axes.plot([c.cores for c in configs], ys, marker="o", label=name)
     _ring_noisy(axes, lines, lambda c: c.speedup)
     _mark_busy(axes, lines, lambda c: c.speedup)
-    xs = _worker_range(section)
-    axes.plot(xs, [n / base.workers for n in xs], label="ideal", **_IDEAL_STYLE)
+    xs = _core_range(section)
+    axes.plot(xs, [n / base.cores for n in xs], label=IDEAL_LABEL, **_IDEAL_STYLE)
     if section.amdahl is not None:
+        # Fitted over the baseline's series, whose threads per worker are fixed: its worker
+        # ratio is its core ratio.
         top = max(xs)
-        dense = [base.workers + (top - base.workers) * i / 100 for i in range(101)]
-        dense = [n for n in dense if n >= base.workers]
+        dense = [base.cores + (top - base.cores) * i / 100 for i in range(101)]
+        dense = [n for n in dense if n >= base.cores]
         axes.plot(
             dense,
-            [section.amdahl.predict(n / base.workers) for n in dense],
+            [section.amdahl.predict(n / base.cores) for n in dense],
             color="tab:purple",
             linewidth=1.5,
             label=f"Amdahl fit, serial fraction s = {section.amdahl.serial_fraction:.3f}",
         )
-    _workers_axis(axes, section)
+    _cores_axis(axes, section)
     axes.set_ylabel(f"speedup vs '{_short(base.label)}'")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
     return figure, (
-        f"Speedup against workers for {section.workload}, with the ideal line and Amdahl's law "
+        f"Speedup against cores for {section.workload}, with the ideal line and Amdahl's law "
         "fitted to the baseline's series."
     )
 
@@ -157,21 +169,21 @@ def _speedup(section: WorkloadSection):
 def _efficiency(section: WorkloadSection):
     if section.baseline is None:
         return "no baseline with a throughput, so no efficiency"
-    lines = _worker_lines(section, lambda c: c.efficiency_per_worker)
+    lines = _core_lines(section, lambda c: c.efficiency_per_core)
     if isinstance(lines, str):
         return lines
     figure, axes = _figure()
     for name, configs in lines:
-        ys = [100 * (c.efficiency_per_worker or 0.0) for c in configs]
-        axes.plot([c.workers for c in configs], ys, marker="o", label=name)
-    _ring_noisy(axes, lines, lambda c: 100 * (c.efficiency_per_worker or 0.0))
-    _mark_busy(axes, lines, lambda c: 100 * (c.efficiency_per_worker or 0.0))
+        ys = [100 * (c.efficiency_per_core or 0.0) for c in configs]
+        axes.plot([c.cores for c in configs], ys, marker="o", label=name)
+    _ring_noisy(axes, lines, lambda c: 100 * (c.efficiency_per_core or 0.0))
+    _mark_busy(axes, lines, lambda c: 100 * (c.efficiency_per_core or 0.0))
     axes.axhline(100, label="ideal (100%)", **_IDEAL_STYLE)
-    _workers_axis(axes, section)
-    axes.set_ylabel("efficiency per worker (%)")
+    _cores_axis(axes, section)
+    axes.set_ylabel("efficiency per core (%)")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
-    return figure, f"Speedup per worker, in percent, against workers for {section.workload}."
+    return figure, f"Speedup per core, in percent, against cores for {section.workload}."
 
 
 def _accuracy(section: WorkloadSection):
@@ -272,34 +284,47 @@ _DRAWERS: dict[str, Callable[[WorkloadSection], object]] = {
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _worker_lines(
+def _core_lines(
     section: WorkloadSection, value: Callable[[Configuration], float | None]
 ) -> list[tuple[str, list[Configuration]]] | str:
-    """The section's series with a value, or why a plot against workers would say nothing."""
+    """The section's series with a value, against cores, or why such a plot would say
+    nothing. Cores, not workers, are the resource: 1 process x 2 threads and 2 workers x 1
+    thread both use 2 cores, so both sit at x = 2 and the ideal line means the same for
+    both. Each line is named by its configurations' labels."""
     measured = [c for c in section.configurations if value(c) is not None]
-    counts = sorted({c.workers for c in measured})
+    counts = sorted({c.cores for c in measured})
     if len(counts) < 2:
         only = f" ({counts[0]})" if counts else ""
-        return f"only one worker count{only} was measured, so nothing varies along the axis"
+        return f"only one core count{only} was measured, so nothing varies along the axis"
     lines = []
     for series in section.series:
         configs = [section.configuration(k) for k in series.keys]
-        configs = [c for c in configs if value(c) is not None]
+        configs = sorted((c for c in configs if value(c) is not None), key=lambda c: c.cores)
         if configs:
-            name = series.name if len(section.series) > 1 else "measured"
-            lines.append((_short(name, 60), configs))
+            lines.append((series_legend(configs), configs))
     return lines
 
 
-def _worker_range(section: WorkloadSection) -> list[int]:
-    counts = sorted({c.workers for c in section.configurations})
+def series_legend(configs: Sequence[Configuration]) -> str:
+    """A line's legend entry from its configurations' labels (the names the table uses):
+    the one label, two joined, or the first and last of more."""
+    if len(configs) == 1:
+        return _short(configs[0].label, 70)
+    labels = [_short(c.label) for c in configs]
+    if len(labels) > 2:
+        labels = [labels[0], "...", labels[-1]]
+    return _short(" / ".join(labels), 70)
+
+
+def _core_range(section: WorkloadSection) -> list[int]:
+    counts = sorted({c.cores for c in section.configurations})
     return list(range(counts[0], counts[-1] + 1))
 
 
-def _workers_axis(axes, section: WorkloadSection) -> None:
-    counts = sorted({c.workers for c in section.configurations})
+def _cores_axis(axes, section: WorkloadSection) -> None:
+    counts = sorted({c.cores for c in section.configurations})
     axes.set_xticks(counts)
-    axes.set_xlabel("workers")
+    axes.set_xlabel("cores (workers x threads per worker)")
     axes.grid(True, alpha=0.3)
 
 
@@ -309,7 +334,7 @@ def _ring_noisy(
     value: Callable[[Configuration], float],
 ) -> None:
     """Circle the noisy points of every line, with one legend entry for them all."""
-    noisy = [(c.workers, value(c)) for _, configs in lines for c in configs if c.noisy]
+    noisy = [(c.cores, value(c)) for _, configs in lines for c in configs if c.noisy]
     if noisy:
         axes.plot(
             [x for x, _ in noisy],
@@ -327,7 +352,7 @@ def _mark_busy(
 ) -> None:
     """Cross the points of configurations with a run on a busy machine (not trusted), with
     one legend entry for them all."""
-    busy = [(c.workers, value(c)) for _, configs in lines for c in configs if c.busy_runs]
+    busy = [(c.cores, value(c)) for _, configs in lines for c in configs if c.busy_runs]
     if busy:
         axes.plot(
             [x for x, _ in busy],

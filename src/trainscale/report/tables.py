@@ -6,6 +6,7 @@ differs.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trainscale.report.compare import parallel_setting
@@ -31,6 +32,37 @@ CONFIGURATION_COLUMNS = (
     "cost to target ($)",
     "notes",
 )
+CORE_COLUMNS = (
+    "configuration",
+    "workers x threads (cores)",
+    "samples/s (median)",
+    "speedup",
+    "efficiency / core",
+    "test accuracy",
+    "time to target (s)",
+)
+"""The main table: what a configuration is and what it achieved, narrow enough to read
+whole on a laptop (about 100 columns of Markdown with labels of up to 35 characters)."""
+DETAIL_COLUMNS = ("configuration",) + tuple(
+    c for c in CONFIGURATION_COLUMNS if c not in CORE_COLUMNS
+)
+"""Everything else, one row per configuration as in the main table: spread, step time,
+memory, FLOP/s, energy, cost, notes."""
+HEADINGS = {
+    "workers x threads (cores)": "w x t (cores)",
+    "samples/s (median)": "samples/s",
+    "efficiency / core": "eff./core",
+    "test accuracy": "accuracy",
+    "time to target (s)": "to target (s)",
+}
+"""Shorter headings of the main table's columns (the explanations name both)."""
+
+
+def heading(column: str, core: bool) -> str:
+    """The heading a column is shown under: shortened in the main table."""
+    return HEADINGS.get(column, column) if core else column
+
+
 AFFINITY_COLUMNS = (
     "setting",
     "how it ran",
@@ -40,6 +72,12 @@ AFFINITY_COLUMNS = (
 NOT_COMPLETED_COLUMNS = ("run", "workload", "configuration", "status", "reason")
 
 EXPLANATIONS = (
+    (
+        "main table",
+        "configuration, w x t (cores) = workers x threads per worker (cores given), "
+        "samples/s (median), speedup, eff./core = efficiency / core, accuracy = test "
+        "accuracy, to target (s) = time to target; the details table under it holds the rest",
+    ),
     (
         "samples/s",
         "global training samples per second of training clock (warm-up excluded), "
@@ -117,8 +155,8 @@ def _configuration_row(c: Configuration) -> dict[str, str]:
         ),
         "TFLOP/s (MFU)": _flops(c),
         "energy kJ (CPU pkg / GPU)": _energy(c),
-        "cost ($)": number(c.cost_usd, ".4g"),
-        "cost to target ($)": "-" if c.synthetic else number(c.cost_to_target_usd, ".4g"),
+        "cost ($)": money(c.cost_usd),
+        "cost to target ($)": "-" if c.synthetic else money(c.cost_to_target_usd),
         "notes": "; ".join(c.notes),
     }
     return row
@@ -195,6 +233,20 @@ def number(value: Any, spec: str, suffix: str = "") -> str:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return "-"
     return format(value, spec) + suffix
+
+
+def money(value: float | None) -> str:
+    """Dollars in fixed point, never in scientific notation: cents from $1 up ('12.50'),
+    three significant digits below, trailing zeros dropped ('0.1', '0.0123', '0.000457');
+    '-' for none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    if value == 0:
+        return "0"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    decimals = 2 - math.floor(math.log10(abs(value)))
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def percent(value: float | None) -> str:

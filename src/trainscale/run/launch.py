@@ -64,13 +64,14 @@ def execute_run(
             raise ConfigError("a sweep runs on one node; nnodes > 1 is for `trainscale run`")
         return _run_on_nodes(config, store_file, quiet)
     run_id = new_run_id()
+    progress_file = sweep.progress_file if sweep is not None else None
     with RunStore(store_file) as store:
         create_run_row(store, run_id, config, sweep)
     sampler = ContentionSampler(run_cores(config)).start()
     try:
         launch_workers(
             worker_main,
-            (config.flat(), run_id, str(store_file), quiet, False),
+            (config.flat(), run_id, str(store_file), quiet, False, None, progress_file),
             config.parallel.workers,
         )
     except WorkersFailed as failure:

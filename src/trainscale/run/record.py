@@ -24,6 +24,8 @@ class SweepSlot:
     sweep_id: str
     item: int
     repeat: int
+    progress_file: str | None = None
+    """Where the run's main worker writes its step count for the sweep's display, or None."""
 
 
 NOT_SAMPLED = (

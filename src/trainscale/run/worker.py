@@ -52,6 +52,7 @@ def worker_main(
     quiet: bool = False,
     create_row: bool = False,
     report_dir: str | None = None,
+    progress_file: str | None = None,
 ) -> RunResult | None:
     """Entry point of one worker. Rank 0 stores the result and returns it.
 
@@ -60,6 +61,8 @@ def worker_main(
     a failure itself. Every rank then adopts rank 0's run id, so all nodes name the run alike.
     `report_dir`, when given, is where this worker tells its launching parent that it started
     and which run id the job uses (the parent has no other channel when the run fails).
+    `progress_file`, when given, is where the main rank writes its step count (a sweep
+    shows it under its own progress bar).
     """
     exit_with_parent()
     exit_quietly_on_signals()
@@ -87,7 +90,9 @@ def worker_main(
         workload = get_workload(config.workload)
         data = load_data(config)
         meter = start_node_meter(config.parallel.device, env.local_rank, env.local_world_size)
-        outcome = train(config, workload, data, strategy, make_progress(env.is_main, quiet))
+        outcome = train(
+            config, workload, data, strategy, make_progress(env.is_main, quiet, progress_file)
+        )
         # Local rank 0 of each node read its node's counters; every rank joins the gather.
         reading = None if meter is None else meter.stop()
         energy_j = combine_nodes(strategy.gather_objects(reading))

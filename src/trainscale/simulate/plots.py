@@ -8,10 +8,12 @@ data gives the same bytes (no date metadata).
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainscale.report.plots import slug
+from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.predict import Prediction
 from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow
 from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
@@ -53,9 +55,43 @@ def _workers_axis(axes, workers: Sequence[int]) -> None:
     axes.grid(True, alpha=0.3)
 
 
-def scaling_plots(predictions: Sequence[Prediction], workload: str, cluster: str) -> list[SimPlot]:
+UNCALIBRATED = "UNCALIBRATED"
+"""Added to the title of a plot whose prediction rests on no measured run."""
+
+
+def calibration_note(calibration: Calibration | None) -> str | None:
+    """Why a prediction is uncalibrated, from what the calibration says of its source; None
+    when it was calibrated from measured runs (or nothing is known)."""
+    if calibration is None or calibration.source == "runs":
+        return None
+    return (
+        f"{UNCALIBRATED}: compute time from the cluster file's peak FLOP/s x an assumed "
+        "efficiency, not from a measured run; `trainscale simulate --validate` checks a "
+        "calibrated model"
+    )
+
+
+def _say_calibration(figure, axes, title: str, calibration: Calibration | None) -> str:
+    """Set the plot's title, marked and annotated when the prediction is uncalibrated;
+    returns the title."""
+    note = calibration_note(calibration)
+    if note is not None:
+        title = f"{title} ({UNCALIBRATED})"
+        figure.text(0.01, 0.005, textwrap.fill(note, 110), fontsize="x-small", color="tab:red")
+        figure.get_layout_engine().set(rect=(0, 0.06, 1, 0.94))
+    axes.set_title(title, fontsize="medium")
+    return title
+
+
+def scaling_plots(
+    predictions: Sequence[Prediction],
+    workload: str,
+    cluster: str,
+    calibration: Calibration | None = None,
+) -> list[SimPlot]:
     """Predicted throughput and speedup against workers (with the ideal line), and the step
-    split into compute, exposed communication, straggler wait and optimizer."""
+    split into compute, exposed communication, straggler wait and optimizer. With a
+    `calibration` that measured no run, each title says UNCALIBRATED and why."""
     rows = sorted(predictions, key=lambda p: p.workers)
     workers = [p.workers for p in rows]
     name = f"{slug(workload)}-{slug(cluster)}"
@@ -73,8 +109,9 @@ def scaling_plots(predictions: Sequence[Prediction], workload: str, cluster: str
     axes.set_yscale("log")
     axes.set_ylabel("global samples/s (predicted)")
     axes.legend(fontsize="small")
-    title = f"Predicted throughput: {workload} on {cluster}"
-    axes.set_title(title, fontsize="medium")
+    title = _say_calibration(
+        figure, axes, f"Predicted throughput: {workload} on {cluster}", calibration
+    )
     out.append(SimPlot(f"throughput-{name}.png", title, _png(figure)))
 
     figure, axes = _figure()
@@ -87,8 +124,9 @@ def scaling_plots(predictions: Sequence[Prediction], workload: str, cluster: str
     axes.yaxis.set_major_formatter(ScalarFormatter())
     axes.set_ylabel("speedup vs 1 worker (predicted)")
     axes.legend(fontsize="small")
-    title = f"Predicted speedup: {workload} on {cluster}"
-    axes.set_title(title, fontsize="medium")
+    title = _say_calibration(
+        figure, axes, f"Predicted speedup: {workload} on {cluster}", calibration
+    )
     out.append(SimPlot(f"speedup-{name}.png", title, _png(figure)))
 
     figure, axes = _figure()
@@ -121,8 +159,12 @@ def scaling_plots(predictions: Sequence[Prediction], workload: str, cluster: str
     axes.set_ylim(0, 112)
     axes.legend(fontsize="small", loc="lower left")
     axes.grid(True, axis="y", alpha=0.3)
-    title = f"Predicted step and exposed communication: {workload} on {cluster}"
-    axes.set_title(title, fontsize="medium")
+    title = _say_calibration(
+        figure,
+        axes,
+        f"Predicted step and exposed communication: {workload} on {cluster}",
+        calibration,
+    )
     out.append(SimPlot(f"breakdown-{name}.png", title, _png(figure)))
     return out
 
@@ -185,9 +227,13 @@ def validation_plots(report: ValidationReport) -> list[SimPlot]:
 
 
 def time_to_accuracy_plot(
-    rows: Sequence[TimeToAccuracyRow], workload: str, cluster: str
+    rows: Sequence[TimeToAccuracyRow],
+    workload: str,
+    cluster: str,
+    calibration: Calibration | None = None,
 ) -> list[SimPlot]:
-    """Predicted time to target against workers, one line per mode and per-worker batch."""
+    """Predicted time to target against workers, one line per mode and per-worker batch
+    (titled UNCALIBRATED when `calibration` measured no run)."""
     reached = [r for r in rows if r.time_to_target_s is not None]
     if not reached:
         return []
@@ -209,7 +255,8 @@ def time_to_accuracy_plot(
     axes.set_ylabel("predicted time to target (s)")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
-    title = f"Predicted time to accuracy: {workload} on {cluster}"
-    axes.set_title(title, fontsize="medium")
+    title = _say_calibration(
+        figure, axes, f"Predicted time to accuracy: {workload} on {cluster}", calibration
+    )
     name = f"time-to-accuracy-{slug(workload)}-{slug(cluster)}.png"
     return [SimPlot(name, title, _png(figure))]

@@ -171,7 +171,9 @@ def simulate_scaling(
     if plot_dir is not None:
         from trainscale.simulate.plots import scaling_plots
 
-        result.plots = write_plots(plot_dir, scaling_plots(predictions, workload, spec.name))
+        result.plots = write_plots(
+            plot_dir, scaling_plots(predictions, workload, spec.name, setup.calibration)
+        )
     return result
 
 
@@ -372,5 +374,7 @@ def time_to_accuracy(
     if plot_dir is not None:
         from trainscale.simulate.plots import time_to_accuracy_plot
 
-        result.plots = write_plots(plot_dir, time_to_accuracy_plot(rows, workload, spec.name))
+        result.plots = write_plots(
+            plot_dir, time_to_accuracy_plot(rows, workload, spec.name, setup.calibration)
+        )
     return result

@@ -11,7 +11,9 @@ earlier attempt still runs on this machine is refused: both would make the same 
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from trainscale.results.owner import is_alive, is_here
 from trainscale.results.store import RunStore, SweepRecord
 from trainscale.sweep.plan import Plan, PlannedRun
 from trainscale.sweep.spec import SweepSpec
+from trainscale.sweep.step_watch import watch_steps
 
 INTERRUPTED = "interrupted: the sweep process stopped before this run finished (resumed later)"
 
@@ -43,6 +46,9 @@ class SweepListener:
 
     def start(self, sweep_id: str, todo: int, done: int) -> None: ...
     def run_started(self, planned: PlannedRun) -> None: ...
+    def run_step(self, planned: PlannedRun, step: int, total: int) -> None:
+        """The run in progress reached `step` of `total` training steps."""
+
     def run_finished(self, planned: PlannedRun, result: dict[str, Any] | None, error: str | None):
         """`result` is the run's JSON dict when it completed; `error` its reason when not."""
 
@@ -127,13 +133,16 @@ def execute_sweep(
     todo = [p for p in plan.runs if (p.config_hash, p.repeat) not in done]
     outcome = SweepOutcome(sweep.sweep_id, resumed, skipped_done=len(plan.runs) - len(todo))
     listener.start(sweep.sweep_id, len(todo), outcome.skipped_done)
+    steps_dir = tempfile.TemporaryDirectory(prefix="trainscale-sweep-")
     try:
         for planned in todo:
             listener.run_started(planned)
-            slot = SweepSlot(sweep.sweep_id, planned.item, planned.repeat)
+            steps_file = os.path.join(steps_dir.name, f"steps-{planned.item}")
+            slot = SweepSlot(sweep.sweep_id, planned.item, planned.repeat, steps_file)
             config = planned.config.with_(tag=tag)
             try:
-                result = run_one(planned.options, store_path, True, slot, config)
+                with watch_steps(steps_file, functools.partial(listener.run_step, planned)):
+                    result = run_one(planned.options, store_path, True, slot, config)
             except RunFailed as failure:
                 outcome.failed.append((failure.run_id, failure.reason))
                 listener.run_finished(planned, None, failure.reason)
@@ -142,4 +151,5 @@ def execute_sweep(
             listener.run_finished(planned, result, None)
     finally:
         listener.stop()
+        steps_dir.cleanup()
     return outcome

@@ -7,6 +7,7 @@ first run starts: a sweep should not die an hour in on its twentieth configurati
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +60,7 @@ def make_plan(spec: SweepSpec) -> Plan:
     skipped: list[tuple[str, str]] = []
     located: dict[tuple[Any, ...], Located] = {}
     for label, overrides in spec.configurations():
-        fields = {**spec.base, **overrides}
+        fields = with_command_line_options({**spec.base, **overrides}, spec.workload_options)
         try:
             options = RunOptions.from_flat(fields)
             config = prepare(options, located)
@@ -83,3 +84,20 @@ def make_plan(spec: SweepSpec) -> Plan:
         for item, (index, repeat) in enumerate(slots)
     ]
     return Plan(runs=runs, skipped=skipped)
+
+
+def with_command_line_options(fields: dict[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
+    """A configuration's fields with the `-o` options given on the command line that its
+    workload declares (`load_sweep` has checked that each one is declared by some workload
+    of the sweep); an unknown workload is left for `prepare` to name."""
+    if not given:
+        return fields
+    from trainscale.workloads import get_workload
+
+    try:
+        declared = get_workload(str(fields.get("workload"))).options
+    except TrainscaleError:
+        return fields
+    own = dict(fields.get("workload_options") or {})
+    own.update({key: value for key, value in given.items() if key in declared})
+    return {**fields, "workload_options": own}

@@ -9,7 +9,7 @@ own or none).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,10 +27,14 @@ def load_sweep(
     quick: bool = False,
     data: str | None = None,
     data_dir: str | None = None,
+    workload_options: Mapping[str, str] | None = None,
 ) -> tuple[SweepSpec, str]:
     """(spec, source) of the sweep file `file` or the built-in `recipe` (`quick`: its
     scaled-down version); `data` and `data_dir`, when given, replace the sweep's own for
-    every run. The source is what the stored sweep records: the file, or recipe:NAME."""
+    every run. `workload_options` (`-o KEY=VALUE`) are added to the base run of every
+    configuration whose workload declares the key; a key no workload of the sweep declares
+    is a ConfigError. The source is what the stored sweep records: the file, or
+    recipe:NAME."""
     from trainscale.sweep.recipes import recipe_spec
     from trainscale.sweep.spec import load_spec_file, parse_spec
 
@@ -52,7 +56,26 @@ def load_sweep(
     }
     if overrides:
         spec = replace(spec, base={**spec.base, **overrides})
+    if workload_options:
+        check_workload_options(spec, workload_options)
+        spec = replace(spec, workload_options=dict(workload_options))
     return spec, source
+
+
+def check_workload_options(spec: SweepSpec, given: Mapping[str, str]) -> None:
+    """ConfigError (one line) for a `-o` key that no workload of `spec` declares."""
+    from trainscale.workloads import get_workload
+
+    declared: set[str] = set()
+    for name in spec.workloads():
+        declared |= set(get_workload(name).options)
+    for key in given:
+        if key not in declared:
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ConfigError(
+                f"-o {key}: no workload of sweep {spec.name!r} ({', '.join(spec.workloads())}) "
+                f"has this option; valid -o options: {valid}"
+            )
 
 
 class SweepRunListener(SweepListener):

@@ -72,9 +72,12 @@ class SweepSpec:
     order: str = "interleaved"
     seed: int = 0
     skip_invalid: bool = False
+    workload_options: dict[str, str] = field(default_factory=dict)
+    """Workload options given on the command line (`-o KEY=VALUE`): each one is added to
+    the configurations whose workload declares it (a recipe may mix workloads)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "base": self.base,
             "grid": self.grid,
@@ -84,6 +87,18 @@ class SweepSpec:
             "seed": self.seed,
             "skip_invalid": self.skip_invalid,
         }
+        # Only when given, so that a sweep without them hashes (and resumes) as before.
+        if self.workload_options:
+            out["workload_options"] = self.workload_options
+        return out
+
+    def workloads(self) -> list[str]:
+        """The workloads of the sweep's configurations, in order."""
+        names = (
+            str({**self.base, **overrides}.get("workload"))
+            for _, overrides in self.configurations()
+        )
+        return list(dict.fromkeys(names))
 
     def spec_hash(self) -> str:
         """Hash of the normalised spec: `--resume` finds the sweep to continue by it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Protocol
 
@@ -75,8 +76,49 @@ class RichProgress:
         self._progress.stop()
 
 
-def make_progress(is_main: bool, quiet: bool) -> ProgressSink:
-    """A bar on a terminal, plain lines otherwise, nothing off the main rank or when quiet."""
+class FileProgress(NullProgress):
+    """The step count written to a file ("STEP TOTAL"), for a parent that shows it: a
+    sweep's run has no terminal of its own, its parent's progress bar owns stderr.
+
+    Each write replaces the file whole (os.replace), so a reader never sees half a line.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._total = 0
+
+    def start(self, total_steps: int, description: str) -> None:
+        self._total = total_steps
+        self._write(0)
+
+    def update(self, step: int, **fields: float) -> None:
+        self._write(step)
+
+    def _write(self, step: int) -> None:
+        temporary = f"{self._path}.tmp"
+        try:
+            with open(temporary, "w", encoding="ascii") as handle:
+                handle.write(f"{step} {self._total}\n")
+            os.replace(temporary, self._path)
+        except OSError:  # a display aid: never a reason for the run to fail
+            pass
+
+
+def read_progress_file(path: str) -> tuple[int, int] | None:
+    """(step, total) from a FileProgress file; None when absent or not (yet) readable."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            step, total = handle.read().split()
+        return int(step), int(total)
+    except (OSError, ValueError):
+        return None
+
+
+def make_progress(is_main: bool, quiet: bool, progress_file: str | None = None) -> ProgressSink:
+    """A bar on a terminal, plain lines otherwise, nothing off the main rank or when quiet;
+    with `progress_file`, the main rank's step count goes to that file instead."""
+    if is_main and progress_file is not None:
+        return FileProgress(progress_file)
     if not is_main or quiet:
         return NullProgress()
     if sys.stderr.isatty():
