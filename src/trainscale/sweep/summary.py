@@ -1,4 +1,5 @@
-"""A sweep's configurations at a glance: runs done, median throughput, spread, accuracy."""
+"""A sweep's configurations at a glance: runs done, median throughput, spread, accuracy, and
+the speedup over the workload's baseline paired repeat by repeat (as the report has it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from typing import Any
 from trainscale.metrics import stats
 from trainscale.results.store import RunStore
 
-SUMMARY_HEADERS = ("configuration", "runs", "samples/s (median)", "min..max", "test acc")
+SUMMARY_HEADERS = (
+    "configuration",
+    "runs",
+    "samples/s (median)",
+    "min..max",
+    "test acc",
+    "paired speedup [95%]",
+    "paired verdict",
+)
 
 
 @dataclass
@@ -30,6 +39,7 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
     for record in runs:
         if record.status == "completed":
             groups.setdefault(record.config_hash or "", []).append(record)
+    paired = _paired_cells(runs, sweep.short_id)
     rows = []
     for config_hash, label in dict.fromkeys((p["config_hash"], p["label"]) for p in sweep.plan):
         done = groups.get(config_hash, [])
@@ -44,6 +54,31 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
                 f"{stats.median(rates):.1f}" if rates else "-",
                 f"{min(rates):.1f}..{max(rates):.1f}" if rates else "-",
                 f"{stats.median(accuracies):.4f}" if accuracies else "-",
+                *paired.get(config_hash, ("-", "-")),
             ]
         )
     return SweepSummary(f"sweep {sweep.short_id}: {sweep.name}", rows)
+
+
+def _paired_cells(runs: list[Any], short_id: str) -> dict[str, tuple[str, str]]:
+    """Per config hash, (paired speedup with its interval, verdict) against the workload's
+    baseline, from the report's figures (the same baseline rule, the same arithmetic)."""
+    from trainscale.report import ReportError
+    from trainscale.report.aggregate import aggregate
+    from trainscale.report.tables import number
+
+    try:
+        data = aggregate(runs, title=short_id, source=f"sweep {short_id}")
+    except ReportError:  # no run completed: nothing to pair
+        return {}
+    cells = {}
+    for config in data.configurations:
+        if config.is_baseline:
+            cells[config.key] = ("1.00x", "baseline")
+            continue
+        text = number(config.paired_speedup, ".2f", suffix="x")
+        if config.paired_speedup_ci is not None:
+            low, high = config.paired_speedup_ci
+            text += f" [{low:.2f}, {high:.2f}] ({config.paired_rounds} rounds)"
+        cells[config.key] = (text, config.paired_verdict or "-")
+    return cells
