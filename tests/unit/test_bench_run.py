@@ -126,7 +126,7 @@ def test_real_data_adds_the_full_recipe_on_the_fastest_sound_setting(monkeypatch
     heard = Heard()
     result = run_bench(data="real", data_dir=str(data), download=False, listener=heard)
     assert result.steps == 100
-    assert result.rounds == 3 and result.steps_per_run == 34  # 100 steps over 3 rounds
+    assert result.rounds == 5 and result.steps_per_run == 20  # 100 steps over 5 rounds
     full = result.results[-1]
     assert isinstance(full, RungResult) and not isinstance(full.rung, Skipped)
     # The naive rung failed; of the others the 4 pinned workers are fastest.

@@ -22,7 +22,7 @@ DEFAULT_STEPS = 100
 """Training steps of a throughput rung, over all its rounds."""
 QUICK_STEPS = 30
 """Training steps of a throughput rung with `quick`, over all its rounds."""
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = 5
 """Rounds of the ladder: every rung runs once a round, DEFAULT_STEPS / rounds steps a run."""
 QUICK_ROUNDS = 2
 """Rounds of the ladder with `quick`."""
@@ -204,7 +204,7 @@ def run_bench(
 
     Everything a user can get wrong (the workload, `steps`, `rounds`, `out`, the store, the
     data) fails before the first rung. Each rung trains `steps` steps (default 100, `quick`
-    30) at the recipe's global batch, split over `rounds` rounds (default 3, `quick` 2):
+    30) at the recipe's global batch, split over `rounds` rounds (default 5, `quick` 2):
     every round runs each rung once, back to back, starting at rung r mod n in round r, and
     each run is stored with its round as its `repeat_index`. Speedups are paired within
     rounds (`metrics.paired`). Then, unless `quick` or on synthetic data, the setting with
