@@ -38,6 +38,9 @@ def rungs(monkeypatch):
     [
         (["--steps", "0"], "--steps must be a whole number >= 1, got 0"),
         (["--steps", "-5"], "--steps must be a whole number >= 1, got -5"),
+        (["--rounds", "0"], "--rounds must be a whole number >= 1, got 0"),
+        (["--rounds", "31"], "--rounds 31 is more than the 30 steps a rung trains"),
+        (["--rounds", "two"], "--rounds"),
         (["--store", "no/such/dir/b.db"], "no/such/dir"),
         (["--out", "."], "it is a directory"),
         (["--out", "no/such/dir/t.md"], "is missing"),
