@@ -27,20 +27,6 @@ def spread(values: list[float]) -> str:
     )
 
 
-def median_interval(
-    values: list[float], resamples: int = 10_000, seed: int = 0
-) -> tuple[float, float, float]:
-    """(median, 2.5th and 97.5th percentiles of the bootstrap distribution of the median):
-    the median of per-round ratios with its 95% interval."""
-    import numpy as np
-
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    medians = np.median(rng.choice(data, size=(resamples, len(data)), replace=True), axis=1)
-    low, high = np.percentile(medians, [2.5, 97.5])
-    return float(np.median(data)), float(low), float(high)
-
-
 def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2))

@@ -26,7 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median_interval, trainscale_run, write_json  # noqa: E402
+from _common import trainscale_run, write_json  # noqa: E402
+
+from trainscale.metrics.paired import paired_ratio  # noqa: E402
 
 RUN_ARGS = [
     "mnist-cnn",
@@ -43,6 +45,8 @@ RUN_ARGS = [
     "constant",
     "--quiet",
 ]
+RESAMPLES = 10_000
+"""Bootstrap resamples of the interval over rounds."""
 
 
 def bare(steps: int) -> float:
@@ -86,17 +90,21 @@ def main() -> None:
         rounds.append({"order": order, "step_time_s": times})
         shown = ", ".join(f"{name} {times[name] * 1000:.1f} ms" for name in names)
         print(f"round {index + 1} ({' '.join(order)}): {shown}", flush=True)
-    ratios = {"trainscale / bare": [r["step_time_s"]["trainscale"] / r["step_time_s"]["bare"]
-                                    for r in rounds]}  # fmt: skip
+    # Ratios within a round, median and 95% interval across rounds (metrics/paired.py).
+    measured = [r["step_time_s"] for r in rounds]
+    pairs = {"trainscale / bare": ("bare", "trainscale")}
     if args.baseline_src:
-        ratios["trainscale / baseline"] = [
-            r["step_time_s"]["trainscale"] / r["step_time_s"]["baseline"] for r in rounds
-        ]
-    summary = {}
-    for label, values in ratios.items():
-        median, low, high = median_interval(values)
-        summary[label] = {"median": median, "ci95": [low, high], "n": len(values)}
-        print(f"{label}: {median:.3f} [{low:.3f}, {high:.3f}] (95% interval, n={len(values)})")
+        pairs["trainscale / baseline"] = ("baseline", "trainscale")
+    ratios, summary = {}, {}
+    for label, (a, b) in pairs.items():
+        paired = paired_ratio(measured, a, b, measure="step_time", num_resamples=RESAMPLES, seed=0)
+        ratios[label] = list(paired.ratios)
+        low, high = paired.ci if paired.ci is not None else (paired.median, paired.median)
+        summary[label] = {"median": paired.median, "ci95": [low, high], "n": paired.num_rounds}
+        print(
+            f"{label}: {paired.median:.3f} [{low:.3f}, {high:.3f}] "
+            f"(95% interval, n={paired.num_rounds})"
+        )
     write_json(
         Path(args.out),
         {"command": " ".join(sys.argv), "rounds": rounds, "ratios": ratios, "summary": summary},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.helpers.cli import one_error_line, run_cli
@@ -36,6 +38,9 @@ def rungs(monkeypatch):
     [
         (["--steps", "0"], "--steps must be a whole number >= 1, got 0"),
         (["--steps", "-5"], "--steps must be a whole number >= 1, got -5"),
+        (["--rounds", "0"], "--rounds must be a whole number >= 1, got 0"),
+        (["--rounds", "31"], "--rounds 31 is more than the 30 steps a rung trains"),
+        (["--rounds", "two"], "--rounds"),
         (["--store", "no/such/dir/b.db"], "no/such/dir"),
         (["--out", "."], "it is a directory"),
         (["--out", "no/such/dir/t.md"], "is missing"),
@@ -77,3 +82,35 @@ def test_without_data_the_first_line_says_how_to_give_it(monkeypatch, tmp_path, 
     assert "--data-dir DIR" in first and "TRAINSCALE_DATA_DIR=DIR" in first
     assert len(first) <= 130  # one short line, not the list of every place looked in
     assert "Where the data was looked for:" in (tmp_path / "t.md").read_text()
+
+
+def test_a_short_synthetic_bench_runs_its_rungs_in_rotated_rounds(tmp_path, capsys):
+    from trainscale.results.store import RunStore
+
+    store = tmp_path / "bench.db"
+    args = ["bench", "--quick", "--data", "synthetic", "--rounds", "2", "--steps", "3"]
+    assert run_cli([*args, "--store", str(store), "--out", "t.md"]) == 0
+    assert "round 2/2" in capsys.readouterr().err
+    with RunStore(store) as opened:
+        runs = sorted(opened.list_runs(), key=lambda r: r.created_at)
+    assert {r.status for r in runs} == {"completed"}
+    assert len({r.tag for r in runs}) == 1 and runs[0].tag.startswith("bench:")
+
+    def setting(record):
+        return (record.world_size, record.threads_per_worker, record.affinity)
+
+    rounds = [[setting(r) for r in runs if r.repeat_index == i] for i in (0, 1)]
+    assert len(runs) == 2 * len(rounds[0]) and len(rounds[0]) >= 1
+    # In start order: all of round 0, then round 1 starting at the second rung.
+    assert [r.repeat_index for r in runs] == [0] * len(rounds[0]) + [1] * len(rounds[0])
+    assert rounds[1] == rounds[0][1:] + rounds[0][:1]
+    assert all(r.summary["num_steps"] == 2 for r in runs)  # 3 steps split over 2 rounds
+    table = (tmp_path / "t.md").read_text()
+    assert "in 2 round(s) of 2 steps a run" in table
+    assert "2 round(s): with fewer than 5 rounds the interval is wide" in table
+    interval = re.search(r"\| \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\] \|", table)
+    busy = any(r.summary.get("contention", {}).get("verdict") == "busy" for r in runs)
+    if len(rounds[0]) > 1 and not busy:  # speedups with their interval over rounds
+        assert interval
+    elif len(rounds[0]) > 1:  # busy rounds are left out: a rung may have no pair left
+        assert interval or "cannot tell: busy machine" in table

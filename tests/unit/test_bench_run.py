@@ -41,11 +41,13 @@ class Runs:
 
     def __init__(self) -> None:
         self.options: list = []
+        self.rounds: list = []
 
-    def __call__(self, options, store_path=None, *args, **kwargs):
+    def __call__(self, options, store_path=None, *args, repeat_index=None, **kwargs):
         from trainscale.run.launch import RunFailed
 
         self.options.append(options)
+        self.rounds.append(repeat_index)
         workers = options.parallel.workers
         if options.parallel.affinity == "none":
             raise RunFailed("run0001", "worker 1 crashed")
@@ -87,12 +89,15 @@ def test_synthetic_bench_measures_the_ladder_and_writes_the_table(monkeypatch, t
     assert {o.optimisation.global_batch_size for o in runs.options} == {64}
     assert all(o.tag == f"bench:{result.bench_id}" for o in runs.options)
     naive = "naive DDP: 4 unpinned workers, torch-default threads"
+    # The naive rung fails in both rounds of --quick.
+    assert result.rounds == 2
     assert [e for e in heard.events if e[0] == "failed"] == [
         ("failed", naive, "run run0001 failed: worker 1 crashed")
-    ]
+    ] * 2
     assert not any(e[0] in ("full", "note") for e in heard.events)  # quick, synthetic
     rows = {row["setting"]: row for row in result.rows}
-    assert rows["4 pinned workers x 1 thread"]["speedup"] == "4.00x"
+    assert rows["4 pinned workers x 1 thread"]["speedup"] == "4.00x [4.00, 4.00]"
+    assert rows["4 pinned workers x 1 thread"]["verdict"] == "faster than serial"
     assert rows["bf16 autocast"]["note"].startswith("skipped: this CPU has no native bf16")
     text = (tmp_path / "t.md").read_text()
     assert result.out == Path("t.md")
@@ -121,6 +126,7 @@ def test_real_data_adds_the_full_recipe_on_the_fastest_sound_setting(monkeypatch
     heard = Heard()
     result = run_bench(data="real", data_dir=str(data), download=False, listener=heard)
     assert result.steps == 100
+    assert result.rounds == 5 and result.steps_per_run == 20  # 100 steps over 5 rounds
     full = result.results[-1]
     assert isinstance(full, RungResult) and not isinstance(full.rung, Skipped)
     # The naive rung failed; of the others the 4 pinned workers are fastest.
@@ -149,4 +155,62 @@ def test_mistakes_are_refused_before_any_rung(monkeypatch):
         run_bench(data="synthetic", steps=0)
     with pytest.raises(DataError):
         run_bench(data="real", download=False)
+    assert not runs.options
+
+
+def test_rungs_run_in_rotated_rounds_each_run_stored_with_its_round(monkeypatch):
+    runs = Runs()
+    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    heard = Heard()
+    result = run_bench(data="synthetic", steps=12, rounds=4, out=None, listener=heard)
+    assert result.rounds == 4 and result.steps_per_run == 3
+    assert {o.optimisation.steps for o in runs.options} == {3}
+    names = ["serial", "threads", "pinned", "naive"]
+
+    def name(options):
+        if options.parallel.affinity == "none":
+            return "naive"
+        if options.parallel.workers > 1:
+            return "pinned"
+        return "threads" if options.parallel.threads_per_worker > 1 else "serial"
+
+    ran = [name(o) for o in runs.options]
+    assert ran == [
+        *names,
+        *names[1:], names[0],
+        *names[2:], *names[:2],
+        names[3], *names[:3],
+    ]  # fmt: skip
+    assert runs.rounds == [r for r in range(4) for _ in names]
+    assert [e[1:] for e in heard.events if e[0] == "rung"] == [(i, 16) for i in range(1, 17)]
+    rows = {row["setting"]: row for row in result.rows}
+    assert rows["1 process, 4 threads"]["speedup"] == "1.00x [1.00, 1.00]"
+    assert rows["1 process, 4 threads"]["verdict"] == "no difference measurable here"
+    assert "4 round(s): with fewer than 5 rounds the interval is wide" in result.markdown()
+
+
+def test_the_accuracy_run_takes_the_highest_median_throughput_over_rounds(monkeypatch, tmp_path):
+    class Drifting(Runs):
+        """Threads beat pinned workers in one round of three, pinned win the median."""
+
+        def __call__(self, options, store_path=None, *args, repeat_index=None, **kwargs):
+            out = super().__call__(options, store_path, repeat_index=repeat_index)
+            if options.parallel.workers == 1 and options.parallel.threads_per_worker == 4:
+                out["samples_per_s"] = 1000.0 if repeat_index == 0 else 300.0
+            return out
+
+    monkeypatch.setattr("trainscale.run.launch.execute_run", Drifting())
+    data = write_random_mnist(tmp_path / "mnist", 256, 64)
+    heard = Heard()
+    run_bench(data="real", data_dir=str(data), download=False, rounds=3, listener=heard)
+    assert heard.events[-1] == ("full", "4 pinned workers x 1 thread")
+
+
+def test_rounds_are_checked_before_any_rung(monkeypatch):
+    runs = Runs()
+    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    with pytest.raises(ConfigError, match="--rounds must be a whole number >= 1, got 0"):
+        run_bench(data="synthetic", rounds=0)
+    with pytest.raises(ConfigError, match="--rounds 40 is more than the 30 steps a rung trains"):
+        run_bench(data="synthetic", quick=True, rounds=40)
     assert not runs.options

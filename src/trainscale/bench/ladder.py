@@ -1,15 +1,17 @@
-"""The ladder of settings `trainscale bench` measures.
+"""The ladder of settings `trainscale bench` measures, and the order of its rounds.
 
 Every rung trains the same workload at the same global batch size, so the optimisation is
 the same and speedups compare like with like. Throughput rungs train a fixed number of
-steps; then the fastest sound setting trains the full recipe to report accuracy and time to
-target (accuracy is a property of the optimisation, which the rungs share).
+steps in short rounds, every rung once a round, in an order rotated from round to round
+(`rotation`); then the fastest sound setting trains the full recipe to report accuracy and
+time to target (accuracy is a property of the optimisation, which the rungs share).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from trainscale.config.options import THREADS_TORCH_DEFAULT, RunOptions
 
@@ -24,6 +26,8 @@ class Rung:
     """Cores the setting is given (for efficiency = speedup / cores)."""
     note: str = ""
     pitfall: bool = False
+    pitfall_of: str | None = None
+    """For a pitfall, the sound rung it is the naive version of (compared with it, paired)."""
 
 
 @dataclass(frozen=True)
@@ -57,13 +61,12 @@ def plan_ladder(
                 cores=num_cores,
             )
         )
-        ladder.append(
-            Rung(
-                f"{num_cores} pinned workers x 1 thread",
-                opts(workers=num_cores, threads_per_worker=1, affinity="compact"),
-                cores=num_cores,
-            )
+        pinned = Rung(
+            f"{num_cores} pinned workers x 1 thread",
+            opts(workers=num_cores, threads_per_worker=1, affinity="compact"),
+            cores=num_cores,
         )
+        ladder.append(pinned)
     best_cpu = ladder[-1]
     if bf16_native:
         ladder.append(
@@ -94,6 +97,7 @@ def plan_ladder(
                 cores=num_cores,
                 note="the oversubscription pitfall",
                 pitfall=True,
+                pitfall_of=pinned.name,
             )
         )
     if num_gpus:
@@ -101,3 +105,16 @@ def plan_ladder(
     else:
         ladder.append(Skipped("1 GPU", "no GPU on this machine"))
     return ladder
+
+
+T = TypeVar("T")
+
+
+def rotation(items: Sequence[T], rounds: int) -> list[list[T]]:
+    """The order of each round: round r starts at item r mod n and wraps around (A B C,
+    B C A, C A B, ...), so that no setting always runs first, or always right after the
+    same other one, while the machine's speed drifts."""
+    n = len(items)
+    if n == 0:
+        return [[] for _ in range(rounds)]
+    return [[*items[r % n :], *items[: r % n]] for r in range(rounds)]

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from trainscale.bench.run import DEFAULT_OUT, DEFAULT_STEPS, QUICK_STEPS, BenchListener
+from trainscale.bench.run import (
+    DEFAULT_OUT,
+    DEFAULT_ROUNDS,
+    DEFAULT_STEPS,
+    QUICK_ROUNDS,
+    QUICK_STEPS,
+    BenchListener,
+)
 from trainscale.cli.common import add_data_choice_argument, add_store_argument
 from trainscale.config.cli import add_option_arguments
 
@@ -25,8 +32,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "in bf16 where the CPU has native bf16, and a naive unpinned oversubscribed DDP run "
             "(the pitfall). Every rung trains the same global batch (the recipe's samples per "
             "optimizer step, split evenly among the rung's workers), so speedups compare like "
-            "with like. Then the fastest setting trains the full recipe for accuracy and time "
-            "to target. Every run is stored; the table is printed and written as Markdown."
+            "with like. The rungs run in short rounds, each rung once a round in rotated order, "
+            "and each speedup is the median of the ratios to the serial run within a round, "
+            "with a 95% interval over rounds. Then the fastest setting trains the full recipe "
+            "for accuracy and time to target. Every run is stored; the table is printed and "
+            "written as Markdown."
         ),
         epilog="About 5 minutes on a 2-core machine; --quick takes about 1 minute. Without "
         "real data (auto) the bench measures synthetic data, throughput only, and says so in "
@@ -36,7 +46,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help=f"{QUICK_STEPS} steps a rung and no full-recipe accuracy run",
+        help=f"{QUICK_STEPS} steps a rung in {QUICK_ROUNDS} rounds and no full-recipe accuracy run",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="rounds to split each rung's steps over, every rung once a round (default: "
+        f"{DEFAULT_ROUNDS}; --quick {QUICK_ROUNDS}); more rounds, a narrower interval",
     )
     add_data_choice_argument(
         parser, help="auto = real data when found, else synthetic with a warning"
@@ -45,8 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         parser,
         only=("steps", "data_dir", "download"),
         help_overrides={
-            "steps": f"training steps per throughput rung, a whole number >= 1 (default: "
-            f"{DEFAULT_STEPS}; --quick {QUICK_STEPS})"
+            "steps": f"training steps per throughput rung over all rounds, a whole number >= 1 "
+            f"(default: {DEFAULT_STEPS}; --quick {QUICK_STEPS})"
         },
     )
     add_store_argument(parser, as_path=False)
@@ -75,9 +92,12 @@ class Progress(BenchListener):
         self.console.print(
             f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}, "
             f"{env['cpu_model']}, {len(env['usable_cores'])} usable cores, {runnable} settings "
-            f"x {result.steps} steps, global batch {result.global_batch_size}, data "
-            f"{result.options.data.kind}"
+            f"x {result.rounds} rounds x {result.steps_per_run} steps, global batch "
+            f"{result.global_batch_size}, data {result.options.data.kind}"
         )
+
+    def round_started(self, index: int, rounds: int, order: list[Rung]) -> None:
+        self.console.print(f"[bold]round {index}/{rounds}[/]")
 
     def rung_started(self, index: int, total: int, rung: Rung) -> None:
         self.console.rule(f"[{index}/{total}] {rung.name}")
@@ -102,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         download=args.download,
         steps=args.steps,
+        rounds=args.rounds,
         quick=args.quick,
         store=args.store,
         out=args.out,
@@ -120,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         if row["note"]:
             out.print(f"  {row['setting']}: {row['note']}")
+    for line in result.pitfall_lines:
+        out.print(f"  {line}")
     console.print(f"table written to {result.out}")
     # Partial failures are in the table and the store; only "nothing ran" fails the command.
     return 1 if result.all_failed else 0

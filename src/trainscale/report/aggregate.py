@@ -9,6 +9,9 @@ A configuration is a set of runs that trained the same way: equal resolved-confi
 - step time: the median over repeats of each run's median step, and of each run's step-time
   IQR as a fraction of its median (the within-run spread the bench reports);
 - speedup: median samples/s over the baseline configuration's median samples/s;
+- paired speedup: where runs carry a repeat index (a sweep's repeats, a bench's rounds),
+  the ratio to the baseline's run of the same round, median over rounds with a 95%
+  bootstrap interval and a verdict (`metrics.paired`; docs/methodology.md);
 - efficiency: speedup over the growth in workers, and over the growth in cores, relative to
   the baseline (with a 1-worker, 1-core baseline: speedup / workers and speedup / cores);
 - time to target: median over the repeats that reached the target (how many did is shown);
@@ -219,6 +222,7 @@ def _configuration(
         samples_per_s=rates,
         samples_per_s_median=stats.median(rates) if rates else None,
         samples_per_s_iqr=stats.iqr(rates) if len(rates) > 1 else None,
+        samples_per_s_by_round=_by_round(runs),
         step_time_s_median=stats.median(steps) if steps else None,
         step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
         train_time_s=stats.median(t) if (t := numbers("train_time_s")) else None,
@@ -235,6 +239,20 @@ def _configuration(
         busy_runs=sum(ran_busy(r.summary) for r in runs),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
+
+
+def _by_round(runs: Sequence[RunRecord]) -> dict[str, float]:
+    """Samples/s per round: runs with a repeat index, keyed by their sweep (or, outside a
+    sweep, their tag: a bench's) and repeat index, so that rounds of different sweeps or
+    benches reported together are never paired with each other."""
+    per_round: dict[str, list[float]] = {}
+    for record in runs:
+        rate = record.summary.get("samples_per_s")
+        if record.repeat_index is None or not _is_number(rate) or rate <= 0:
+            continue
+        key = json.dumps([record.sweep_id, record.tag, record.repeat_index])
+        per_round.setdefault(key, []).append(float(rate))
+    return {key: stats.median(rates) for key, rates in per_round.items()}
 
 
 def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, int, bool]:

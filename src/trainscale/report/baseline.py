@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from trainscale.metrics import stats
+from trainscale.metrics.paired import PairedRatio, paired_ratio
 from trainscale.metrics.scaling import is_noisy, relative_iqr
 from trainscale.report import ReportError
 from trainscale.report.labels import configuration_key
@@ -77,8 +78,22 @@ def above_full_efficiency(config: Configuration) -> bool:
     )
 
 
+def paired_with_baseline(config: Configuration, base: Configuration) -> PairedRatio | None:
+    """`config` against `base`, paired round by round (`metrics.paired`); None when they
+    share no round or `config` is the baseline."""
+    if config.key == base.key:
+        return None
+    rounds = [
+        {"baseline": base.samples_per_s_by_round.get(key), "config": rate}
+        for key, rate in config.samples_per_s_by_round.items()
+    ]
+    paired = paired_ratio(rounds, "baseline", "config")
+    return paired if paired.num_rounds else None
+
+
 def with_speedup(config: Configuration, base: Configuration | None) -> Configuration:
-    """The configuration with its speedup and efficiency against `base` and its notes."""
+    """`config` with its speedup and efficiencies against `base`, paired figures where they
+    share rounds, and its notes."""
 
     notes: list[str] = []
     speedup = per_worker = per_core = None
@@ -100,6 +115,12 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(
             f"efficiency {high:.0%} is above 100%: implausible; likely the baseline was slowed "
             "(contention or stalls), a different batch, or turbo/cache effects"
+        )
+    paired = paired_with_baseline(config, base) if base is not None else None
+    if paired is not None:
+        notes.append(
+            f"paired with the baseline ({paired.rounds_note}): "
+            f"{paired.verdict_against('the baseline')}"
         )
     spread = relative_iqr(config.samples_per_s)
     noisy_repeats = is_noisy(spread)
@@ -126,6 +147,10 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
     return replace(
         config,
         speedup=speedup,
+        paired_speedup=paired.median if paired else None,
+        paired_speedup_ci=paired.ci if paired else None,
+        paired_rounds=paired.num_rounds if paired else 0,
+        paired_verdict=paired.verdict_against("the baseline") if paired else None,
         efficiency_per_worker=per_worker,
         efficiency_per_core=per_core,
         is_baseline=base is not None and config.key == base.key,

@@ -66,7 +66,21 @@ class Configuration:
     accuracy_curves: list[list[tuple[float, float]]]
     """(training-clock s, test accuracy) per real-data repeat."""
     breakdown_s: dict[str, float] | None
+    samples_per_s_by_round: dict[str, float] = field(default_factory=dict)
+    """Samples/s per round (median of the runs of that round, rarely more than one): a round
+    is a repeat index within one sweep, or within one bench (its tag). Only runs stored with
+    a repeat index have one."""
     speedup: float | None = None
+    paired_speedup: float | None = None
+    """Median over rounds of samples/s / the baseline's samples/s in the same round
+    (`metrics.paired`); None without a round shared with the baseline, or for the baseline."""
+    paired_speedup_ci: tuple[float, float] | None = None
+    """95% bootstrap interval over rounds of `paired_speedup`; None with fewer than 2 rounds."""
+    paired_rounds: int = 0
+    """Rounds in which both this configuration and the baseline completed a run."""
+    paired_verdict: str | None = None
+    """'faster than the baseline', 'slower than the baseline' (only where the interval
+    excludes 1) or 'no difference measurable here'; None when not paired."""
     efficiency_per_worker: float | None = None
     efficiency_per_core: float | None = None
     is_baseline: bool = False

@@ -21,6 +21,7 @@ CONFIGURATION_COLUMNS = (
     "samples/s IQR",
     "step ms (median, IQR)",
     "speedup",
+    "paired speedup [95%]",
     "efficiency / worker",
     "efficiency / core",
     "time to target (s)",
@@ -90,6 +91,12 @@ EXPLANATIONS = (
         "with the typical within-run step-time IQR as a share of the median",
     ),
     ("speedup", "median samples/s over the baseline configuration's median samples/s"),
+    (
+        "paired speedup",
+        "samples/s over the baseline's in the same round (repeat), median over rounds with "
+        "its 95% bootstrap interval; the notes say faster or slower only where the interval "
+        "excludes 1 (docs/methodology.md)",
+    ),
     ("efficiency / worker", "speedup / (workers / the baseline's workers)"),
     (
         "efficiency / core",
@@ -146,6 +153,7 @@ def _configuration_row(c: Configuration) -> dict[str, str]:
         "samples/s IQR": _spread(c.samples_per_s_iqr, c.samples_per_s_rel_iqr),
         "step ms (median, IQR)": _step(c),
         "speedup": number(c.speedup, ".2f", suffix="x"),
+        "paired speedup [95%]": _paired(c),
         "efficiency / worker": percent(c.efficiency_per_worker),
         "efficiency / core": percent(c.efficiency_per_core),
         "time to target (s)": time_to_target(c),
@@ -160,6 +168,14 @@ def _configuration_row(c: Configuration) -> dict[str, str]:
         "notes": "; ".join(c.notes),
     }
     return row
+
+
+def _paired(c: Configuration) -> str:
+    """'1.62x [1.41, 1.80]', or '1.62x' from one round, or '-' when not paired."""
+    text = number(c.paired_speedup, ".2f", suffix="x")
+    if c.paired_speedup_ci is not None:
+        text += f" [{c.paired_speedup_ci[0]:.2f}, {c.paired_speedup_ci[1]:.2f}]"
+    return text
 
 
 def _flops(c: Configuration) -> str:

@@ -41,12 +41,15 @@ def execute_run(
     quiet: bool = False,
     sweep: SweepSlot | None = None,
     config: RunConfig | None = None,
+    repeat_index: int | None = None,
 ) -> dict[str, Any] | RemoteResult | None:
     """Run once and return the stored result as the `--json` dictionary.
 
     Raises TrainscaleError for user mistakes (nothing stored) and RunFailed when the run
     started but failed (stored as failed with its reason). `config` skips resolving `opts`
     again when the caller already prepared it (sweeps resolve every run before the first).
+    `repeat_index` records which round of an interleaved comparison the run belongs to (the
+    bench's rounds; a sweep's comes with its `sweep` slot).
     One node of several returns a RemoteResult where global rank 0 ran on another node, and
     raises RendezvousFailed when the nodes never formed the job. A non-zero rank under an
     external launcher returns None.
@@ -66,7 +69,7 @@ def execute_run(
     run_id = new_run_id()
     progress_file = sweep.progress_file if sweep is not None else None
     with RunStore(store_file) as store:
-        create_run_row(store, run_id, config, sweep)
+        create_run_row(store, run_id, config, sweep, repeat_index)
     sampler = ContentionSampler(run_cores(config)).start()
     try:
         launch_workers(

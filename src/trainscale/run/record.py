@@ -39,9 +39,14 @@ def new_run_id() -> str:
 
 
 def create_run_row(
-    store: RunStore, run_id: str, config: RunConfig, sweep: SweepSlot | None = None
+    store: RunStore,
+    run_id: str,
+    config: RunConfig,
+    sweep: SweepSlot | None = None,
+    repeat_index: int | None = None,
 ) -> None:
-    """Insert the run as 'running', with its resolved config and this machine's facts."""
+    """Insert the run as 'running', with its resolved config and this machine's facts;
+    `repeat_index` (a round of the bench) unless the sweep slot gives its repeat."""
     from trainscale.hardware.facts import collect_environment
 
     env = collect_environment()
@@ -63,7 +68,7 @@ def create_run_row(
         config_hash=config.settings_hash(),
         sweep_id=sweep.sweep_id if sweep else None,
         sweep_item=sweep.item if sweep else None,
-        repeat_index=sweep.repeat if sweep else None,
+        repeat_index=sweep.repeat if sweep else repeat_index,
     )
 
 

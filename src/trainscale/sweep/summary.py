@@ -1,6 +1,7 @@
 """A sweep's configurations at a glance: runs done, throughput (the median over the runs of
-each run's samples/s, as reports and `trainscale compare` take it), spread, accuracy, and a
-note where runs stalled or ran on a busy machine."""
+each run's samples/s, as reports and `trainscale compare` take it), spread, accuracy, the
+speedup over the workload's baseline paired repeat by repeat (as the report has it), and a
+note where runs stalled."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from trainscale.metrics.run_flags import ran_busy, stalls_note
 from trainscale.metrics.throughput import repeats_throughput
 from trainscale.results.store import RunStore
 
-SUMMARY_HEADERS = ("configuration", "runs", "samples/s (median)", "min..max", "test acc", "note")
+SUMMARY_HEADERS = (
+    "configuration",
+    "runs",
+    "samples/s (median)",
+    "min..max",
+    "test acc",
+    "paired speedup [95%]",
+    "paired verdict",
+    "note",
+)
 
 
 @dataclass
@@ -34,6 +44,7 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
     for record in runs:
         if record.status == "completed":
             groups.setdefault(record.config_hash or "", []).append(record)
+    paired = _paired_cells(runs, sweep.short_id)
     rows = []
     for config_hash, label in dict.fromkeys((p["config_hash"], p["label"]) for p in sweep.plan):
         done = groups.get(config_hash, [])
@@ -50,7 +61,32 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
                 f"{repeats_throughput(rates):.1f}" if rates else "-",
                 f"{min(rates):.1f}..{max(rates):.1f}" if rates else "-",
                 f"{stats.median(accuracies):.4f}" if accuracies else "-",
+                *paired.get(config_hash, ("-", "-")),
                 stalls_note([r.summary for r in done]) or "",
             ]
         )
     return SweepSummary(f"sweep {sweep.short_id}: {sweep.name}", rows)
+
+
+def _paired_cells(runs: list[Any], short_id: str) -> dict[str, tuple[str, str]]:
+    """Per config hash, (paired speedup with its interval, verdict) against the workload's
+    baseline, from the report's figures (the same baseline rule, the same arithmetic)."""
+    from trainscale.report import ReportError
+    from trainscale.report.aggregate import aggregate
+    from trainscale.report.tables import number
+
+    try:
+        data = aggregate(runs, title=short_id, source=f"sweep {short_id}")
+    except ReportError:  # no run completed: nothing to pair
+        return {}
+    cells = {}
+    for config in data.configurations:
+        if config.is_baseline:
+            cells[config.key] = ("1.00x", "baseline")
+            continue
+        text = number(config.paired_speedup, ".2f", suffix="x")
+        if config.paired_speedup_ci is not None:
+            low, high = config.paired_speedup_ci
+            text += f" [{low:.2f}, {high:.2f}] ({config.paired_rounds} rounds)"
+        cells[config.key] = (text, config.paired_verdict or "-")
+    return cells
