@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.bench.ladder import Rung
+from trainscale.bench.ladder import Rung, plan_ladder
 from trainscale.bench.table import RungResult, table_rows
 from trainscale.config.options import RunOptions
 from trainscale.report.build import load_report_data
@@ -104,7 +104,42 @@ def test_bench_table_marks_a_busy_row():
         "step_time_s_median": 0.01,
         "step_time_s_iqr": 0.0,
     }
-    quiet, busy = table_rows([RungResult(rung, result | QUIET), RungResult(rung, result | BUSY)])
+    quiet, busy = table_rows(
+        [RungResult(rung, [result | QUIET]), RungResult(rung, [result | BUSY])]
+    )
     assert "busy" not in quiet["note"]
     assert "busy machine" in busy["note"]
     assert busy["samples/s"] == "100"  # the figures stay
+
+
+def test_bench_rounds_on_a_busy_machine_are_left_out_of_the_speedup():
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    serial, other = ladder[0], ladder[1]
+
+    def run(rate, contention):
+        return {
+            "threads_per_worker": 1,
+            "world_size": 1,
+            "samples_per_s": rate,
+            "step_time_s_median": 1 / rate,
+            "step_time_s_iqr": 0.0,
+        } | contention
+
+    # Round 2 ran busy: its ratio (0.2x) must not pull the speedup; rounds 1 and 3 say 2x.
+    rows = table_rows(
+        [
+            RungResult(serial, [run(100, QUIET), run(100, QUIET), run(100, QUIET)]),
+            RungResult(other, [run(200, QUIET), run(20, BUSY), run(200, QUIET)]),
+        ]
+    )
+    assert rows[1]["speedup"].startswith("2.00x")
+    assert "busy machine in 1 of 3 rounds" in rows[1]["note"]
+    # Every round busy: no verdict at all, and the table says why.
+    rows = table_rows(
+        [
+            RungResult(serial, [run(100, BUSY), run(100, BUSY)]),
+            RungResult(other, [run(20, BUSY), run(25, BUSY)]),
+        ]
+    )
+    assert rows[1]["verdict"] == "cannot tell: busy machine"
+    assert rows[1]["speedup"] == "-"

@@ -128,8 +128,8 @@ def test_a_sweep_with_repeats_pairs_each_repeat_in_its_summary_and_report(tmp_pa
     # Interleaved: every configuration once per repeat, repeat by repeat.
     assert runner.order == [(8, 0), (16, 0), (8, 1), (16, 1)]
     rows = {row[0]: row for row in result.summary.rows}
-    assert rows["batch_size=8"][5:] == ["1.00x", "baseline"]
-    assert rows["batch_size=16"][5:] == [
+    assert rows["batch_size=8"][5:7] == ["1.00x", "baseline"]
+    assert rows["batch_size=16"][5:7] == [
         "1.30x [1.30, 1.30] (2 rounds)",
         "faster than the baseline",
     ]

@@ -41,6 +41,8 @@ def test_run_summary_names_a_stall_with_both_steps():
 
 def test_bench_table_notes_a_stalled_rung():
     ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
-    rows = table_rows([RungResult(ladder[0], _result()), RungResult(ladder[1], _result(**STALLED))])
+    rows = table_rows(
+        [RungResult(ladder[0], [_result()]), RungResult(ladder[1], [_result(**STALLED)])]
+    )
     assert "stalls" not in rows[0]["note"]
     assert "stalls: mean step 120.6 ms vs median 33.0 ms" in rows[1]["note"]
