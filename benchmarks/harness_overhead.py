@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import trainscale_run, write_json  # noqa: E402
 
 from trainscale.metrics.paired import paired_ratio  # noqa: E402
+from trainscale.parallel.allocator import worker_allocator_env  # noqa: E402
 
 RUN_ARGS = [
     "mnist-cnn",
@@ -51,11 +52,15 @@ RESAMPLES = 10_000
 
 def bare(steps: int) -> float:
     script = Path(__file__).resolve().parent / "bare_loop.py"
+    # The allocator settings trainscale gives its workers, so the two sides differ by the
+    # harness alone (parallel/allocator.py; their own gain is the trainscale / baseline ratio).
+    env = {**os.environ, **worker_allocator_env(os.environ)}
     out = subprocess.run(
         [sys.executable, str(script), "--steps", str(steps)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     ).stdout
     return json.loads(out)["step_time_s_median"]
 

@@ -189,7 +189,7 @@ def build_store(
                     world_size=config.workers,
                     threads_per_worker=config.threads_resolved,
                     affinity=config.affinity,
-                    precision="fp32",
+                    precision=config.config()["precision"],
                     global_batch_size=config.global_batch_size,
                     config_hash=config.key(),
                     sweep_id=sweep_id,

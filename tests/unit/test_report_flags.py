@@ -68,3 +68,16 @@ def test_a_plausible_report_has_neither_flag(tmp_path):
     assert not any("above 100%" in n or "stalls" in n for n in data.notes)
     for config in data.workloads[0].configurations:
         assert not any("above 100%" in n or n.startswith("stalls") for n in config.notes)
+
+
+def test_efficiency_above_100_percent_from_a_lower_precision_is_explained_not_flagged(tmp_path):
+    configs = _configs()
+    configs[1].extra_config = {"precision": "bf16"}
+    data = load_report_data(build_store(tmp_path / "s.db", configs), sweep_id=SWEEP)
+    serial, pinned = data.workloads[0].configurations
+    assert (serial.precision, pinned.precision) == ("fp32", "bf16")
+    assert pinned.efficiency_per_worker is not None and pinned.efficiency_per_worker > 1.0
+    (note,) = [n for n in pinned.notes if n.startswith("efficiency")]
+    assert "bf16 arithmetic is faster, not parallel efficiency" in note
+    assert "implausible" not in note
+    assert not any("efficiency above 100%" in n for n in data.notes)

@@ -19,6 +19,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from trainscale.parallel import loopback
 from trainscale.parallel import rendezvous as rdzv
+from trainscale.parallel.allocator import allocator_settings
 from trainscale.parallel.interrupts import Interrupted, children_start_deaf, preserved_handlers
 
 AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -104,7 +105,12 @@ def launch_workers(
         **nodes,
     )
     try:
-        with preserved_handlers(AGENT_SIGNALS), children_start_deaf(), _quiet_agent_shutdown():
+        with (
+            preserved_handlers(AGENT_SIGNALS),
+            children_start_deaf(),
+            _quiet_agent_shutdown(),
+            allocator_settings(),
+        ):
             return elastic_launch(config, entrypoint)(*args)
     except SignalException as stop:  # the agent has stopped the workers by now
         raise Interrupted(stop.sigval) from None

@@ -24,6 +24,7 @@ from torch import nn
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
+from trainscale.parallel.allocator import allocator_fact
 from trainscale.parallel.communication import (
     CommHook,
     Communication,
@@ -134,6 +135,7 @@ def worker_facts() -> dict[str, Any]:
         "pid": os.getpid(),
         "cores": cores,
         "torch_threads": torch.get_num_threads(),
+        "allocator": allocator_fact(),
         "hostname": socket.gethostname(),
         "addr": node_address(),
     }

@@ -404,7 +404,9 @@ def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]
             f"{STALL_RATIO:.2f}x the median): throughput is the batch over the median step, "
             "which the stalls do not move; their notes give the mean beside it."
         )
-    implausible = [c.label for c in configs if above_full_efficiency(c)]
+    implausible = [
+        c.label for s in sections for c in s.configurations if above_full_efficiency(c, s.baseline)
+    ]
     if implausible:
         notes.append(
             f"{len(implausible)} configuration(s) show efficiency above 100% "

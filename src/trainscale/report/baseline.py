@@ -70,8 +70,12 @@ FULL_EFFICIENCY = 1.0 + 1e-9
 """Efficiency above this (100%, less rounding) is flagged as implausible."""
 
 
-def above_full_efficiency(config: Configuration) -> bool:
-    """Whether a configuration's efficiency per worker or per core exceeds 100%."""
+def above_full_efficiency(config: Configuration, base: Configuration | None) -> bool:
+    """Whether a configuration's efficiency per worker or per core exceeds 100% against a
+    baseline of the same precision (a lower precision than the baseline's is faster
+    arithmetic, not parallel efficiency, and is not implausible)."""
+    if base is not None and config.precision != base.precision:
+        return False
     return any(
         value is not None and value > FULL_EFFICIENCY
         for value in (config.efficiency_per_worker, config.efficiency_per_core)
@@ -111,7 +115,12 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
     if config.stalls:
         notes.append(config.stalls)
     high = max((v for v in (per_worker, per_core) if v is not None), default=None)
-    if high is not None and high > FULL_EFFICIENCY:
+    if high is not None and high > FULL_EFFICIENCY and base and config.precision != base.precision:
+        notes.append(
+            f"efficiency {high:.0%} is against the baseline's {base.precision}: "
+            f"{config.precision} arithmetic is faster, not parallel efficiency"
+        )
+    elif high is not None and high > FULL_EFFICIENCY:
         notes.append(
             f"efficiency {high:.0%} is above 100%: implausible; likely the baseline was slowed "
             "(contention or stalls), a different batch, or turbo/cache effects"
