@@ -143,3 +143,22 @@ def test_bench_rounds_on_a_busy_machine_are_left_out_of_the_speedup():
     )
     assert rows[1]["verdict"] == "cannot tell: busy machine"
     assert rows[1]["speedup"] == "-"
+
+
+def test_the_pitfall_line_cannot_tell_when_every_round_was_busy():
+    from trainscale.bench.run import BenchResult
+
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    pinned = next(r for r in ladder if isinstance(r, Rung) and r.pitfall_of)
+    naive = next(r for r in ladder if r.name == pinned.pitfall_of)
+
+    def run(rate):
+        return {"threads_per_worker": 1, "world_size": 2, "samples_per_s": rate} | BUSY
+
+    result = BenchResult("b", "mnist-cnn", {}, RunOptions.of(workload="mnist-cnn"), 40, 64, 2)
+    result.results = [
+        RungResult(pinned, [run(300), run(310)]),
+        RungResult(naive, [run(90), run(80)]),
+    ]
+    (line,) = result.pitfall_lines
+    assert line.endswith("cannot tell: no round measured both on a quiet machine")

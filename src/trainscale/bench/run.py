@@ -94,7 +94,12 @@ class BenchResult:
         """Each sound setting against its naive pitfall, paired over the rounds, as a line."""
         return [
             f"{p.b} vs {p.a}: {p.text()} ({p.rounds_note}): "
-            f"{p.verdict_against('the naive setting')}"
+            + (
+                p.verdict_against("the naive setting")
+                if p.median is not None
+                # A round drops out of a pair when either run failed or ran on a busy machine.
+                else "cannot tell: no round measured both on a quiet machine"
+            )
             for p in pitfall_comparisons(self.results)
         ]
 
