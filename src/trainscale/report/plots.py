@@ -12,6 +12,7 @@ import io
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from trainscale.metrics import stats
 from trainscale.report.model import Configuration, ReportData, WorkloadSection
@@ -334,15 +335,7 @@ def _ring_noisy(
     value: Callable[[Configuration], float],
 ) -> None:
     """Circle the noisy points of every line, with one legend entry for them all."""
-    noisy = [(c.cores, value(c)) for _, configs in lines for c in configs if c.noisy]
-    if noisy:
-        axes.plot(
-            [x for x, _ in noisy],
-            [y for _, y in noisy],
-            linestyle="none",
-            label="noisy (spread > 10%)",
-            **_NOISY_STYLE,
-        )
+    _mark(axes, lines, value, lambda c: c.noisy, "noisy (spread > 10%)", _NOISY_STYLE)
 
 
 def _mark_busy(
@@ -352,14 +345,24 @@ def _mark_busy(
 ) -> None:
     """Cross the points of configurations with a run on a busy machine (not trusted), with
     one legend entry for them all."""
-    busy = [(c.cores, value(c)) for _, configs in lines for c in configs if c.busy_runs]
-    if busy:
+    _mark(
+        axes, lines, value, lambda c: bool(c.busy_runs), "busy machine (not trusted)", _BUSY_STYLE
+    )
+
+
+def _mark(
+    axes,
+    lines: Sequence[tuple[str, Sequence[Configuration]]],
+    value: Callable[[Configuration], float],
+    chosen: Callable[[Configuration], bool],
+    label: str,
+    style: dict[str, Any],
+) -> None:
+    """Draw `style` over the `chosen` points of every line (x: cores), one legend entry."""
+    points = [(c.cores, value(c)) for _, configs in lines for c in configs if chosen(c)]
+    if points:
         axes.plot(
-            [x for x, _ in busy],
-            [y for _, y in busy],
-            linestyle="none",
-            label="busy machine (not trusted)",
-            **_BUSY_STYLE,
+            [x for x, _ in points], [y for _, y in points], linestyle="none", label=label, **style
         )
 
 
