@@ -90,7 +90,11 @@ def test_a_short_synthetic_bench_runs_its_rungs_in_rotated_rounds(tmp_path, caps
     store = tmp_path / "bench.db"
     args = ["bench", "--quick", "--data", "synthetic", "--rounds", "2", "--steps", "3"]
     assert run_cli([*args, "--store", str(store), "--out", "t.md"]) == 0
-    assert "round 2/2" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "round 2/2" in captured.err
+    # Piped, the table's rows stay whole: no setting name folded over several lines.
+    assert "│ serial 1 core (baseline) " in captured.out
+    assert all(len(line) > 80 for line in captured.out.splitlines() if "│ serial 1 core" in line)
     with RunStore(store) as opened:
         runs = sorted(opened.list_runs(), key=lambda r: r.created_at)
     assert {r.status for r in runs} == {"completed"}

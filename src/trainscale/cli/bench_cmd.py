@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from trainscale.bench import run_bench
+    from trainscale.cli.console import emit, stdout_console
 
     console = Console(stderr=True)
     result = run_bench(
@@ -135,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(header, overflow="fold")
     for row in rows:
         table.add_row(*(row[h] for h in headers))
-    out = Console()
-    out.print(table)
+    out = stdout_console()  # piped: whole rows, no wrapping at 80 columns
+    emit(out, table)
     # Notes go under the table: in a column they would fold it beyond reading on 80 columns.
     for row in rows:
         if row["note"]:
