@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainscale.metrics.stats import is_positive_number
+
 STALL_RATIO = 1.10
 """Mean timed step over median timed step above which a run is flagged as having stalls."""
 
@@ -26,7 +28,7 @@ BUSY = "busy"
 def mean_over_median(summary: Mapping[str, Any]) -> float | None:
     """The run's mean timed step over its median timed step; None where either is unknown."""
     mean, median = summary.get("step_time_s_mean"), summary.get("step_time_s_median")
-    if not (_positive(mean) and _positive(median)):
+    if not (is_positive_number(mean) and is_positive_number(median)):
         return None
     return float(mean) / float(median)
 
@@ -78,7 +80,3 @@ def stalls_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
 
 def _mean_vs_median(mean_s: float, median_s: float) -> str:
     return f"mean step {mean_s * 1000:.1f} ms vs median {median_s * 1000:.1f} ms"
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

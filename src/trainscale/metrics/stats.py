@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -55,3 +56,8 @@ def first_reaching(curve: Sequence[tuple[float, float]], target: float) -> float
         if value >= target:
             return time_s
     return None
+
+
+def is_positive_number(value: Any) -> bool:
+    """Whether a stored figure is a number above zero (booleans, None and text are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

@@ -24,6 +24,7 @@ import sqlite3
 from typing import Any
 
 from trainscale.errors import StoreError
+from trainscale.metrics.stats import is_positive_number
 from trainscale.metrics.throughput import throughput
 
 SCHEMA_VERSION = 5
@@ -253,24 +254,21 @@ def _median_based(summary: dict[str, Any], global_batch: Any) -> bool:
     """Rewrite one schema-4 summary in place (see `migrate_throughput_to_median`); False
     where it lacks what the rewrite needs or was already rewritten."""
     old, median = summary.get("samples_per_s"), summary.get("step_time_s_median")
-    if "step_time_s_mean" in summary or not all(_positive(v) for v in (old, median, global_batch)):
+    needed = (old, median, global_batch)
+    if "step_time_s_mean" in summary or not all(is_positive_number(v) for v in needed):
         return False
     mean = global_batch / old
     summary["samples_per_s_mean"] = old
     summary["step_time_s_mean"] = mean
     summary["samples_per_s"] = throughput(global_batch, median)
     per_worker = summary.get("samples_per_s_per_worker")
-    if _positive(per_worker):
+    if is_positive_number(per_worker):
         summary["samples_per_s_per_worker"] = throughput(per_worker * mean, median)
     # Achieved FLOP/s and its shares of a peak are FLOPs per sample x samples/s: they follow.
     for key in THROUGHPUT_PROPORTIONAL:
-        if _positive(summary.get(key)):
+        if is_positive_number(summary.get(key)):
             summary[key] = summary[key] * mean / median
     return True
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
