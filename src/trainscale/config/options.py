@@ -32,6 +32,7 @@ Precision = Literal["fp32", "bf16", "fp16"]
 LrScaling = Literal["none", "linear", "sqrt"]
 Optimizer = Literal["sgd", "adam", "adamw"]
 Schedule = Literal["constant", "onecycle", "cosine", "step"]
+Framework = Literal["pytorch", "tensorflow", "jax"]
 
 THREADS_TORCH_DEFAULT = "torch-default"
 """The --threads-per-worker value that leaves torch's own thread count (the pitfall)."""
@@ -180,6 +181,14 @@ class DataOptions:
 class ParallelOptions:
     """parallelism: devices, worker processes, threads and pinning."""
 
+    framework: Framework = option("pytorch")
+    """the framework that trains the model: pytorch (DDP), tensorflow (Keras 3 and
+    tf.distribute) or jax (jax.distributed); the last two are extras (pip install
+    'trainscale[tensorflow]' / 'trainscale[jax]'); see docs/frameworks.md"""
+    single_process: bool = option(False)
+    """with --workers N > 1, run the N replicas inside one process, as single-machine
+    tutorials do (TensorFlow MirroredStrategy over N logical CPU devices, JAX over N host
+    devices); TensorFlow and JAX only"""
     device: DeviceChoice = option("cpu")
     """train on the CPU, or one GPU per worker (cuda); auto = cuda when a GPU is visible"""
     workers: int = option(1, metavar="N")
@@ -476,6 +485,10 @@ class ParallelConfig:
     """Micro-batches per optimizer step; all but the last skip the all-reduce (no_sync)."""
     channels_last: bool
     """Whether convolutions run in channels_last memory format (the workload says)."""
+    framework: Framework = "pytorch"
+    """The framework that trains the model (runs stored before frameworks: PyTorch)."""
+    single_process: bool = False
+    """Whether the `workers` replicas run inside one process (TensorFlow / JAX only)."""
 
 
 @dataclass(frozen=True)
@@ -539,5 +552,10 @@ class RunConfig(_Grouped):
         settings = {k: v for k, v in self.flat().items() if leaves[k].is_setting}
         if settings.get("nnodes") == 1:  # one node hashes as it did before nnodes existed
             del settings["nnodes"]
+        # Likewise a PyTorch run of worker processes hashes as it did before frameworks.
+        if settings.get("framework") == "pytorch":
+            del settings["framework"]
+        if settings.get("single_process") is False:
+            del settings["single_process"]
         text = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -35,9 +35,15 @@ class HostThreads:
     def for_worker(cls, parallel: ParallelConfig, local_rank: int) -> HostThreads:
         """The cores and threads the run's plan gives the worker of `local_rank`."""
         cores: Sequence[int] | None = None
-        if parallel.core_sets is not None:
+        threads = parallel.threads_per_worker
+        if parallel.single_process:
+            # One process holds every replica: it gets all the replicas' cores and threads.
+            if parallel.core_sets is not None:
+                cores = sorted({core for s in parallel.core_sets for core in s})
+            threads = None if threads is None else threads * parallel.workers
+        elif parallel.core_sets is not None:
             cores = parallel.core_sets[local_rank % len(parallel.core_sets)]
-        return cls(None if cores is None else tuple(cores), parallel.threads_per_worker)
+        return cls(None if cores is None else tuple(cores), threads)
 
     def apply(self) -> None:
         """Pin to the cores and fix the thread count: before torch starts its thread pool,

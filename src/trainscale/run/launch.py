@@ -75,7 +75,7 @@ def execute_run(
         launch_workers(
             worker_main,
             (config.flat(), run_id, str(store_file), quiet, False, None, progress_file),
-            config.parallel.workers,
+            worker_processes(config),
         )
     except WorkersFailed as failure:
         unrecorded = record_failure(store_file, run_id, failure.reason)
@@ -92,6 +92,12 @@ def execute_run(
     record_contention(store_file, run_id, contention)
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
+
+
+def worker_processes(config: RunConfig) -> int:
+    """Processes the launcher starts on each node: one per worker, or one holding every
+    replica (`--single-process`)."""
+    return 1 if config.parallel.single_process else config.parallel.workers
 
 
 def run_cores(config: RunConfig) -> list[int] | None:

@@ -47,9 +47,14 @@ def create_run_row(
 ) -> None:
     """Insert the run as 'running', with its resolved config and this machine's facts;
     `repeat_index` (a round of the bench) unless the sweep slot gives its repeat."""
+    from trainscale.frameworks import get_framework, version
     from trainscale.hardware.facts import collect_environment
 
     env = collect_environment()
+    framework = get_framework(config.parallel.framework)
+    # Which framework trained it, and which release: the same model trains at other speeds
+    # in another framework, or another release of one.
+    env["framework"] = {"name": framework.name, "version": version(framework.name)}
     threads = config.parallel.threads_per_worker
     if threads is None:  # left to torch: record what torch picks (its default on this machine)
         threads = env["torch_num_threads_default"]

@@ -39,6 +39,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
     _check_workload_options(workload, opts.data.workload_options)
     par, opt = opts.parallel, opts.optimisation
     device = resolve_device(par.device, par.workers)
+    check_framework(opts, device)
     if opt.precision == "fp16" and device != "cuda":
         raise ConfigError(
             "--precision fp16 needs --device cuda (CPUs have no fast fp16 matrix units; "
@@ -68,6 +69,8 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         bucket_cap_mb=par.bucket_cap_mb,
         grad_accum=par.grad_accum,
         channels_last=workload.channels_last,
+        framework=par.framework,
+        single_process=par.single_process,
     )
     measurement = opts.measurement
     if measurement.target_accuracy is None:
@@ -88,6 +91,42 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         nodes=_resolve_nodes(opts.nodes),
         tag=opts.tag,
     )
+
+
+def check_framework(opts: RunOptions, device: str) -> None:
+    """Refuse, in one line, a framework that is not installed or a setting it does not have."""
+    from trainscale.frameworks import PYTORCH, get_framework, has_gpu_build, require
+
+    par, name = opts.parallel, opts.parallel.framework
+    if par.single_process and name == PYTORCH:
+        raise ConfigError(
+            "--single-process needs --framework tensorflow or jax (PyTorch data parallelism "
+            "is one process per worker: DDP)"
+        )
+    if par.single_process and (par.workers < 2 or opts.nodes.nnodes > 1):
+        raise ConfigError(
+            "--single-process puts --workers N > 1 replicas in one process, on one node"
+        )
+    if name == PYTORCH:
+        return
+    label = get_framework(name).label
+    torch_only = {
+        "--compile": (
+            opts.optimisation.compile,
+            "it compiles its step anyway (tf.function / jax.jit)",
+        ),
+        "--grad-accum": (par.grad_accum != 1, "micro-batches are DDP's no_sync"),
+        "--bucket-cap-mb": (par.bucket_cap_mb is not None, "buckets are DDP's"),
+    }
+    for flag, (given, why) in torch_only.items():
+        if given:
+            raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
+    require(name)
+    if device == "cuda" and not has_gpu_build(name):
+        raise ConfigError(
+            f"--device cuda with --framework {name} needs {label}'s CUDA build "
+            f"(pip install {'tensorflow' if name == 'tensorflow' else 'jax[cuda12]'})"
+        )
 
 
 def _check_workload_options(workload: Workload, values: dict[str, str] | Any) -> None:

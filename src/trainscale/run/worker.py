@@ -14,6 +14,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.errors import StoreError
+from trainscale.frameworks import trainer as framework_trainer
 from trainscale.hardware.energy import combine_nodes, start_node_meter
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.interrupts import (
@@ -28,7 +29,6 @@ from trainscale.parallel.strategy import make_strategy
 from trainscale.results.run_result import RunResult
 from trainscale.run.resolve import data_request
 from trainscale.train.progress import make_progress
-from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def worker_main(
         workload = get_workload(config.workload)
         data = load_data(config)
         meter = start_node_meter(config.parallel.device, env.local_rank, env.local_world_size)
+        train = framework_trainer(config.parallel.framework)
         outcome = train(
             config, workload, data, strategy, make_progress(env.is_main, quiet, progress_file)
         )

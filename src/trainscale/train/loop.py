@@ -37,6 +37,9 @@ from trainscale.train.records import CurvePoint, EpochRecord, Evaluation
 from trainscale.train.timing import StepTimes, make_clock
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+Evaluator = Callable[[Any], tuple[float, float, float]]
+"""(accuracy, mean loss, macro-F1) on the test set of a model the step function hands over
+(another framework's model: PyTorch models have `evaluate`)."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,11 @@ class StepFunction(Protocol):
         """Take one global step; returns its training loss (detached, a mean over the step's
         samples)."""
 
-    def eval_model(self) -> nn.Module:
-        """The model to evaluate now (evaluating it changes nothing in training)."""
+    def eval_model(self) -> Any:
+        """The model to evaluate now (evaluating it changes nothing in training): a torch
+        module, or what the loop's evaluator takes."""
 
-    def finish(self) -> nn.Module:
+    def finish(self) -> Any:
         """End training; returns the final model, unwrapped."""
 
 
@@ -97,8 +101,9 @@ class LoopOutcome:
     """Whether the run evaluated (real data, evaluation on): whether it may claim accuracy."""
     final: Evaluation | None
     """The last evaluation (after the last step when `evaluated`)."""
-    model: nn.Module
-    """The final model, from the step function's `finish`."""
+    model: Any
+    """The final model, from the step function's `finish` (a framework's own model object
+    outside PyTorch)."""
 
 
 def run_loop(
@@ -111,16 +116,21 @@ def run_loop(
     label: str,
     batches: WorkerBatches | None = None,
     clock_start_s: float = 0.0,
+    evaluator: Evaluator | None = None,
 ) -> LoopOutcome:
     """Run `plan`'s steps of `stepper` epoch by epoch, evaluating every `eval_every` steps
     (default: four times an epoch) and at every epoch's end, off the training clock.
 
     `batches` draws the worker's batches when the step function's rules say the loop does;
-    `clock_start_s` is training time before the first step (a pre-training phase).
+    `clock_start_s` is training time before the first step (a pre-training phase);
+    `evaluator` scores the step function's `eval_model()` when it is no PyTorch module.
     """
     if stepper.rules.draws_batches and batches is None:
         raise ValueError("this step function takes its batches from the loop: give `batches`")
-    return _Loop(stepper, plan, config, data, strategy, progress, batches, clock_start_s).run(label)
+    loop = _Loop(stepper, plan, config, data, strategy, progress, batches, clock_start_s)
+    if evaluator is not None:
+        loop.evaluator = evaluator
+    return loop.run(label)
 
 
 class _Loop:
@@ -158,6 +168,7 @@ class _Loop:
         self.curve: list[CurvePoint] = []
         self.epochs: list[EpochRecord] = []
         self.final: Evaluation | None = None
+        self.evaluator: Evaluator = self._evaluate_torch
 
     def run(self, label: str) -> LoopOutcome:
         self.progress.start(self.plan.total_steps, label)
@@ -220,6 +231,15 @@ class _Loop:
             )
         )
 
+    def _evaluate_torch(self, model: nn.Module) -> tuple[float, float, float]:
+        return evaluate(
+            model,
+            self.data,
+            self.strategy,
+            self.config.optimisation.precision,
+            self.config.parallel.channels_last,
+        )
+
     def _settle(self) -> None:
         """Resolve the pending step times onto the training clock (a GPU synchronises)."""
         self.train_clock_s += sum(self.times.pending())
@@ -227,15 +247,7 @@ class _Loop:
     def _evaluate(self) -> None:
         self._settle()
         t0 = time.perf_counter()
-        self.final = Evaluation(
-            *evaluate(
-                self.stepper.eval_model(),
-                self.data,
-                self.strategy,
-                self.config.optimisation.precision,
-                self.config.parallel.channels_last,
-            )
-        )
+        self.final = Evaluation(*self.evaluator(self.stepper.eval_model()))
         # Ranks run in lock-step; the slowest one's clock is the run's clock at this point.
         clock_s = self.strategy.max_float(self.train_clock_s)
         self.curve.append(CurvePoint(clock_s, self.step, self.final.accuracy))

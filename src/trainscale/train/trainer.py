@@ -21,10 +21,11 @@ from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
 from trainscale.results.run_result import RunMetrics, measured_summary
 from trainscale.train.batches import WorkerBatches
-from trainscale.train.loop import run_loop
-from trainscale.train.plan import plan_steps
+from trainscale.train.breakdown import Breakdown
+from trainscale.train.loop import Evaluator, StepFunction, run_loop
+from trainscale.train.plan import StepPlan, plan_steps
 from trainscale.train.progress import NullProgress, ProgressSink
-from trainscale.train.setup import prepare_model
+from trainscale.train.setup import Pretraining, prepare_model
 from trainscale.train.step import TrainStep
 from trainscale.train.summary import TrainMeasurements, summarize
 from trainscale.workloads.base import Workload
@@ -39,8 +40,9 @@ class TrainOutcome:
     step_times_s: list[float]
     """Every step's time (slowest rank), warm-up steps included; the summary excludes them."""
     workers: list[dict[str, Any]] = field(default_factory=list)
-    model: torch.nn.Module | None = None
-    """The trained model, unwrapped (not stored; for callers and tests)."""
+    model: Any = None
+    """The trained model, unwrapped (not stored; for callers and tests): a torch module, or
+    another framework's model."""
     pretrain: dict[str, Any] | None = None
     """The pre-training phase's figures, when the workload has one."""
 
@@ -65,7 +67,59 @@ def train(
     plan = plan_steps(config, data.num_train, env.world_size)
     prepared = prepare_model(config, workload, data, strategy, progress)
     stepper = TrainStep(config, workload, strategy, prepared.model, plan)
-    pretraining = prepared.pretraining
+    return measure_training(
+        config,
+        workload,
+        data,
+        strategy,
+        progress,
+        stepper,
+        plan,
+        WorkerBatches(config, workload, data, prepared.train_x, strategy.sharding),
+        SetupFigures(prepared.flops_per_sample, prepared.pretraining, prepared.compile_s),
+        breakdown=stepper.breakdown,
+        comm_marked=stepper.comm_marked,
+    )
+
+
+@dataclass(frozen=True)
+class SetupFigures:
+    """What was measured while the model was set up, before its first step."""
+
+    flops_per_sample: int | None
+    pretraining: Pretraining | None
+    compile_s: float | None
+    """Compilation (torch.compile; another framework's graph tracing and XLA compilation),
+    off the training clock."""
+
+
+def measure_training(
+    config: RunConfig,
+    workload: Workload,
+    data: TensorData,
+    strategy: Strategy,
+    progress: ProgressSink,
+    stepper: StepFunction,
+    plan: StepPlan,
+    batches: WorkerBatches,
+    setup: SetupFigures,
+    *,
+    evaluator: Evaluator | None = None,
+    breakdown: Breakdown | None = None,
+    comm_marked: bool = False,
+    replicas: int | None = None,
+    facts: dict[str, Any] | None = None,
+) -> TrainOutcome:
+    """Drive `stepper` through the loop, gather every rank's measurements and summarise them:
+    the measurement rules every framework's trainer shares (docs/methodology.md).
+
+    `evaluator` scores a model that is no PyTorch module; `breakdown` holds sampled steps'
+    phase times (PyTorch's step); `replicas` names the data-parallel replicas when they are
+    not one per process (a framework's single-process strategy); `facts` are this worker's
+    framework-specific facts, stored with the worker's.
+    """
+    env = strategy.env
+    pretraining = setup.pretraining
     loop = run_loop(
         stepper,
         plan,
@@ -73,19 +127,21 @@ def train(
         data,
         strategy,
         progress,
-        label=f"{workload.name} x{env.world_size}",
-        batches=WorkerBatches(config, workload, data, prepared.train_x, strategy.sharding),
+        label=f"{workload.name} x{replicas or env.world_size}",
+        batches=batches,
         clock_start_s=pretraining.seconds if pretraining else 0.0,  # pre-training is training
+        evaluator=evaluator,
     )
 
     step_times_s = stats.elementwise_max(strategy.gather_objects(loop.step_times_s))
-    facts = worker_facts()
-    facts["rank"] = env.rank
-    facts["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    worker = worker_facts()
+    worker.update(facts or {})
+    worker["rank"] = env.rank
+    worker["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if strategy.device.type == "cuda":
-        facts["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(strategy.device)
-    facts["breakdown_s"] = stepper.breakdown.medians_s()
-    workers = strategy.gather_objects(facts)
+        worker["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(strategy.device)
+    worker["breakdown_s"] = breakdown.medians_s() if breakdown else {}
+    workers = strategy.gather_objects(worker)
     breakdowns = [w.pop("breakdown_s") for w in workers]
     opt = config.optimisation
     metrics = summarize(
@@ -103,11 +159,11 @@ def train(
             final=loop.final,
             workers=workers,
             breakdowns=breakdowns,
-            comm_marked=stepper.comm_marked,
-            breakdown_sampled_steps=stepper.breakdown.num_sampled_steps,
-            flops_per_sample=prepared.flops_per_sample,
+            comm_marked=comm_marked,
+            breakdown_sampled_steps=breakdown.num_sampled_steps if breakdown else 0,
+            flops_per_sample=setup.flops_per_sample,
             pretrain_s=pretraining.seconds if pretraining else None,
-            compile_s=prepared.compile_s,
+            compile_s=setup.compile_s,
         )
     )
     return TrainOutcome(
