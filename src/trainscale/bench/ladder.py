@@ -87,7 +87,7 @@ def plan_ladder(
     if num_cores > 1:
         ladder.append(
             Rung(
-                f"naive DDP: {num_cores} unpinned workers, torch-default threads",
+                naive_name(base.parallel.framework, num_cores),
                 opts(
                     workers=num_cores,
                     threads_per_worker=THREADS_TORCH_DEFAULT,
@@ -105,6 +105,13 @@ def plan_ladder(
     else:
         ladder.append(Skipped("1 GPU", "no GPU on this machine"))
     return ladder
+
+
+def naive_name(framework: str, num_cores: int) -> str:
+    """The pitfall rung's name: each framework's data parallelism, left to its own threads."""
+    if framework == "pytorch":
+        return f"naive DDP: {num_cores} unpinned workers, torch-default threads"
+    return f"naive: {num_cores} unpinned {framework} workers, {framework}-default threads"
 
 
 T = TypeVar("T")

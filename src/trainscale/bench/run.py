@@ -15,6 +15,7 @@ from trainscale.bench.ladder import Rung, Skipped, plan_ladder, rotation
 from trainscale.bench.table import RungResult, markdown_table, pitfall_comparisons, table_rows
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.frameworks import get_framework, require
 from trainscale.metrics.paired import FEW_ROUNDS
 from trainscale.run.data_choice import DataChoice, prepare_real
 
@@ -77,7 +78,11 @@ class BenchResult:
 
     @property
     def title(self) -> str:
-        return f"trainscale bench {self.bench_id}: {self.workload} on {self.env['cpu_model']}"
+        framework = self.options.parallel.framework
+        shown = "" if framework == "pytorch" else f" ({get_framework(framework).label})"
+        return (
+            f"trainscale bench {self.bench_id}: {self.workload}{shown} on {self.env['cpu_model']}"
+        )
 
     @property
     def rows(self) -> list[dict[str, str]]:
@@ -209,6 +214,7 @@ def synthetic_note(workload: str) -> str:
 def run_bench(
     workload: str = "mnist-cnn",
     *,
+    framework: str = "pytorch",
     data: DataChoice = "auto",
     data_dir: str | None = None,
     download: bool = True,
@@ -229,7 +235,7 @@ def run_bench(
     rounds (`metrics.paired`). Then, unless `quick` or on synthetic data, the setting with
     the highest median throughput over the rounds (the pitfall aside) trains the full recipe
     for accuracy. A run that fails is stored as failed and in the table. The Markdown table
-    is written to `out` (None: not written).
+    is written to `out` (None: not written). `framework` trains every rung (docs/frameworks.md).
     """
     from trainscale.hardware.facts import collect_environment
     from trainscale.results.outputs import check_out_file, write_atomically
@@ -239,6 +245,7 @@ def run_bench(
 
     listener = listener or BenchListener()
     spec = get_workload(workload)
+    require(framework)  # every rung needs it: one line now, not a table of failed rungs
     steps = bench_steps(steps, quick)
     rounds = bench_rounds(rounds, quick, steps)
     out_path = Path(out) if out is not None else None
@@ -252,6 +259,7 @@ def run_bench(
     bench_id = uuid.uuid4().hex[:8]
     base = RunOptions.of(
         workload=spec.name,
+        framework=framework,
         data_dir=data_dir,
         download=download,
         steps=steps_per_run(steps, rounds),

@@ -60,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_option_arguments(
         parser,
-        only=("steps", "data_dir", "download"),
+        only=("framework", "steps", "data_dir", "download"),
         help_overrides={
             "steps": f"training steps per throughput rung over all rounds, a whole number >= 1 "
             f"(default: {DEFAULT_STEPS}; --quick {QUICK_STEPS})"
@@ -90,7 +90,8 @@ class Progress(BenchListener):
     def started(self, result: BenchResult, runnable: int) -> None:
         env = result.env
         self.console.print(
-            f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}, "
+            f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}"
+            f"{'' if args_framework(result) == 'pytorch' else ' in ' + args_framework(result)}, "
             f"{env['cpu_model']}, {len(env['usable_cores'])} usable cores, {runnable} settings "
             f"x {result.rounds} rounds x {result.steps_per_run} steps, global batch "
             f"{result.global_batch_size}, data {result.options.data.kind}"
@@ -109,6 +110,11 @@ class Progress(BenchListener):
         self.console.rule(f"full recipe on the fastest setting: {fastest.name}")
 
 
+def args_framework(result: BenchResult) -> str:
+    """The framework every rung of the bench trains with."""
+    return result.options.parallel.framework
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -119,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     result = run_bench(
         args.workload,
+        framework=args.framework,
         data=args.data,
         data_dir=args.data_dir,
         download=args.download,

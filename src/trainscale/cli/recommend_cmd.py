@@ -105,7 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "like the others; by default their samples/s is left out, and the first line says "
         "how many",
     )
-    add_option_arguments(parser, only=("data_dir", "download"))
+    add_option_arguments(parser, only=("framework", "data_dir", "download"))
     out = parser.add_argument_group("output")
     add_store_argument(out)
     add_json_argument(out)
@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         download=args.download,
         store=args.store,
         listener=RecommendProgress(console),
+        framework=args.framework,
     )
     payload = result.to_dict()
     print(json.dumps(payload) if args.json else "\n".join(summary_lines(payload)))

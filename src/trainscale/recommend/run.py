@@ -196,6 +196,7 @@ def recommend(
     download: bool = True,
     store: str | Path | None = None,
     listener: RecommendListener | None = None,
+    framework: str = "pytorch",
 ) -> RecommendResult:
     """Search this machine for the fastest setting of `workload` that keeps its accuracy.
 
@@ -205,10 +206,12 @@ def recommend(
     when found) against the serial fp32 baseline. The per-worker batches tried are the
     recipe's times `batch_multipliers`, on at most `max_workers` workers. Throughput trials
     on a busy machine are left out of the ranking unless `include_busy`. Every trial is
-    stored with the tag recommend:<id>. Everything a user can get wrong (the workload, the
+    stored with the tag recommend:<id>. Every trial trains with `framework`. Everything a
+    user can get wrong (the workload, the
     settings, the store, the data, a batch that cannot fit) fails before the first trial.
     """
     from trainscale.config.cli import run_command
+    from trainscale.frameworks import require
     from trainscale.hardware.facts import collect_environment
     from trainscale.recommend.search import run_search
     from trainscale.recommend.space import machine_space
@@ -218,6 +221,7 @@ def recommend(
 
     listener = listener or RecommendListener()
     spec = get_workload(workload)
+    require(framework)
     settings = search_settings(
         quick=quick,
         rung_steps=rung_steps,
@@ -232,7 +236,12 @@ def recommend(
     env = collect_environment()
     space = machine_space(spec.name, batch_multipliers, max_workers, env)
     recommend_id = uuid.uuid4().hex[:8]
-    base = RunOptions.of(workload=spec.name, tag=f"recommend:{recommend_id}", download=download)
+    base = RunOptions.of(
+        workload=spec.name,
+        framework=framework,
+        tag=f"recommend:{recommend_id}",
+        download=download,
+    )
     real_base, data_note = accuracy_base(
         base, space.baseline, settings.accuracy_epochs, data, data_dir, download
     )
@@ -249,7 +258,7 @@ def recommend(
     recommendation = run_search(
         space, throughput_base, real_base, settings, run_one, listener=listener
     )
-    best = recommendation.best.options(RunOptions.of(workload=spec.name))
+    best = recommendation.best.options(RunOptions.of(workload=spec.name, framework=framework))
     command = run_command(
         best.with_(data_dir=data_dir, download=download), explicit=EXPLICIT_FIELDS
     )

@@ -117,9 +117,15 @@ def aggregate(
     chosen = find_baseline(baseline, list(configs.values()), runs) if baseline else None
 
     sections = []
-    for workload in dict.fromkeys(c.workload for c in configs.values()):
-        members = [c for c in configs.values() if c.workload == workload]
-        sections.append(_section(workload, members, chosen, baseline))
+    # With several frameworks, each framework's runs of a workload are a section of their own,
+    # with its own baseline (its own 1-worker run): the speedup a framework's users get.
+    several = len({c.framework for c in configs.values()}) > 1
+    for workload, framework in dict.fromkeys((c.workload, c.framework) for c in configs.values()):
+        members = [
+            c for c in configs.values() if (c.workload, c.framework) == (workload, framework)
+        ]
+        name = f"{workload} in {framework_label(framework)}" if several else workload
+        sections.append(_section(name, members, chosen, baseline))
     return ReportData(
         title=title,
         source=source,
@@ -129,6 +135,14 @@ def aggregate(
         machines=_machines(r for r in runs if r.status == "completed"),
         notes=_report_notes(sections, runs) + _hardware_notes(sections, prices),
     )
+
+
+def framework_label(name: str) -> str:
+    """How a report names a framework (its own spelling; an unknown name as stored)."""
+    from trainscale.frameworks import FRAMEWORKS
+
+    known = FRAMEWORKS.get(name)
+    return known.label if known else name
 
 
 def _representative(records: Sequence[RunRecord]) -> RunRecord:
@@ -237,6 +251,7 @@ def _configuration(
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
         stalls=stalls_note([r.summary for r in runs]),
         busy_runs=sum(ran_busy(r.summary) for r in runs),
+        framework=first.framework,
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
 
@@ -329,7 +344,7 @@ def _section(
     chosen: Configuration | None,
     wanted: str | None,
 ) -> WorkloadSection:
-    if chosen is not None and chosen.workload == workload:
+    if chosen is not None and chosen.workload == members[0].workload:
         if not chosen.samples_per_s_median:
             raise ReportError(f"baseline {wanted!r} recorded no throughput; pick another")
         base, rule = chosen, f"chosen with --baseline {wanted}"

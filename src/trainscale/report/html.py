@@ -14,6 +14,8 @@ from html import escape
 
 from trainscale.metrics.scaling import NOISY_RELATIVE_IQR
 from trainscale.report import tables
+from trainscale.report.frameworks import COLUMNS as FRAMEWORK_COLUMNS
+from trainscale.report.frameworks import framework_rows, several_frameworks
 from trainscale.report.markdown import AMDAHL_MODEL
 from trainscale.report.model import ReportData
 from trainscale.report.plots import PLOT_TITLES, Plot, SkippedPlot
@@ -100,6 +102,13 @@ def render_html(
             )
             body.append(f'<div class="skipped">Plots not drawn:<ul>{items}</ul></div>')
 
+    if several_frameworks(data):
+        body.append("<h2>Frameworks side by side</h2>")
+        body.append(_table(FRAMEWORK_COLUMNS, framework_rows(data)))
+        body.append(
+            "<p>Each framework's speedup and efficiency are over its own baseline; 'vs "
+            "PyTorch' is its throughput over PyTorch's at the same setting.</p>"
+        )
     rows = tables.not_completed_rows(data)
     if rows:
         body.append("<h2>Runs that did not complete</h2>")

@@ -14,6 +14,8 @@ LABEL_SKIP = frozenset({"tag", "core_sets", "oversubscribed", "data_dir", "downl
 # The settings people think in, first; the rest follow alphabetically.
 _LABEL_FIRST = (
     "workload",
+    "framework",
+    "single_process",
     "data",
     "emulation",
     "workers",

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from trainscale.metrics.scaling import NOISY_RELATIVE_IQR
 from trainscale.report import tables
+from trainscale.report.frameworks import COLUMNS as FRAMEWORK_COLUMNS
+from trainscale.report.frameworks import framework_rows, several_frameworks
 from trainscale.report.model import ReportData
 from trainscale.report.plots import PLOT_TITLES, Plot, SkippedPlot
 
@@ -60,6 +62,17 @@ def render_markdown(
             out += [f"- {PLOT_TITLES[s.kind]}: {md_text(s.reason)}" for s in missing]
             out.append("")
 
+    if several_frameworks(data):
+        out += ["## Frameworks side by side", ""]
+        out += _table(FRAMEWORK_COLUMNS, framework_rows(data))
+        out += [
+            "",
+            _paragraph(
+                "Each framework's speedup and efficiency are over its own baseline; 'vs "
+                "PyTorch' is its throughput over PyTorch's at the same setting."
+            ),
+            "",
+        ]
     rows = tables.not_completed_rows(data)
     if rows:
         out += ["## Runs that did not complete", ""]

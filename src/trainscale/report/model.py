@@ -111,6 +111,8 @@ class Configuration:
     """Devices x training clock x price, median over the runs."""
     cost_to_target_usd: float | None = None
     num_samples: int | None = None
+    framework: str = "pytorch"
+    """The framework that trained its runs."""
 
     @property
     def repeats(self) -> int:

@@ -152,6 +152,23 @@ class RunRecord:
         return self.run_id[:8]
 
     @property
+    def framework(self) -> str:
+        """The framework that trained it ('pytorch' for runs stored before frameworks)."""
+        return str(self.config.get("framework") or "pytorch")
+
+    @property
+    def framework_text(self) -> str:
+        """The framework and its release as the run recorded them: 'tensorflow 2.21.0'."""
+        recorded = self.env.get("framework") or {}
+        version = recorded.get("version") if isinstance(recorded, dict) else None
+        if version is None and self.framework == "pytorch":
+            version = self.env.get("torch_version")
+        text = self.framework
+        if self.config.get("single_process"):
+            text += " (single process)"
+        return f"{text} {version}" if version else text
+
+    @property
     def owner(self) -> Owner | None:
         """The process that created the run and, while it is 'running', owns it."""
         if self.owner_host is None or self.owner_pid is None or self.owner_started is None:

@@ -152,6 +152,59 @@ def platforms(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
     }
 
 
+FRAMEWORK_NAMES = ("pytorch", "tensorflow", "jax")
+"""The frameworks the `frameworks` recipe compares (trainscale.frameworks.FRAMEWORKS)."""
+
+
+def frameworks(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
+    """The framework study's shape on this machine: ResNet-44 on CIFAR-10 in each framework,
+    1 worker and N pinned workers at the same global batch (throughput, speedup, efficiency
+    per framework), and the MNIST CNN's time to accuracy per framework where MNIST is at hand.
+    A framework that is not installed is skipped and listed, like missing data."""
+    cores = len(core_ids)
+    # One core is one "device": 1 worker on 1 core against N pinned 1-core workers is the
+    # study's 1 GPU against N GPUs.
+    settings: list[dict[str, Any]] = [{"workers": 1, "threads_per_worker": 1}]
+    if cores > 1:
+        settings.append({"workers": cores, "threads_per_worker": 1, "affinity": "compact"})
+    points: list[dict[str, Any]] = []
+    for framework in FRAMEWORK_NAMES:
+        for setting in settings:
+            how = f"{setting['workers']} worker(s) x {setting['threads_per_worker']} thread(s)"
+            points.append(
+                {
+                    "label": f"resnet44 {framework} {how}",
+                    "framework": framework,
+                    "workload": "cifar10-resnet44",
+                    # CIFAR-10 is rarely at hand; its shape is all throughput needs.
+                    "data": "synthetic",
+                    "steps": 8 if quick else 30,
+                    "warmup_steps_untimed": 2 if quick else 5,
+                    "evaluate": False,
+                    **setting,
+                }
+            )
+        points.append(
+            {
+                "label": f"cnn {framework} to accuracy, {settings[-1]['workers']} worker(s)",
+                "framework": framework,
+                "workload": "mnist-cnn",
+                "data": "real",
+                "epochs": 0.5 if quick else 2.0,
+                **settings[-1],
+            }
+        )
+    return {
+        "name": "frameworks",
+        "repeats": 1 if quick else 3,
+        "skip_invalid": True,
+        # One global batch for every framework and setting: only the framework and the
+        # parallelism change.
+        "base": {"global_batch_size": 64},
+        "points": points,
+    }
+
+
 RECIPES = {
     recipe.name: recipe
     for recipe in (
@@ -178,6 +231,12 @@ RECIPES = {
             "MNIST CNN serial vs parallel on CPU; the text network over CPU-affinity sets",
             "Oversubscription against pinned workers; the affinity-set table with % gain.",
             cpu_parallel,
+        ),
+        Recipe(
+            "frameworks",
+            "PyTorch vs TensorFlow vs JAX: ResNet-44 on 1 and N workers; MNIST time to accuracy",
+            "Which framework trains faster, and which scales better, on this machine.",
+            frameworks,
         ),
     )
 }

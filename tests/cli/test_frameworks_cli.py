@@ -1,0 +1,114 @@
+"""Bad input around --framework: one line, exit 2, before any worker starts."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from trainscale.config.options import RunOptions
+from trainscale.frameworks import FRAMEWORKS, missing_modules, require
+from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+
+
+def _pretend_missing(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
+    """Make `modules` look uninstalled to the framework check (nothing is imported)."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args, **kwargs):
+        return None if name in modules else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+def test_unknown_framework_is_refused_in_one_line(capsys, tmp_path):
+    store = tmp_path / "runs.db"
+    code = run_cli(["run", "mnist-cnn", "--framework", "mxnet", "--store", str(store)])
+    assert code == 2
+    line = one_error_line(capsys)
+    assert "mxnet" in line and "tensorflow" in line and "jax" in line
+    assert not store.exists()
+
+
+@pytest.mark.parametrize(
+    ("framework", "module", "extra"),
+    [("tensorflow", "tensorflow", "trainscale[tensorflow]"), ("jax", "flax", "trainscale[jax]")],
+)
+def test_a_framework_not_installed_names_its_extra(
+    capsys, tmp_path, monkeypatch, framework, module, extra
+):
+    _pretend_missing(monkeypatch, module)
+    store = tmp_path / "runs.db"
+    code = run_cli(
+        ["run", "mnist-cnn", "--framework", framework, "--data", "synthetic", "--steps", "2",
+         "--store", str(store)]
+    )  # fmt: skip
+    assert code == 2
+    line = one_error_line(capsys)
+    assert module in line and f"pip install '{extra}'" in line
+    # Refused before the run existed: nothing stored, not even a failed row.
+    with RunStore(store) as runs:
+        assert runs.list_runs() == []
+
+
+def test_bench_refuses_a_missing_framework_before_the_first_rung(capsys, tmp_path, monkeypatch):
+    _pretend_missing(monkeypatch, "jax")
+    code = run_cli(
+        ["bench", "--framework", "jax", "--quick", "--store", str(tmp_path / "b.db"),
+         "--out", str(tmp_path / "bench.md")]
+    )  # fmt: skip
+    assert code == 2
+    assert "trainscale[jax]" in one_error_line(capsys)
+    assert not (tmp_path / "bench.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--single-process", "--workers", "2"], ("--single-process", "tensorflow or jax")),
+        (["--framework", "tensorflow", "--single-process"], ("--single-process", "N > 1")),
+        (["--framework", "jax", "--compile"], ("--compile", "PyTorch setting")),
+        (["--framework", "tensorflow", "--grad-accum", "2"], ("--grad-accum", "no_sync")),
+        (["--framework", "jax", "--bucket-cap-mb", "4"], ("--bucket-cap-mb", "DDP")),
+    ],
+)
+def test_unsupported_combinations_are_refused_in_one_line(capsys, tmp_path, args, words):
+    code = run_cli(
+        ["run", "mnist-cnn", "--data", "synthetic", "--steps", "2", "--store",
+         str(tmp_path / "r.db"), *args]
+    )  # fmt: skip
+    assert code == 2
+    line = one_error_line(capsys)
+    for word in words:
+        assert word in line
+
+
+def test_require_passes_for_pytorch_and_names_every_missing_module(monkeypatch):
+    assert require("pytorch").name == "pytorch"
+    _pretend_missing(monkeypatch, "flax", "optax")
+    assert missing_modules("jax") == ["flax", "optax"]
+
+
+def test_the_framework_is_part_of_a_runs_settings_but_pytorch_hashes_as_before():
+    from trainscale.run.resolve import resolve
+
+    base = resolve(RunOptions.of("mnist-cnn", data="synthetic", steps=2))
+    flat = base.flat()
+    assert flat["framework"] == "pytorch" and flat["single_process"] is False
+    # Stored PyTorch runs keep their settings hash (repeats and resumed sweeps match them).
+    legacy = {k: v for k, v in flat.items() if k not in ("framework", "single_process")}
+    from trainscale.config.options import RunConfig
+
+    assert RunConfig.from_flat(legacy).settings_hash() == base.settings_hash()
+    if not missing_modules("tensorflow"):
+        other = resolve(
+            RunOptions.of("mnist-cnn", data="synthetic", steps=2, framework="tensorflow")
+        )
+        assert other.settings_hash() != base.settings_hash()
+
+
+def test_every_framework_names_an_extra_or_is_the_core():
+    assert FRAMEWORKS["pytorch"].extra is None
+    assert {FRAMEWORKS[n].extra for n in ("tensorflow", "jax")} == {"tensorflow", "jax"}
