@@ -1,0 +1,1 @@
+"""trainscale.frameworks: training the workloads in frameworks other than PyTorch."""
