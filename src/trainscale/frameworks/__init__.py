@@ -1,0 +1,1 @@
+"""Training in other frameworks than PyTorch: TensorFlow/Keras and JAX twins of the workloads."""
