@@ -176,6 +176,21 @@ def test_more_padding_leaves_text_outputs_unchanged(workload):
     )
 
 
+def test_padding_row_of_the_embedding_gets_no_gradient():
+    # torch's padding_idx keeps the padding row at zero through training; so must the twin.
+    module = build_model("tweets-text", TEXT_META)
+    ids = jnp.asarray(texts([2, 1], 6), jnp.int32)  # short texts: windows cover padding
+    variables = random_variables(module, ids)
+
+    def loss(params):
+        return jnp.sum(module.apply({"params": params}, ids) ** 2)
+
+    grads = jax.jit(jax.grad(loss))(variables["params"])
+    table = np.asarray(grads["embedding"]["table"]["embedding"])
+    assert np.all(table[0] == 0)
+    assert np.any(table[ids[0, 0]] != 0)
+
+
 def test_text_cnn_matches_torch_on_texts_shorter_than_its_widest_filter():
     model = torch_model("tweets-text")
     x = torch.from_numpy(texts([3, 1], 3))
