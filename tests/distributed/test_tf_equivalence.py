@@ -19,16 +19,17 @@ pytest.importorskip("tensorflow")
 
 from trainscale.parallel.launcher import launch_workers  # noqa: E402
 
-from tests.distributed.tf_equivalence_worker import train_and_return_weights  # noqa: E402
+from tests.distributed.tf_equivalence_worker import (  # noqa: E402
+    sum_rank_vectors,
+    train_and_return_weights,
+)
 from tests.helpers.tf_tiny import tf_config  # noqa: E402
 
 STEPS = 8  # 96 samples / global batch 16: one epoch of 6 steps, then the reshuffled next
 
 
 def _config(**changes: object) -> dict:
-    return tf_config(
-        global_batch_size=16, steps=STEPS, optimizer="sgd", lr=0.05, **changes
-    ).flat()
+    return tf_config(global_batch_size=16, steps=STEPS, optimizer="sgd", lr=0.05, **changes).flat()
 
 
 def _assert_same_weights(got: list, expected: list, who: str) -> None:
@@ -63,10 +64,15 @@ def test_two_workers_and_two_replicas_match_one_worker_at_the_same_global_batch(
 
     # The same evaluation: the replicas' shares of the test set add up to the whole.
     for run in (mwms[0], mwms[1], mirrored):
-        assert run["summary"]["test_accuracy"] == pytest.approx(
-            serial["summary"]["test_accuracy"]
-        )
+        assert run["summary"]["test_accuracy"] == pytest.approx(serial["summary"]["test_accuracy"])
         assert run["summary"]["num_samples"] == STEPS * 16  # global samples
     # Slowest-rank rule: the step times are gathered, the same on both ranks.
     assert mwms[0]["step_times"] == mwms[1]["step_times"]
     assert len(mwms[0]["step_times"]) == STEPS
+
+
+def test_two_workers_sum_a_phases_statistics_through_tf_distribute():
+    """mnist-dbn's CD pre-training sums each step's statistics over the workers this way."""
+    results = launch_workers(sum_rank_vectors, (_config(workers=2),), 2)
+
+    assert results == {0: [[3.0, 30.0], [3.0, 30.0]], 1: [[3.0, 30.0], [3.0, 30.0]]}

@@ -62,3 +62,28 @@ def train_and_return_weights(config_dict: dict) -> dict:
         }
     finally:
         strategy.teardown()
+
+
+def sum_rank_vectors(config_dict: dict) -> Any:
+    """Each worker's [rank + 1, 10 (rank + 1)] summed over the workers by `sum_over_workers`
+    (what mnist-dbn's CD statistics go through)."""
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+
+    from trainscale.config.options import RunConfig
+    from trainscale.frameworks.tensorflow.distribute import setup_distribution, sum_over_workers
+    from trainscale.parallel.distenv import DistEnv
+    from trainscale.parallel.strategy import make_strategy
+
+    config = RunConfig.from_flat(config_dict)
+    strategy = make_strategy(config, DistEnv.from_environ())
+    strategy.setup()
+    try:
+        summed = sum_over_workers(setup_distribution(config, strategy))
+        rank = strategy.env.rank
+        value = np.array([rank + 1, 10 * (rank + 1)], dtype=np.float32)
+        return [np.asarray(summed(value)).tolist() for _ in range(2)]  # traced once, run twice
+    finally:
+        strategy.teardown()

@@ -158,12 +158,11 @@ def sum_over_workers(distribution: TfDistribution) -> Any:
         return lambda value: value
     import tensorflow as tf
 
-    def all_reduce(value: Any) -> Any:
-        context = tf.distribute.get_replica_context()
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
-
     @tf.function(reduce_retracing=True)
     def summed(value: Any) -> Any:
-        return tf_strategy.experimental_local_results(tf_strategy.run(all_reduce, (value,)))[0]
+        # Each worker's value as its replica's, then reduced over the replicas: an
+        # all-reduce among the worker processes (every worker gets the sum).
+        local = tf_strategy.run(tf.identity, (value,))
+        return tf_strategy.reduce(tf.distribute.ReduceOp.SUM, local, axis=None)
 
     return summed

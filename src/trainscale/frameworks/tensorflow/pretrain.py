@@ -35,10 +35,56 @@ def run_pretraining(
         return None
     if workload.name != "mnist-dbn":
         raise ConfigError(f"workload {workload.name!r} has no TensorFlow pre-training")
-    from trainscale.frameworks.tensorflow.dbn_pretrain import pretrain
-
     t0 = time.perf_counter()
-    figures = pretrain(
-        model, data, strategy, config, progress, average=sum_over_workers(distribution)
-    )
+    figures = _pretrain_dbn(model, data, strategy, config, distribution, progress)
     return Pretraining(strategy.max_float(time.perf_counter() - t0), figures)
+
+
+def _pretrain_dbn(
+    model: Any,
+    data: TensorData,
+    strategy: Strategy,
+    config: RunConfig,
+    distribution: TfDistribution,
+    progress: ProgressSink,
+) -> dict[str, Any]:
+    """mnist-dbn's greedy CD with the run's options, as PyTorch's `mnist_dbn.pretrain` runs
+    it: this worker's shard in the trainer's order, the statistics summed over the workers
+    (through tf.distribute) and divided by the global batch."""
+    import numpy as np
+
+    from trainscale.frameworks.tensorflow.dbn_pretrain import pretrain_stack
+    from trainscale.workloads.dbn_pretrain import CdSettings
+    from trainscale.workloads.mnist_dbn import parse_options
+
+    options = parse_options(config.data.workload_options)
+    settings = CdSettings(
+        epochs=options.pretrain_epochs,
+        lr=options.pretrain_lr,
+        k=options.cd_k,
+        persistent=options.persistent,
+        weight_decay=options.pretrain_weight_decay,
+        seed=config.optimisation.seed,
+    )
+    batch_size = config.optimisation.batch_size
+    global_batch = batch_size * strategy.env.world_size
+    summed = sum_over_workers(distribution)
+
+    def average(flat: np.ndarray) -> np.ndarray:
+        return np.asarray(summed(flat)) / global_batch
+
+    def order(num_rows: int, epoch: int, seed: int) -> np.ndarray:
+        return strategy.shard_indices(num_rows, epoch, seed).numpy()
+
+    return pretrain_stack(
+        model,
+        data.train_x.numpy(),
+        settings,
+        batch_size,
+        average=average,
+        order=order,
+        global_batch_size=global_batch,
+        worker_seed=strategy.env.rank,
+        max_float=strategy.max_float,
+        progress=progress,
+    )

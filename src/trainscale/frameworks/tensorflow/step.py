@@ -107,7 +107,12 @@ class TfStep:
                 per_example_loss(logits, y, opt.label_smoothing),
                 global_batch_size=opt.global_batch_size,
             )
-        grads = tape.gradient(loss, self.variables)
+        # Dense gradients, as torch's embeddings give (and DDP all-reduces); None where a
+        # variable took no part (torch leaves such a parameter untouched: no decay either).
+        grads = [
+            None if grad is None else tf.convert_to_tensor(grad)
+            for grad in tape.gradient(loss, self.variables)
+        ]
         context.merge_call(self._apply, args=(grads, hyper))
         return loss
 
@@ -116,10 +121,17 @@ class TfStep:
         update its copy of every variable."""
         import tensorflow as tf
 
+        used = [
+            (grad, variable, slots)
+            for grad, variable, slots in zip(
+                grads, self.variables, self.optimizer.slots, strict=True
+            )
+            if grad is not None
+        ]
         summed = strategy.extended.batch_reduce_to(
-            tf.distribute.ReduceOp.SUM, list(zip(grads, self.variables, strict=True))
+            tf.distribute.ReduceOp.SUM, [(grad, variable) for grad, variable, _ in used]
         )
-        for grad, variable, slots in zip(summed, self.variables, self.optimizer.slots, strict=True):
+        for grad, (_, variable, slots) in zip(summed, used, strict=True):
             strategy.extended.update(
                 variable, self.optimizer.update, args=(grad, slots, hyper), group=False
             )

@@ -65,9 +65,7 @@ def train(
     )
     flops = count_flops_per_sample(torch_model, flops_x, flops_y, workload)
     model = build_keras_model(config, workload, data, torch_model, distribution)
-    pretraining = run_pretraining(
-        model, workload, data, strategy, feed, distribution, progress
-    )
+    pretraining = run_pretraining(model, workload, data, strategy, feed, distribution, progress)
 
     train_x = training_layout(data.train_x)  # once, for the whole in-memory set
     sample = tuple(model_shape(data.train_x[:1]))
