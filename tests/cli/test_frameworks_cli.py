@@ -112,3 +112,16 @@ def test_the_framework_is_part_of_a_runs_settings_but_pytorch_hashes_as_before()
 def test_every_framework_names_an_extra_or_is_the_core():
     assert FRAMEWORKS["pytorch"].extra is None
     assert {FRAMEWORKS[n].extra for n in ("tensorflow", "jax")} == {"tensorflow", "jax"}
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+def test_other_frameworks_on_a_gpu_are_refused_before_launch(framework):
+    from trainscale.errors import ConfigError
+    from trainscale.run.resolve import check_framework
+
+    if missing_modules(framework):
+        pytest.skip(f"{framework} is not installed")
+    opts = RunOptions.of("mnist-cnn", framework=framework, device="cuda")
+    with pytest.raises(ConfigError, match="CPU only"):
+        check_framework(opts, "cuda")
+    check_framework(opts.with_(device="cpu"), "cpu")  # the CPU is fine

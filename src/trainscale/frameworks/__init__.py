@@ -38,8 +38,6 @@ class Framework:
     """The pip extra that installs it (None: a core dependency)."""
     trainer: str
     """'module:function' of its trainer, with `trainscale.train.trainer.train`'s signature."""
-    gpu_modules: tuple[str, ...] = ()
-    """Modules of which one must be installed for it to train on a GPU (its CUDA build)."""
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -61,7 +59,6 @@ FRAMEWORKS: dict[str, Framework] = {
         "jax",
         "jax",
         "trainscale.frameworks.jax.trainer:train",
-        gpu_modules=("jax_cuda12_plugin", "jax_cuda13_plugin"),
     ),
 }
 
@@ -102,21 +99,6 @@ def version(name: str) -> str | None:
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
-
-
-def has_gpu_build(name: str) -> bool:
-    """Whether the installed framework can train on a GPU at all (its CUDA build is there)."""
-    framework = get_framework(name)
-    if name == PYTORCH:
-        return True
-    if name == TENSORFLOW:
-        # tensorflow-cpu and tensorflow share module names; the distribution tells them apart.
-        try:
-            importlib.metadata.version("tensorflow")
-        except importlib.metadata.PackageNotFoundError:
-            return False
-        return True
-    return any(importlib.util.find_spec(m) is not None for m in framework.gpu_modules)
 
 
 def trainer(name: str) -> Callable[..., Any]:

@@ -95,7 +95,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
 
 def check_framework(opts: RunOptions, device: str) -> None:
     """Refuse, in one line, a framework that is not installed or a setting it does not have."""
-    from trainscale.frameworks import PYTORCH, get_framework, has_gpu_build, require
+    from trainscale.frameworks import PYTORCH, get_framework, require
 
     par, name = opts.parallel, opts.parallel.framework
     if par.single_process and name == PYTORCH:
@@ -122,10 +122,10 @@ def check_framework(opts: RunOptions, device: str) -> None:
         if given:
             raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
     require(name)
-    if device == "cuda" and not has_gpu_build(name):
+    if device == "cuda":
         raise ConfigError(
-            f"--device cuda with --framework {name} needs {label}'s CUDA build "
-            f"(pip install {'tensorflow' if name == 'tensorflow' else 'jax[cuda12]'})"
+            f"--device cuda with --framework {name}: this version trains {label} on the CPU "
+            "only (docs/frameworks.md); on GPUs use --framework pytorch"
         )
 
 
