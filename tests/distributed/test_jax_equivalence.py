@@ -46,8 +46,8 @@ def config(options: dict[str, str], **changes: object) -> RunConfig:
 
 
 @pytest.fixture(scope="module")
-def serial_params() -> dict:
-    """The parameters one process ends with at global batch 16."""
+def serial_run() -> tuple[dict, dict]:
+    """The parameters one process ends with at global batch 16, and its summary."""
     from trainscale.frameworks.jax.trainer import train
     from trainscale.workloads import get_workload
 
@@ -55,7 +55,7 @@ def serial_params() -> dict:
     strategy = make_strategy(serial, DistEnv())
     strategy.setup()
     outcome = train(serial, get_workload("mnist-dbn"), tiny_dbn_data(NO_PRETRAINING), strategy)
-    return jax.tree_util.tree_map(np.asarray, outcome.model.variables["params"])
+    return jax.tree_util.tree_map(np.asarray, outcome.model.variables["params"]), outcome.summary
 
 
 def assert_same_params(got: dict, expected: dict, who: str) -> None:
@@ -70,7 +70,8 @@ def assert_same_params(got: dict, expected: dict, who: str) -> None:
         )
 
 
-def test_two_processes_match_one_at_the_same_global_batch(serial_params):
+def test_two_processes_match_one_at_the_same_global_batch(serial_run):
+    serial_params, serial_summary = serial_run
     two = config(NO_PRETRAINING, workers=2)
 
     results = launch_workers(train_and_return_variables, (two.flat(),), 2)
@@ -82,6 +83,9 @@ def test_two_processes_match_one_at_the_same_global_batch(serial_params):
     assert results[0]["step_times"] == results[1]["step_times"]
     assert len(results[0]["step_times"]) == STEPS
     assert results[0]["summary"]["num_samples"] == STEPS * 16
+    # Each rank scores half the test set; the summed counts are one process's figures.
+    for key in ("test_accuracy", "test_loss", "test_macro_f1"):
+        assert results[0]["summary"][key] == pytest.approx(serial_summary[key], rel=1e-4)
     workers = results[0]["workers"]
     assert [w["rank"] for w in workers] == [0, 1]
     for worker in workers:
@@ -89,7 +93,8 @@ def test_two_processes_match_one_at_the_same_global_batch(serial_params):
         assert worker["jax_threads"] == 1
 
 
-def test_one_process_with_two_host_devices_matches_one_device(serial_params):
+def test_one_process_with_two_host_devices_matches_one_device(serial_run):
+    serial_params, serial_summary = serial_run
     # --single-process: one fresh process (host devices are fixed when XLA starts).
     single = config(NO_PRETRAINING, workers=2, single_process=True)
 
@@ -100,6 +105,7 @@ def test_one_process_with_two_host_devices_matches_one_device(serial_params):
     assert worker["jax_distribution"].startswith("one process, 2 host devices")
     assert worker["jax_threads"] == 2  # both replicas' threads, in one pool
     assert results[0]["summary"]["num_samples"] == STEPS * 16
+    assert results[0]["summary"]["test_accuracy"] == pytest.approx(serial_summary["test_accuracy"])
 
 
 def test_two_process_pretraining_keeps_the_replicas_identical():
