@@ -1,0 +1,32 @@
+"""The classic MNIST CNN in flax.linen: the twin of trainscale.models.mnist_cnn.MnistCnn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from flax import linen as nn
+
+
+class MnistCnn(nn.Module):
+    """Two 3x3 convolutions (32, 64 channels), 2x2 max-pool, dropout, 128-unit dense.
+
+    Takes NHWC images (N, 28, 28, 1). The dense layer sees the pooled maps flattened in
+    (H, W, C) order; the weight copy from torch (which flattens (C, H, W)) permutes its rows.
+    """
+
+    num_classes: int = 10
+    dropout_conv: float = 0.25
+    dropout_fc: float = 0.5
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:
+        x = nn.relu(nn.Conv(32, (3, 3), padding="VALID", dtype=self.dtype, name="conv1")(x))
+        x = nn.relu(nn.Conv(64, (3, 3), padding="VALID", dtype=self.dtype, name="conv2")(x))
+        x = nn.max_pool(x, (2, 2), strides=(2, 2))
+        x = nn.Dropout(self.dropout_conv, deterministic=not train)(x)
+        x = x.reshape(x.shape[0], -1)
+        x = nn.relu(nn.Dense(128, dtype=self.dtype, name="fc1")(x))
+        x = nn.Dropout(self.dropout_fc, deterministic=not train)(x)
+        return nn.Dense(self.num_classes, dtype=self.dtype, name="fc2")(x)
