@@ -4,6 +4,7 @@ devices, stored completed with the framework in the run's environment."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -55,3 +56,25 @@ def test_jax_run_of_two_workers_is_stored_completed(
     for worker in workers:
         assert worker["jax_distribution"].startswith(distribution)
         assert worker["jax_threads"] == threads
+
+
+@pytest.mark.parametrize("fault", ["crash", "hang"])
+def test_failing_jax_worker_ends_the_run_and_is_stored_failed(
+    fault, store_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("TRAINSCALE_FAULT_INJECT", f"{fault}:rank=1:step=2")
+    args = ["run", "mnist-cnn", "--framework", "jax", "--data", "synthetic", "--steps", "6"]
+    args += ["--workers", "2", "--threads-per-worker", "1", "--batch-size", "16"]
+    start = time.monotonic()
+
+    # A peer that stops answering fails the run after --timeout (the JAX collectives' too).
+    code = run_cli([*args, "--timeout", "15", "--store", str(store_path), "--quiet"])
+
+    elapsed = time.monotonic() - start
+    assert code == 1
+    assert "failed" in capsys.readouterr().err.splitlines()[-1]
+    assert elapsed < 120, "a failed or hung JAX worker must not hang the run"
+    with RunStore(store_path) as store:
+        (record,) = store.list_runs()
+    assert record.status == "failed"
+    assert ("injected crash" if fault == "crash" else "Timed out") in record.error

@@ -17,6 +17,8 @@ oversubscription pitfall when workers x threads exceeds the cores.
 
 from __future__ import annotations
 
+import atexit
+import math
 import os
 import socket
 import sys
@@ -36,6 +38,11 @@ AXIS = "data"
 """The mesh axis the batch is split over (one replica per device along it)."""
 POOL_THREAD_NAME = "tf_XLAEigen"
 """The name XLA's CPU client gives its intra-op pool threads."""
+SHUTDOWN_TIMEOUT_S = 30
+"""How long leaving jax.distributed waits for the other processes. Ranks that finish
+training arrive together (the run's last step is a gather); a rank that failed waits this
+long at its exit before the coordination service ends every process (the launcher then
+reports the failure it recorded)."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,27 @@ class Distribution:
         return jax.make_array_from_process_local_data(self.split(), local)
 
     def shutdown(self) -> None:
-        """Leave jax.distributed (after the last collective)."""
+        """Leave jax.distributed (after the last collective): a barrier with the others."""
         if self.joined:
             jax.distributed.shutdown()
+
+    def abandon(self) -> None:
+        """Make a failed process leave without jax.distributed's exit barrier.
+
+        jax's exit handler shuts jax.distributed down, which waits for every process; the
+        others are waiting in a collective for this one, so a failed process would sit there
+        until they time out, and then be aborted by jax's coordination service (a SIGABRT
+        that hides its own error). Instead, once its error has propagated (the launcher has
+        it), the process leaves at the start of the interpreter's exit, before jax's exit
+        handlers, with status 1 (128 + N after a stop signal); the launcher stops the others.
+        """
+        if not self.joined:
+            return
+        from trainscale.parallel.interrupts import received_signal
+
+        stopped = received_signal()
+        # Exit handlers run last registered first: this one before jax's.
+        atexit.register(_leave_now, 1 if stopped is None else 128 + int(stopped))
 
 
 def configure_backend(config: RunConfig) -> None:
@@ -95,8 +120,22 @@ def configure_backend(config: RunConfig) -> None:
         return
     par = config.parallel
     jax.config.update("jax_platforms", "cuda" if par.device == "cuda" else "cpu")
+    # Its SIGTERM handler would keep a worker the launcher stops running until it is killed.
+    jax.config.update("jax_enable_preemption_service", False)
+    # A peer that stops answering fails the run after --timeout, as DDP's collectives do
+    # (without these a gloo all-reduce waits for a hung peer for ever).
+    timeout = max(1, math.ceil(par.timeout_s))
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = " ".join(
+        [
+            flags,
+            f"--xla_cpu_collective_timeout_seconds={timeout}",
+            f"--xla_cpu_collective_call_terminate_timeout_seconds={timeout}",
+        ]
+    ).strip()
     if par.device != "cuda":
-        # HostThreads.for_worker already multiplied T by the replicas for one process.
+        # One process holding every replica gets all their threads, as its torch side
+        # (HostThreads.for_worker) does.
         threads = par.threads_per_worker
         if threads is not None and par.single_process:
             threads *= par.workers
@@ -113,14 +152,17 @@ def join(config: RunConfig, strategy: Strategy) -> Distribution:
     env = strategy.env
     joined = False
     if env.world_size > 1:
-        address = _coordinator(strategy)
+        address, bind = _coordinator(strategy)
         _stdout_to_stderr()
         jax.distributed.initialize(
             coordinator_address=address,
+            coordinator_bind_address=bind,
             num_processes=env.world_size,
             process_id=env.rank,
             local_device_ids=[env.local_rank] if config.parallel.device == "cuda" else None,
-            initialization_timeout=max(1, int(config.parallel.timeout_s)),
+            initialization_timeout=max(1, math.ceil(config.parallel.timeout_s)),
+            heartbeat_timeout_seconds=max(1, math.ceil(config.parallel.timeout_s)),
+            shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
         )
         joined = True
     devices = jax.devices()
@@ -159,6 +201,13 @@ def pool_threads() -> int:
     return count
 
 
+def _leave_now(status: int) -> None:
+    """End the process with `status` at once (an exit handler run before jax's)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def _stdout_to_stderr() -> None:
     """Send this process's standard output to its standard error, for good.
 
@@ -176,16 +225,19 @@ def _collectives(config: RunConfig) -> str:
     return str(jax.config.jax_cpu_collectives_implementation)
 
 
-def _coordinator(strategy: Strategy) -> str:
-    """host:port of jax.distributed's coordinator: rank 0 picks a free port on the address
-    the others reach it at and tells them over the torch bookkeeping channel."""
+def _coordinator(strategy: Strategy) -> tuple[str, str | None]:
+    """(address, bind address) of jax.distributed's coordinator: rank 0 picks a free port
+    on the address the others reach it at and tells them over the torch bookkeeping channel.
+    When every process is on this machine the coordinator listens on the loopback address
+    only (the bind address); otherwise on every interface (None: jax's default)."""
     env = strategy.env
+    one_node = env.world_size == env.local_world_size
     address = None
     if env.is_main:
-        host = "127.0.0.1" if env.world_size == env.local_world_size else node_address()
-        host = host or socket.gethostname()
+        host = "127.0.0.1" if one_node else (node_address() or socket.gethostname())
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((host if host != socket.gethostname() else "", 0))
+            probe.bind(("127.0.0.1" if one_node else "", 0))
             port = probe.getsockname()[1]
         address = f"{host}:{port}"
-    return str(strategy.gather_objects(address)[0])
+    address = str(strategy.gather_objects(address)[0])
+    return address, address if one_node else None

@@ -43,6 +43,7 @@ from trainscale.frameworks.jax.inputs import (
     longest_text,
 )
 from trainscale.parallel.strategy import Strategy
+from trainscale.train.faults import FaultInjector
 from trainscale.train.loop import StepInput, StepRules
 
 BATCH_STATS = "batch_stats"
@@ -158,6 +159,7 @@ class JaxStep:
         self.compiles_in_training = 0
         self.compile_in_training_s = 0.0
         self.facts = facts if facts is not None else {}
+        self.faults = FaultInjector(strategy.env.rank)
 
     # -- compilation -------------------------------------------------------------------------
     def compile_for(self, x: np.ndarray, y: np.ndarray) -> float:
@@ -203,7 +205,9 @@ class JaxStep:
         put = self.distribution.put_batch
         self.state, loss = self.compiled[x.shape](self.state, put(x), put(y))
         # float() waits for the step: its time includes the compute.
-        return torch.tensor(float(loss.addressable_data(0)))
+        value = torch.tensor(float(loss.addressable_data(0)))
+        self.faults.after_step(given.index + 1)
+        return value
 
     def eval_model(self) -> JaxModel:
         """The current model on this process's first device (read before the next step)."""

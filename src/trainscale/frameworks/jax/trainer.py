@@ -53,9 +53,12 @@ def train(
     configure_backend(config)  # before any jax operation: threads and devices are fixed then
     distribution = join(config, strategy)
     try:
-        return _train(config, workload, data, strategy, progress or NullProgress(), distribution)
-    finally:
-        distribution.shutdown()
+        outcome = _train(config, workload, data, strategy, progress or NullProgress(), distribution)
+    except BaseException:
+        distribution.abandon()  # the others wait on this process: leave at once
+        raise
+    distribution.shutdown()
+    return outcome
 
 
 def _train(
