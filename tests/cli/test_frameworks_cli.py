@@ -125,3 +125,13 @@ def test_other_frameworks_on_a_gpu_are_refused_before_launch(framework):
     with pytest.raises(ConfigError, match="CPU only"):
         check_framework(opts, "cuda")
     check_framework(opts.with_(device="cpu"), "cpu")  # the CPU is fine
+
+
+def test_every_bench_rung_trains_with_the_chosen_framework():
+    from trainscale.bench.ladder import Rung, plan_ladder
+
+    base = RunOptions.of("mnist-cnn", framework="jax", steps=4)
+    rungs = [r for r in plan_ladder(base, 2, True, 0) if isinstance(r, Rung)]
+    assert {r.options.parallel.framework for r in rungs} == {"jax"}
+    naive = next(r for r in rungs if r.pitfall)
+    assert "jax-default threads" in naive.name and "torch" not in naive.name
