@@ -27,12 +27,9 @@ def main() -> None:
     args = parser.parse_args()
 
     os.sched_setaffinity(0, {args.core})
-    # XLA's CPU thread pool, sized before the backend starts (as trainscale's JAX worker does).
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "")
-        + f" --xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'}"
-        + f" intra_op_parallelism_threads={args.threads}"
-    )
+    # XLA's CPU thread pool is sized from NPROC when the backend starts (as trainscale's JAX
+    # worker sizes it: frameworks/jax/distribute.py).
+    os.environ["NPROC"] = str(args.threads)
     import jax
     import jax.numpy as jnp
     import numpy as np

@@ -48,3 +48,22 @@ def learnable_digits(num_train: int = 256, num_test: int = 100, seed: int = 0) -
         source="tests: bars on noise",
         meta={"num_classes": 10},
     )
+
+
+def fix_tensorflow_threads() -> None:
+    """Start TensorFlow's runtime in this test process with the pools every in-process
+    TensorFlow test trains with (1 intra-op, 1 inter-op thread: `tf_config`'s plan).
+
+    TensorFlow fixes its pools once per process; a test module that uses TensorFlow first
+    would otherwise start it with TensorFlow's defaults, and the trainer (which sets the
+    plan's counts, as every fresh worker process does) would find them fixed.
+    """
+    import tensorflow as tf
+
+    if tf.config.threading.get_intra_op_parallelism_threads() == 1:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # already started with other pools: the tests will say so
+        pass

@@ -23,6 +23,10 @@ from trainscale.workloads import dbn_pretrain as torch_cd  # noqa: E402
 from trainscale.workloads import get_workload  # noqa: E402
 from trainscale.workloads.dbn_pretrain import CdSettings  # noqa: E402
 
+from tests.helpers.tf_tiny import fix_tensorflow_threads  # noqa: E402
+
+fix_tensorflow_threads()
+
 TEXT_META = {"vocab_size": 50, "num_classes": 2}
 DBN_META = {"num_classes": 10, "num_inputs": 784, "layers": [24, 16]}
 

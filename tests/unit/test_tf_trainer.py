@@ -31,7 +31,9 @@ from trainscale.train.batches import WorkerBatches  # noqa: E402
 from trainscale.train.lr import make_optimizer, make_scheduler  # noqa: E402
 from trainscale.workloads import get_workload  # noqa: E402
 
-from tests.helpers.tf_tiny import learnable_digits, tf_config  # noqa: E402
+from tests.helpers.tf_tiny import fix_tensorflow_threads, learnable_digits, tf_config  # noqa: E402
+
+fix_tensorflow_threads()
 
 WORKLOADS = [
     "mnist-cnn",

@@ -77,11 +77,16 @@ class BenchResult:
     """The Markdown file written, or None."""
 
     @property
-    def title(self) -> str:
+    def in_framework(self) -> str:
+        """' in TensorFlow' (the framework every rung trains with); '' for PyTorch."""
         framework = self.options.parallel.framework
-        shown = "" if framework == "pytorch" else f" ({get_framework(framework).label})"
+        return "" if framework == "pytorch" else f" in {get_framework(framework).label}"
+
+    @property
+    def title(self) -> str:
         return (
-            f"trainscale bench {self.bench_id}: {self.workload}{shown} on {self.env['cpu_model']}"
+            f"trainscale bench {self.bench_id}: {self.workload}{self.in_framework} on "
+            f"{self.env['cpu_model']}"
         )
 
     @property

@@ -90,8 +90,7 @@ class Progress(BenchListener):
     def started(self, result: BenchResult, runnable: int) -> None:
         env = result.env
         self.console.print(
-            f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}"
-            f"{'' if args_framework(result) == 'pytorch' else ' in ' + args_framework(result)}, "
+            f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}{result.in_framework}, "
             f"{env['cpu_model']}, {len(env['usable_cores'])} usable cores, {runnable} settings "
             f"x {result.rounds} rounds x {result.steps_per_run} steps, global batch "
             f"{result.global_batch_size}, data {result.options.data.kind}"
@@ -108,11 +107,6 @@ class Progress(BenchListener):
 
     def full_recipe_started(self, fastest: Rung) -> None:
         self.console.rule(f"full recipe on the fastest setting: {fastest.name}")
-
-
-def args_framework(result: BenchResult) -> str:
-    """The framework every rung of the bench trains with."""
-    return result.options.parallel.framework
 
 
 def run(args: argparse.Namespace) -> int:

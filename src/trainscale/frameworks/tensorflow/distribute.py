@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +82,21 @@ def set_threads(intra: int | None, inter: int | None) -> tuple[int | None, int |
     import tensorflow as tf
 
     threading = tf.config.threading
-    if intra is not None:
-        threading.set_intra_op_parallelism_threads(intra)
-    if inter is not None:
-        threading.set_inter_op_parallelism_threads(inter)
+    try:
+        if intra is not None:
+            threading.set_intra_op_parallelism_threads(intra)
+        if inter is not None:
+            threading.set_inter_op_parallelism_threads(inter)
+    except RuntimeError:
+        # TensorFlow already ran in this process (a caller training in-process after other
+        # TensorFlow work; a worker process is always fresh) and its pools are fixed: train
+        # with them, and the worker's facts record the counts it really had.
+        warnings.warn(
+            "TensorFlow was already running in this process: its thread pools are kept as "
+            "they are (recorded in the run's worker facts)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     # 0 is TensorFlow's 'choose for me'.
     return (
         threading.get_intra_op_parallelism_threads() or None,
