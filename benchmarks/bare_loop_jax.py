@@ -34,6 +34,7 @@ def main() -> None:
     import jax.numpy as jnp
     import numpy as np
     import optax
+
     from trainscale.frameworks.jax.models import build_model, init_variables
 
     rng = np.random.default_rng(0)

@@ -59,12 +59,17 @@ class JaxModel:
 
 def cross_entropy(logits: jax.Array, labels: jax.Array, label_smoothing: float) -> jax.Array:
     """Mean cross-entropy in float32, with torch's label smoothing (1 - e on the class,
-    e / K spread over all K classes)."""
+    e / K spread over all K classes).
+
+    Written as (1 - e) CE(label) + e mean_k(-log p_k), which is that loss exactly, without
+    building one-hot targets (a measurable share of a small model's step on the CPU).
+    """
     logits = logits.astype(jnp.float32)
-    targets = jax.nn.one_hot(labels, logits.shape[-1], dtype=jnp.float32)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
     if label_smoothing:
-        targets = optax.smooth_labels(targets, label_smoothing)
-    return optax.softmax_cross_entropy(logits, targets).mean()
+        uniform = -jax.nn.log_softmax(logits).mean(axis=-1)
+        loss = (1.0 - label_smoothing) * loss + label_smoothing * uniform
+    return loss.mean()
 
 
 def make_train_step(
@@ -75,12 +80,21 @@ def make_train_step(
     seed: int,
     batch_norm: bool,
 ):
-    """The jitted (not yet compiled) step: (state, x, y) -> (state, mean loss)."""
+    """The jitted (not yet compiled) step: (state, x, y) -> (state, mean loss).
+
+    One replica (a serial run) jits the replica's step alone: shard_map over a one-device
+    mesh, its means being identities, still cost about 5% of mnist-cnn's CPU step.
+    """
     base_key = jax.random.PRNGKey(seed)
+    parallel = distribution.mesh.size > 1
+
+    def mean(tree: Any) -> Any:
+        return lax.pmean(tree, AXIS) if parallel else tree
 
     def replica_step(state: dict[str, Any], x: jax.Array, y: jax.Array):
         # Each replica its own dropout masks, each step new ones.
-        key = jax.random.fold_in(jax.random.fold_in(base_key, state["step"]), lax.axis_index(AXIS))
+        replica = lax.axis_index(AXIS) if parallel else 0
+        key = jax.random.fold_in(jax.random.fold_in(base_key, state["step"]), replica)
 
         def loss_of(params):
             variables = {"params": params}
@@ -94,7 +108,7 @@ def make_train_step(
             return cross_entropy(logits, y, label_smoothing), updates
 
         (loss, updates), grads = jax.value_and_grad(loss_of, has_aux=True)(state["params"])
-        grads = lax.pmean(grads, AXIS)  # the step's one all-reduce
+        grads = mean(grads)  # the step's one all-reduce
         changes, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
         new = {
             "params": optax.apply_updates(state["params"], changes),
@@ -102,8 +116,11 @@ def make_train_step(
             "step": state["step"] + 1,
         }
         if batch_norm:
-            new[BATCH_STATS] = lax.pmean(updates[BATCH_STATS], AXIS)
-        return new, lax.pmean(loss, AXIS)
+            new[BATCH_STATS] = mean(updates[BATCH_STATS])
+        return new, mean(loss)
+
+    if not parallel:
+        return jax.jit(replica_step, donate_argnums=0)
 
     split, whole = PartitionSpec(AXIS), PartitionSpec()
     sharded = jax.shard_map(
