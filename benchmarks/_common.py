@@ -30,3 +30,21 @@ def spread(values: list[float]) -> str:
 def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2))
+
+
+def bare_step_time(script: str, steps: int) -> float:
+    """The median step time a bare training loop (a script beside this one) prints, run in
+    a fresh process with the allocator settings trainscale gives its workers, so the two
+    sides of an overhead comparison differ by the harness alone (parallel/allocator.py)."""
+    from trainscale.parallel.allocator import worker_allocator_env
+
+    path = Path(__file__).resolve().parent / script
+    env = {**os.environ, **worker_allocator_env(os.environ)}
+    out = subprocess.run(
+        [sys.executable, str(path), "--steps", str(steps)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])["step_time_s_median"]

@@ -24,20 +24,16 @@ machine.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import trainscale_run, write_json  # noqa: E402
+from _common import bare_step_time, trainscale_run, write_json  # noqa: E402
 
 from trainscale.hardware.facts import collect_environment  # noqa: E402
 from trainscale.metrics.paired import paired_ratio  # noqa: E402
-from trainscale.parallel.allocator import worker_allocator_env  # noqa: E402
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax")
 BARE_LOOPS = {"pytorch": "bare_loop.py", "tensorflow": "bare_loop_tf.py", "jax": "bare_loop_jax.py"}
@@ -132,20 +128,6 @@ def time_to_accuracy(args: argparse.Namespace, store: Path) -> dict:
     return {"workers": args.accuracy_workers, "rounds": measured, "final_accuracy": finals}
 
 
-def bare(framework: str, steps: int) -> float:
-    script = Path(__file__).resolve().parent / BARE_LOOPS[framework]
-    # The allocator settings trainscale gives its workers: the sides differ by the harness.
-    env = {**os.environ, **worker_allocator_env(os.environ)}
-    out = subprocess.run(
-        [sys.executable, str(script), "--steps", str(steps)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])["step_time_s_median"]
-
-
 def overhead(args: argparse.Namespace, store: Path) -> dict:
     sides: dict[str, Callable[[], float]] = {}
     for framework in args.frameworks:
@@ -154,7 +136,7 @@ def overhead(args: argparse.Namespace, store: Path) -> dict:
             "--threads-per-worker", "1", "--affinity", "0", "--batch-size", "128",
             "--schedule", "constant", "--steps", str(args.steps), "--quiet",
         ]  # fmt: skip
-        sides[f"{framework} bare"] = lambda f=framework: bare(f, args.steps)
+        sides[f"{framework} bare"] = lambda f=framework: bare_step_time(BARE_LOOPS[f], args.steps)
         sides[f"{framework} trainscale"] = lambda a=run_args: trainscale_run(a, store)[
             "step_time_s_median"
         ]

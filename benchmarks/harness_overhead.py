@@ -17,19 +17,16 @@ made the harness slower. Target: trainscale / bare <= 1.02.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import trainscale_run, write_json  # noqa: E402
+from _common import bare_step_time, trainscale_run, write_json  # noqa: E402
 
 from trainscale.metrics.paired import paired_ratio  # noqa: E402
-from trainscale.parallel.allocator import worker_allocator_env  # noqa: E402
 
 RUN_ARGS = [
     "mnist-cnn",
@@ -50,21 +47,6 @@ RESAMPLES = 10_000
 """Bootstrap resamples of the interval over rounds."""
 
 
-def bare(steps: int) -> float:
-    script = Path(__file__).resolve().parent / "bare_loop.py"
-    # The allocator settings trainscale gives its workers, so the two sides differ by the
-    # harness alone (parallel/allocator.py; their own gain is the trainscale / baseline ratio).
-    env = {**os.environ, **worker_allocator_env(os.environ)}
-    out = subprocess.run(
-        [sys.executable, str(script), "--steps", str(steps)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-    ).stdout
-    return json.loads(out)["step_time_s_median"]
-
-
 def trainscale_side(steps: int, store: Path, src: str | None = None) -> Callable[[], float]:
     env = None
     if src is not None:  # another checkout: its package first on the path
@@ -82,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     sides: dict[str, Callable[[], float]] = {
-        "bare": lambda: bare(args.steps),
+        "bare": lambda: bare_step_time("bare_loop.py", args.steps),
         "trainscale": trainscale_side(args.steps, folder / "trainscale.db"),
     }
     if args.baseline_src:

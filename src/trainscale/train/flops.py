@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from trainscale.data.tensors import TensorData
 from trainscale.workloads.base import Workload
 
 
@@ -40,3 +41,24 @@ def count_flops_per_sample(
         with torch.no_grad():
             for buffer, saved in zip(model.buffers(), buffers, strict=True):
                 buffer.copy_(saved)
+
+
+def flops_batch(
+    workload: Workload, data: TensorData, train_x: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (x, y) FLOPs per sample are counted on: the workload's own choice, else the first
+    two training samples (of `train_x`, the inputs in the model's memory format, if given)."""
+    if workload.flops_batch is not None:
+        return workload.flops_batch(data)
+    inputs = data.train_x if train_x is None else train_x
+    return inputs[:2], data.train_y[:2]
+
+
+def seeded_torch_model(
+    workload: Workload, data: TensorData, seed: int
+) -> tuple[torch.nn.Module, int | None]:
+    """The workload's PyTorch model built from `seed`, and its training FLOPs per sample:
+    what another framework's trainer copies its initial weights from and counts on."""
+    torch.manual_seed(seed)
+    model = workload.build_model(data.meta)
+    return model, count_flops_per_sample(model, *flops_batch(workload, data), workload)

@@ -15,7 +15,7 @@ from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.compile import compile_model
-from trainscale.train.flops import count_flops_per_sample
+from trainscale.train.flops import count_flops_per_sample, flops_batch
 from trainscale.train.lr import make_optimizer, make_scheduler
 from trainscale.train.progress import ProgressSink
 from trainscale.workloads.base import Workload
@@ -88,10 +88,9 @@ def prepare_model(
     timed step; pre-training is on the training clock, the rest off it)."""
     device = strategy.device
     model, train_x = build_model(config, workload, data, device)
-    flops_x, flops_y = (
-        workload.flops_batch(data) if workload.flops_batch else (train_x[:2], data.train_y[:2])
+    flops_per_sample = count_flops_per_sample(
+        model, *flops_batch(workload, data, train_x), workload
     )
-    flops_per_sample = count_flops_per_sample(model, flops_x, flops_y, workload)
     # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
     # starts every replica from rank 0's (identical) pre-trained weights.
     pretraining = run_pretraining(model, workload, data, strategy, config, progress)

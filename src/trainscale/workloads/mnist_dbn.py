@@ -199,12 +199,13 @@ def build_model(meta: Mapping[str, Any]) -> torch.nn.Module:
     )
 
 
-def pretrain(model: Any, data: TensorData, strategy: Any, config: Any, progress: Any) -> dict:
-    """Greedy CD pre-training with the run's options, at the run's global batch size."""
-    from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
+def cd_settings(config: Any) -> Any:
+    """The run's CD pre-training settings (`CdSettings`), from its -o options and seed: the
+    same in every framework's pre-training."""
+    from trainscale.workloads.dbn_pretrain import CdSettings
 
     options = parse_options(config.data.workload_options)
-    settings = CdSettings(
+    return CdSettings(
         epochs=options.pretrain_epochs,
         lr=options.pretrain_lr,
         k=options.cd_k,
@@ -212,6 +213,13 @@ def pretrain(model: Any, data: TensorData, strategy: Any, config: Any, progress:
         weight_decay=options.pretrain_weight_decay,
         seed=config.optimisation.seed,
     )
+
+
+def pretrain(model: Any, data: TensorData, strategy: Any, config: Any, progress: Any) -> dict:
+    """Greedy CD pre-training with the run's options, at the run's global batch size."""
+    from trainscale.workloads.dbn_pretrain import pretrain_stack
+
+    settings = cd_settings(config)
     return pretrain_stack(
         model, data.train_x, strategy, settings, config.optimisation.batch_size, progress
     )

@@ -27,6 +27,7 @@ from trainscale.parallel.strategy import Strategy
 from trainscale.train.progress import ProgressSink
 from trainscale.train.setup import Pretraining
 from trainscale.workloads.base import Workload
+from trainscale.workloads.mnist_dbn import cd_settings
 
 PRETRAINED = ("mnist-dbn",)
 """The workloads whose pre-training phase JAX has."""
@@ -76,7 +77,7 @@ def run_pretraining(
         raise ConfigError(f"workload {workload.name} has no JAX pre-training phase")
     from trainscale.frameworks.jax.dbn_pretrain import pretrain_stack, shuffle_seed
 
-    settings = _cd_settings(config)
+    settings = cd_settings(config)
     num_train = data.train_x.shape[0]
 
     def batches(layer: int, epoch: int) -> np.ndarray:
@@ -99,19 +100,3 @@ def run_pretraining(
     )
     jax.block_until_ready(variables)
     return variables, Pretraining(strategy.max_float(time.perf_counter() - t0), figures)
-
-
-def _cd_settings(config: RunConfig) -> Any:
-    """The CD settings mnist-dbn's PyTorch pre-training uses, from the run's options."""
-    from trainscale.workloads.dbn_pretrain import CdSettings
-    from trainscale.workloads.mnist_dbn import parse_options
-
-    options = parse_options(config.data.workload_options)
-    return CdSettings(
-        epochs=options.pretrain_epochs,
-        lr=options.pretrain_lr,
-        k=options.cd_k,
-        persistent=options.persistent,
-        weight_decay=options.pretrain_weight_decay,
-        seed=config.optimisation.seed,
-    )

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.errors import ConfigError
@@ -33,7 +31,7 @@ from trainscale.frameworks.jax.distribute import (
 )
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
-from trainscale.train.flops import count_flops_per_sample
+from trainscale.train.flops import seeded_torch_model
 from trainscale.train.plan import plan_steps
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.trainer import SetupFigures, TrainOutcome, measure_training
@@ -90,12 +88,7 @@ def _train(
     local_config = config if local_batch == opt.batch_size else config.with_(batch_size=local_batch)
     plan = plan_steps(local_config, data.num_train, distribution.processes)
 
-    torch.manual_seed(opt.seed)
-    torch_model = workload.build_model(data.meta)
-    flops_x, flops_y = (
-        workload.flops_batch(data) if workload.flops_batch else (data.train_x[:2], data.train_y[:2])
-    )
-    flops_per_sample = count_flops_per_sample(torch_model, flops_x, flops_y, workload)
+    torch_model, flops_per_sample = seeded_torch_model(workload, data, opt.seed)
 
     train_x, test_x = to_nhwc(data.train_x), to_nhwc(data.test_x)
     dtype = jnp.bfloat16 if opt.precision == "bf16" else jnp.float32

@@ -54,18 +54,9 @@ def _pretrain_dbn(
     import numpy as np
 
     from trainscale.frameworks.tensorflow.dbn_pretrain import pretrain_stack
-    from trainscale.workloads.dbn_pretrain import CdSettings
-    from trainscale.workloads.mnist_dbn import parse_options
+    from trainscale.workloads.mnist_dbn import cd_settings
 
-    options = parse_options(config.data.workload_options)
-    settings = CdSettings(
-        epochs=options.pretrain_epochs,
-        lr=options.pretrain_lr,
-        k=options.cd_k,
-        persistent=options.persistent,
-        weight_decay=options.pretrain_weight_decay,
-        seed=config.optimisation.seed,
-    )
+    settings = cd_settings(config)
     batch_size = config.optimisation.batch_size
     global_batch = batch_size * strategy.env.world_size
     summed = sum_over_workers(distribution)

@@ -25,7 +25,7 @@ from trainscale.frameworks.tensorflow.pretrain import run_pretraining
 from trainscale.frameworks.tensorflow.step import TfStep
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
-from trainscale.train.flops import count_flops_per_sample
+from trainscale.train.flops import seeded_torch_model
 from trainscale.train.plan import plan_steps
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.trainer import SetupFigures, TrainOutcome, measure_training
@@ -58,12 +58,7 @@ def train(
         feed = config.with_(batch_size=config.optimisation.global_batch_size)
     plan = plan_steps(feed, data.num_train, strategy.env.world_size)
 
-    torch.manual_seed(config.optimisation.seed)
-    torch_model = workload.build_model(data.meta)
-    flops_x, flops_y = (
-        workload.flops_batch(data) if workload.flops_batch else (data.train_x[:2], data.train_y[:2])
-    )
-    flops = count_flops_per_sample(torch_model, flops_x, flops_y, workload)
+    torch_model, flops = seeded_torch_model(workload, data, config.optimisation.seed)
     model = build_keras_model(config, workload, data, torch_model, distribution)
     pretraining = run_pretraining(model, workload, data, strategy, feed, distribution, progress)
 
