@@ -55,8 +55,10 @@ class Workload:
     name: str
     description: str
     models: Mapping[str, ModelBuilder]
-    """The model builders, by framework name: {"pytorch": build}. Another framework's
-    trainer adds its builder here; everything else in the spec serves every framework."""
+    """The model builders, by framework name: {"pytorch": build}. TensorFlow's and JAX's
+    twins of the model live in their framework's package (`trainscale.frameworks.<name>.
+    models`, keyed by workload name, above this layer) and start from the PyTorch model's
+    weights; everything else in the spec serves every framework."""
     locate_real: Callable[[DataRequest], Located]
     """Finds (or, when allowed, downloads) and checks the real dataset; returns where it is
     and how many samples it holds (read from the files it checked, so the parent can plan
