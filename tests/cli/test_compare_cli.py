@@ -27,13 +27,21 @@ def add_run(
     status: str = "completed",
     sweep: tuple[str, int, str, int] | None = None,
     num_steps: int = 60,
+    framework: str | None = None,
 ) -> None:
-    """A stored run whose timed steps scatter around `median_s`; warm-up steps are slow."""
+    """A stored run whose timed steps scatter around `median_s`; warm-up steps are slow.
+    `framework` stores it as a run of that framework (release 1.0); None: a run stored
+    before frameworks (PyTorch)."""
+    config: dict = {"workload": workload}
+    env: dict = {"hostname": "fixture", "cpu_model": "fixture cpu"}
+    if framework is not None:
+        config["framework"] = framework
+        env["framework"] = {"name": framework, "version": "1.0"}
     store.create_run(
         run_id,
         workload,
-        {"workload": workload},
-        {"hostname": "fixture", "cpu_model": "fixture cpu"},
+        config,
+        env,
         data_kind="synthetic",
         world_size=1,
         threads_per_worker=1,
@@ -93,6 +101,7 @@ def fixture_store(tmp_path):
         add_run(store, "bbbb0001", 0.060, seed=3)  # 20% slower
         add_run(store, "cccc0001", 0.050, seed=4, workload="mnist-dbn", global_batch=128)
         add_run(store, "dddd0001", 0.050, seed=5, status="failed")
+        add_run(store, "jjjj0001", 0.100, seed=7, framework="jax")
         add_run(store, "eeee0001", 0.050, seed=6, status="running")
         store.create_run(
             "ffff0001",
@@ -173,6 +182,14 @@ def test_table_output_and_unlike_runs_flagged(fixture_store, capsys):
     assert "throughput B/A" in out and "significant" in out
     assert "different workloads" in out
     assert "different global batch" in out
+
+
+def test_runs_of_two_frameworks_are_compared_and_the_frameworks_named(fixture_store, capsys):
+    (row,) = compare_json(capsys, fixture_store, "aaaa0001", "jjjj0001")["comparisons"]
+    assert row["step_time_ratio"] == pytest.approx(2.0, rel=0.05)
+    assert "different frameworks (pytorch vs jax 1.0)" in row["warnings"]
+    (same,) = compare_json(capsys, fixture_store, "aaaa0001", "bbbb0001")["comparisons"]
+    assert not any("framework" in w for w in same["warnings"])
 
 
 def test_multi_configuration_sweeps_match_by_label(fixture_store, capsys):

@@ -242,6 +242,9 @@ def warnings_for(a: Group, b: Group) -> list[str]:
     notes = []
     if a.workload != b.workload:
         notes.append(f"different workloads ({a.workload} vs {b.workload})")
+    frameworks = [group.runs[0].framework_text for group in (a, b)]
+    if frameworks[0] != frameworks[1]:  # what is compared, said, not a warning against it
+        notes.append(f"different frameworks ({frameworks[0]} vs {frameworks[1]})")
     if a.global_batch_size != b.global_batch_size:
         notes.append(
             f"different global batch ({a.global_batch_size} vs {b.global_batch_size}): "
