@@ -135,3 +135,11 @@ def test_every_bench_rung_trains_with_the_chosen_framework():
     assert {r.options.parallel.framework for r in rungs} == {"jax"}
     naive = next(r for r in rungs if r.pitfall)
     assert "jax-default threads" in naive.name and "torch" not in naive.name
+
+
+def test_workloads_lists_the_frameworks_and_how_to_install_a_missing_one(capsys, monkeypatch):
+    _pretend_missing(monkeypatch, "jax")
+    assert run_cli(["workloads"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich may wrap the line
+    assert "pytorch," in out
+    assert "jax (not installed: pip install 'trainscale[jax]')" in out

@@ -54,4 +54,20 @@ def run(args: argparse.Namespace) -> int:
     for w in specs:
         for key, text in w.options.items():
             console.print(f"  {w.name}  -o {key}=...  {text}")
+    console.print(f"Every workload trains in each framework (--framework): {_frameworks_text()}")
     return 0
+
+
+def _frameworks_text() -> str:
+    """'pytorch, tensorflow (installed), jax (not installed: pip install 'trainscale[jax]')'."""
+    from trainscale.frameworks import FRAMEWORKS, missing_modules
+
+    parts = []
+    for name, framework in FRAMEWORKS.items():
+        if framework.extra is None:
+            parts.append(name)
+        elif missing_modules(name):
+            parts.append(f"{name} (not installed: pip install 'trainscale[{framework.extra}]')")
+        else:
+            parts.append(f"{name} (installed)")
+    return ", ".join(parts)
