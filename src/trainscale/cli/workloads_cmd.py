@@ -54,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
     for w in specs:
         for key, text in w.options.items():
             console.print(f"  {w.name}  -o {key}=...  {text}")
-    console.print(f"Every workload trains in each framework (--framework): {_frameworks_text()}")
+    console.print(
+        f"Every workload trains in each framework (--framework): {_frameworks_text()}",
+        markup=False,  # the extras are in brackets, which rich would read as styles
+    )
     return 0
 
 
