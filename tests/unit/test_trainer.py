@@ -213,3 +213,21 @@ def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monk
     assert counted.epochs[0]["train_loss"] == skipped.epochs[0]["train_loss"]
     for name, value in skipped_state.items():
         assert torch.equal(counted_state[name], value), name
+
+
+def test_the_loop_is_freed_when_training_returns_not_left_to_the_collector():
+    # A loop kept alive by a reference cycle holds the (DDP-wrapped) model past the
+    # strategy's teardown, until a collection at exit, where gloo's threads then abort a
+    # worker now and then ("terminate called without an active exception").
+    import gc
+
+    from trainscale.train import loop
+
+    gc.collect()
+    gc.disable()
+    try:
+        _train()
+        alive = [o for o in gc.get_objects() if isinstance(o, loop._Loop)]
+    finally:
+        gc.enable()
+    assert alive == []

@@ -88,9 +88,10 @@ def worker_main(
             run_id = strategy.gather_objects(run_id)[0]
             _report(report_dir, env, run_id)
         workload = get_workload(config.workload)
+        # Imported once the process is pinned: a framework's runtime starts its threads then.
+        train = framework_trainer(config.parallel.framework)
         data = load_data(config)
         meter = start_node_meter(config.parallel.device, env.local_rank, env.local_world_size)
-        train = framework_trainer(config.parallel.framework)
         outcome = train(
             config, workload, data, strategy, make_progress(env.is_main, quiet, progress_file)
         )

@@ -128,8 +128,7 @@ def run_loop(
     if stepper.rules.draws_batches and batches is None:
         raise ValueError("this step function takes its batches from the loop: give `batches`")
     loop = _Loop(stepper, plan, config, data, strategy, progress, batches, clock_start_s)
-    if evaluator is not None:
-        loop.evaluator = evaluator
+    loop.evaluator = evaluator
     return loop.run(label)
 
 
@@ -168,7 +167,10 @@ class _Loop:
         self.curve: list[CurvePoint] = []
         self.epochs: list[EpochRecord] = []
         self.final: Evaluation | None = None
-        self.evaluator: Evaluator = self._evaluate_torch
+        # Not a bound method of this loop by default: that would be a reference cycle,
+        # keeping the loop (and the DDP model it holds) alive past the strategy's teardown
+        # until a garbage collection at exit, where gloo's threads then abort the process.
+        self.evaluator: Evaluator | None = None
 
     def run(self, label: str) -> LoopOutcome:
         self.progress.start(self.plan.total_steps, label)
@@ -247,7 +249,8 @@ class _Loop:
     def _evaluate(self) -> None:
         self._settle()
         t0 = time.perf_counter()
-        self.final = Evaluation(*self.evaluator(self.stepper.eval_model()))
+        score = self.evaluator or self._evaluate_torch
+        self.final = Evaluation(*score(self.stepper.eval_model()))
         # Ranks run in lock-step; the slowest one's clock is the run's clock at this point.
         clock_s = self.strategy.max_float(self.train_clock_s)
         self.curve.append(CurvePoint(clock_s, self.step, self.final.accuracy))
