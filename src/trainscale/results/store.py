@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
@@ -806,7 +807,7 @@ def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys = ON")
         # WAL lets readers work while a writer commits; on filesystems without shared
         # memory SQLite keeps its rollback journal, which is still correct, only slower.
-        conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn)
         ensure_schema(conn)
     except StoreError as error:
         conn.close()
@@ -815,6 +816,21 @@ def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
         conn.close()
         raise StoreError(f"cannot open results store {path}: {error}") from None
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, waiting out a process that is switching the same new store at the same
+    moment: SQLite answers that pragma 'database is locked' at once, without its busy
+    handler, so the wait is here (up to the busy timeout)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _utc_now() -> str:
