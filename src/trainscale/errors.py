@@ -19,3 +19,8 @@ class DataError(TrainscaleError):
 
 class StoreError(TrainscaleError):
     """The results store cannot be opened, written, or has no such run."""
+
+
+class WorkloadError(TrainscaleError):
+    """A custom workload that cannot be used: its file or module is missing or broken, or
+    what it names is not a workload spec. The message names the file and the problem."""

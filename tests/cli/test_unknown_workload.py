@@ -34,6 +34,7 @@ def test_unknown_workload_is_the_usual_line(
     assert code == 2
     valid = ", ".join(sorted(workload_names()))
     assert one_error_line(capsys) == (
-        f"trainscale: error: unknown workload 'nosuch'; valid workloads: {valid}"
+        f"trainscale: error: unknown workload 'nosuch'; valid workloads: {valid}; or your "
+        "own: FILE.py:ATTR or MODULE:ATTR"
     )
     assert not (tmp_path / "none.db").exists()

@@ -250,6 +250,7 @@ def run_bench(
 
     listener = listener or BenchListener()
     spec = get_workload(workload)
+    workload = spec.name  # a custom workload's reference, from here on its name
     require(framework)  # every rung needs it: one line now, not a table of failed rungs
     steps = bench_steps(steps, quick)
     rounds = bench_rounds(rounds, quick, steps)

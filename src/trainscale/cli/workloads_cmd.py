@@ -11,8 +11,20 @@ from trainscale.cli.common import add_json_argument
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "workloads",
-        help="list the registered workloads",
-        description="List the reference workloads, their targets and default recipes.",
+        help="list the registered workloads, or describe custom ones",
+        description="List the reference workloads (and those installed packages register), "
+        "their targets and default recipes; or describe the workloads given, which may be "
+        "your own (FILE.py:ATTR or MODULE:ATTR, see docs/custom-workloads.md): loading one "
+        "here checks it as a run would.",
+        epilog="examples:\n  trainscale workloads\n"
+        "  trainscale workloads examples/custom_workload/my_workload.py:make_workload",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help="workloads to describe (default: every registered one)",
     )
     add_json_argument(parser, help="print as JSON")
     parser.set_defaults(handler=run)
@@ -21,9 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from trainscale.workloads import get_workload, workload_names
+    from trainscale.workloads import get_workload, is_builtin, workload_names, workload_source
 
-    specs = [get_workload(name) for name in workload_names()]
+    specs = [get_workload(name) for name in args.workloads or workload_names()]
     if args.json:
         rows = [
             {
@@ -32,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
                 "target_accuracy": w.target_accuracy,
                 "recipe": asdict(w.recipe),
                 "options": dict(w.options),
+                "source": workload_source(w.name),
+                "frameworks": _frameworks_of(w.name, w.frameworks),
             }
             for w in specs
         ]
@@ -54,11 +68,23 @@ def run(args: argparse.Namespace) -> int:
     for w in specs:
         for key, text in w.options.items():
             console.print(f"  {w.name}  -o {key}=...  {text}")
+    for w in specs:
+        if not is_builtin(w.name):
+            source = workload_source(w.name) or "an installed package"
+            console.print(f"  {w.name}: from {source}; trains with PyTorch only", markup=False)
     console.print(
-        f"Every workload trains in each framework (--framework): {_frameworks_text()}",
+        f"The built-in workloads train in each framework (--framework): {_frameworks_text()}",
         markup=False,  # the extras are in brackets, which rich would read as styles
     )
     return 0
+
+
+def _frameworks_of(name: str, builders: list[str]) -> list[str]:
+    """The frameworks a workload trains in: the built-in ones have TensorFlow and JAX twins."""
+    from trainscale.frameworks import FRAMEWORKS
+    from trainscale.workloads import is_builtin
+
+    return sorted(FRAMEWORKS) if is_builtin(name) else builders
 
 
 def _frameworks_text() -> str:

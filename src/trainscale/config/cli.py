@@ -217,15 +217,18 @@ def _word(flag: str, text: str) -> list[str]:
     return [f"{flag}={text}"] if text.startswith("-") else [flag, text]
 
 
-def run_command(options: RunOptions, explicit: Iterable[str] = ()) -> str:
+def run_command(
+    options: RunOptions, explicit: Iterable[str] = (), workload: str | None = None
+) -> str:
     """The `trainscale run ...` command line for `options`, shell-quoted with shlex.
 
     Only options that differ from their defaults are written, except the flat names in
     `explicit`, which are always written (a recommendation spells out every axis it chose,
-    even where the choice is the default).
+    even where the choice is the default). `workload` names the workload on the command line
+    when its name alone would not (a custom workload's reference).
     """
     always = set(explicit)
-    words = ["trainscale", "run", options.workload]
+    words = ["trainscale", "run", workload or options.workload]
     for key, value in options.flat().items():
         leaf = RunOptions.flat_fields()[key]
         if key == "workload" or (value == leaf.default() and key not in always):

@@ -535,6 +535,10 @@ class RunConfig(_Grouped):
     nodes: NodeOptions
     """The job's nodes; the rendezvous fields are None on one node."""
     tag: str | None = option(None, setting=False)
+    workload_source: str | None = option(None, setting=False)
+    """Where a custom workload comes from (its canonical reference, which the workers load);
+    None for built-in and entry-point workloads. Not a setting: the name identifies the
+    workload, wherever its file lies."""
 
     @property
     def world_size(self) -> int:

@@ -217,10 +217,11 @@ def recommend(
     from trainscale.recommend.space import machine_space
     from trainscale.results.store import RunStore, default_store_path
     from trainscale.run.launch import execute_run
-    from trainscale.workloads import get_workload
+    from trainscale.workloads import command_word, get_workload
 
     listener = listener or RecommendListener()
     spec = get_workload(workload)
+    workload = spec.name  # a custom workload's reference, from here on its name
     require(framework)
     settings = search_settings(
         quick=quick,
@@ -260,7 +261,9 @@ def recommend(
     )
     best = recommendation.best.options(RunOptions.of(workload=spec.name, framework=framework))
     command = run_command(
-        best.with_(data_dir=data_dir, download=download), explicit=EXPLICIT_FIELDS
+        best.with_(data_dir=data_dir, download=download),
+        explicit=EXPLICIT_FIELDS,
+        workload=command_word(spec.name),
     )
     return RecommendResult(plan, recommendation, command)
 

@@ -75,9 +75,16 @@ def estimate_footprint(
     )
     data_bytes = _row_bytes(sample.train_x, sample.train_y) * size.num_train
     data_bytes += _row_bytes(sample.test_x, sample.test_y) * size.num_test
-    with torch.device("meta"):
-        model = workload.build_model(sample.meta)
-    return Footprint(data_bytes, sum(p.numel() for p in model.parameters()))
+    try:
+        with torch.device("meta"):
+            model = workload.build_model(sample.meta)
+        num_parameters = sum(p.numel() for p in model.parameters())
+    except Exception:
+        # A user's model that cannot be built on the meta device (it reads a weight's value
+        # while it is built, or is broken): the floor leaves its state out, and a broken one
+        # fails in the worker, where its run is stored as failed with the reason.
+        num_parameters = 0
+    return Footprint(data_bytes, num_parameters)
 
 
 def _row_bytes(x: Any, y: Any) -> int:

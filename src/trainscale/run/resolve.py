@@ -32,7 +32,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
     """Fill every default from the workload's recipe and the CPU planner."""
     from trainscale.hardware.facts import read_numa_nodes
     from trainscale.parallel.affinity import parse_affinity, plan_cpu
-    from trainscale.workloads import get_workload
+    from trainscale.workloads import get_workload, workload_source
 
     check_rendezvous(opts.nodes)
     workload = get_workload(opts.workload)
@@ -40,6 +40,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
     par, opt = opts.parallel, opts.optimisation
     device = resolve_device(par.device, par.workers)
     check_framework(opts, device)
+    _check_framework_model(workload, par.framework)
     if opt.precision == "fp16" and device != "cuda":
         raise ConfigError(
             "--precision fp16 needs --device cuda (CPUs have no fast fp16 matrix units; "
@@ -90,6 +91,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         measurement=measurement,
         nodes=_resolve_nodes(opts.nodes),
         tag=opts.tag,
+        workload_source=workload_source(workload.name),
     )
 
 
@@ -126,6 +128,18 @@ def check_framework(opts: RunOptions, device: str) -> None:
         raise ConfigError(
             f"--device cuda with --framework {name}: this version trains {label} on the CPU "
             "only (docs/frameworks.md); on GPUs use --framework pytorch"
+        )
+
+
+def _check_framework_model(workload: Workload, framework: str) -> None:
+    """Only the built-in workloads have TensorFlow and JAX twins of their PyTorch model."""
+    from trainscale.frameworks import PYTORCH
+    from trainscale.workloads import is_builtin
+
+    if framework != PYTORCH and not is_builtin(workload.name):
+        raise ConfigError(
+            f"workload {workload.name!r} has a PyTorch model only: --framework {framework} "
+            "trains the built-in workloads (docs/custom-workloads.md)"
         )
 
 

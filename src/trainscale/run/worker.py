@@ -87,7 +87,9 @@ def worker_main(
         if create_row and env.distributed:
             run_id = strategy.gather_objects(run_id)[0]
             _report(report_dir, env, run_id)
-        workload = get_workload(config.workload)
+        # A custom workload is loaded from its file or module (once per process); from
+        # then on it also answers to its name.
+        workload = get_workload(config.workload_source or config.workload)
         # Imported once the process is pinned: a framework's runtime starts its threads then.
         train = framework_trainer(config.parallel.framework)
         data = load_data(config)
@@ -105,18 +107,38 @@ def worker_main(
         return store_outcome(store, run_id, config, outcome, data.source, energy_j)
     except BaseException as error:
         stopped = received_signal()
+        explained = _explain(error, config)
         if store is not None and create_row:
-            _record_own_failure(store, run_id, error, stopped)
+            _record_own_failure(store, run_id, explained, stopped)
         if stopped is not None:  # leave with 128 + N, whatever the signal interrupted
             raise WorkerStopped(stopped) from None
         if not isinstance(error, Exception):
             raise
         traceback.print_exc()
+        if explained is not error:  # the launcher's error file then holds the explanation
+            raise explained from error
         raise
     finally:
         strategy.teardown()
         if store is not None:
             store.close()
+
+
+def _explain(error: BaseException, config: RunConfig) -> BaseException:
+    """An error of a custom workload's code as one line naming its file and line (what the
+    run is stored as failed with); any other error as it is."""
+    if config.workload_source is None or not isinstance(error, Exception):
+        return error
+    from trainscale.errors import WorkloadError
+    from trainscale.workloads.custom import parse_reference, user_code_error
+
+    if isinstance(error, WorkloadError):
+        return error
+    try:
+        reference = parse_reference(config.workload_source)
+    except WorkloadError:  # the file went away meanwhile: the error as it is
+        return error
+    return user_code_error(error, reference, f"workload {reference.shown}:")
 
 
 def _record_own_failure(

@@ -122,9 +122,9 @@ def simulate_scaling(
         parse_workers,
         resolve_cluster,
     )
-    from trainscale.workloads import get_workload
+    from trainscale.workloads import workload_name
 
-    get_workload(workload)
+    workload = workload_name(workload)  # a custom workload's reference: its name
     check_simulation_inputs(
         samples=samples,
         threads_per_worker=threads_per_worker,
@@ -211,9 +211,9 @@ def validate_simulator(
 
     check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma)
     if workload:
-        from trainscale.workloads import get_workload
+        from trainscale.workloads import workload_name
 
-        get_workload(workload)
+        workload = workload_name(workload)
     store_path = Path(store or default_store_path())
     opened = open_store(store_path, required=True)
     assert opened is not None
@@ -332,10 +332,10 @@ def time_to_accuracy(
     from trainscale.results.store import default_store_path
     from trainscale.simulate.setup import calibrate, open_store, resolve_cluster
     from trainscale.simulate.time_to_accuracy import emulated_setting, predict_time_to_accuracy
-    from trainscale.workloads import get_workload
+    from trainscale.workloads import workload_name
 
     # An unknown name is the first thing to say, before any store or emulation is looked at.
-    get_workload(workload)
+    workload = workload_name(workload)
     check_simulation_inputs(
         samples=samples, threads_per_worker=threads_per_worker, straggler_sigma=straggler_sigma
     )

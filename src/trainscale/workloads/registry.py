@@ -38,5 +38,8 @@ def get(name: str) -> Workload:
         factory = _REGISTRY[name]
     except KeyError:
         valid = ", ".join(sorted(_REGISTRY))
-        raise ConfigError(f"unknown workload {name!r}; valid workloads: {valid}") from None
+        raise ConfigError(
+            f"unknown workload {name!r}; valid workloads: {valid}; or your own: "
+            "FILE.py:ATTR or MODULE:ATTR"
+        ) from None
     return factory()
