@@ -1,3 +1,52 @@
-"""trainscale: how much faster training gets with parallel hardware, and at what accuracy cost."""
+"""trainscale: how much faster training gets with parallel hardware, and at what accuracy cost.
+
+The Python API (docs/python-api.md) is loaded on first use, so `import trainscale` and
+`trainscale --help` stay cheap (PEP 562):
+
+    import trainscale
+    result = trainscale.run("mnist-cnn", workers=2, data="synthetic", steps=20)
+
+`run`, `bench`, `sweep` and `report` are also subpackages; called, each is the API
+function of its name (trainscale/entry.py).
+"""
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BenchResults",
+    "Comparison",
+    "ReportFiles",
+    "RunFailed",
+    "StoredRun",
+    "StoredRuns",
+    "SweepResults",
+    "__version__",
+    "bench",
+    "compare",
+    "report",
+    "run",
+    "runs",
+    "sweep",
+]
+
+_CALLABLE_PACKAGES = ("run", "bench", "sweep", "report")
+"""Subpackages that are also API functions: the package is returned, and it is callable."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CALLABLE_PACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in __all__:
+        # By name, not `from trainscale.api import`: the API sits above every layer, and
+        # modules of low layers import this package (for __version__).
+        value = getattr(importlib.import_module(f"{__name__}.api"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

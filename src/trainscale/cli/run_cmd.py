@@ -10,7 +10,6 @@ from typing import Any
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.lines import one_line
 from trainscale.config.cli import add_option_arguments, add_tag_argument, options_from_args
-from trainscale.config.options import RunConfig
 from trainscale.metrics.run_flags import stall_text
 
 EPILOG = """\
@@ -91,33 +90,20 @@ def format_result(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def batch_split(config: RunConfig) -> str:
-    """How the global batch is split: 'global batch 128 = 2 workers x 64 per worker'."""
-    opt, workers, nnodes = config.optimisation, config.parallel.workers, config.nodes.nnodes
-    nodes = f"{nnodes} nodes x " if nnodes > 1 else ""
-    plural = "s" if workers != 1 else ""
-    return (
-        f"global batch {opt.global_batch_size} = {nodes}{workers} worker{plural} x "
-        f"{opt.batch_size} per worker"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from trainscale.parallel.distenv import launched_externally
     from trainscale.parallel.rendezvous import RendezvousFailed
-    from trainscale.run.launch import RemoteResult, RunFailed, execute_run
-    from trainscale.run.resolve import prepare
+    from trainscale.run.launch import RemoteResult, RunFailed, start_run
 
-    opts = options_from_args(args)
-    config = None
-    if not launched_externally():  # under torchrun every rank would say it: the launcher's
-        # Resolved here (mistakes cost one line, nothing started) so the split of the batch
-        # is said before the run starts; execute_run does not resolve it again.
-        config = prepare(opts)
-        if not args.quiet:
-            print(f"trainscale: {batch_split(config)}", file=sys.stderr, flush=True)
+    def announce(text: str) -> None:
+        print(f"trainscale: {text}", file=sys.stderr, flush=True)
+
     try:
-        result = execute_run(opts, args.store, quiet=args.quiet or args.json, config=config)
+        result = start_run(
+            options_from_args(args),
+            args.store,
+            quiet=args.quiet or args.json,
+            announce=None if args.quiet else announce,
+        )
     except RunFailed as failure:
         print(f"trainscale: {failure}", file=sys.stderr)
         return 1

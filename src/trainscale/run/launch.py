@@ -14,6 +14,7 @@ that cannot be recorded (the disk is full) is said so in the error; the row, lef
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,31 @@ from trainscale.parallel.interrupts import (
 )
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.run.record import SweepSlot, create_run_row, new_run_id
-from trainscale.run.resolve import prepare
+from trainscale.run.resolve import batch_split, prepare
 
 log = logging.getLogger(__name__)
+
+
+def start_run(
+    opts: RunOptions,
+    store_path: Path | str | None = None,
+    *,
+    quiet: bool = False,
+    announce: Callable[[str], None] | None = None,
+) -> dict[str, Any] | RemoteResult | None:
+    """One run as `trainscale run` and the Python API make it: resolve and check `opts`
+    (a mistake costs one line, nothing started), hand how the global batch is split to
+    `announce` before any worker starts, then `execute_run` (which does not resolve again).
+
+    Under an external launcher every rank would announce it, so there the options are
+    resolved by `execute_run` and nothing is announced. Returns and raises as `execute_run`.
+    """
+    config = None
+    if not launched_externally():
+        config = prepare(opts)
+        if announce is not None:
+            announce(batch_split(config))
+    return execute_run(opts, Path(store_path) if store_path else None, quiet, config=config)
 
 
 def execute_run(

@@ -299,6 +299,17 @@ def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = N
     return config
 
 
+def batch_split(config: RunConfig) -> str:
+    """How the global batch is split: 'global batch 128 = 2 workers x 64 per worker'."""
+    opt, workers, nnodes = config.optimisation, config.parallel.workers, config.nodes.nnodes
+    nodes = f"{nnodes} nodes x " if nnodes > 1 else ""
+    plural = "s" if workers != 1 else ""
+    return (
+        f"global batch {opt.global_batch_size} = {nodes}{workers} worker{plural} x "
+        f"{opt.batch_size} per worker"
+    )
+
+
 def locate_data(
     config: RunConfig, located: dict[tuple[Any, ...], Located] | None = None
 ) -> tuple[RunConfig, DataSize]:

@@ -1,0 +1,36 @@
+"""trainscale from Python: the CLI's commands as functions returning typed results.
+
+    import trainscale
+    result = trainscale.run("mnist-cnn", workers=2, data="synthetic", steps=20)
+    result.samples_per_s, result.to_dataframe()
+
+See docs/python-api.md. Importing this module imports what the commands need, torch
+included (seconds); `import trainscale` alone stays cheap and loads this on first use.
+"""
+
+from trainscale.api.calls import bench, compare, report, run, runs, sweep
+from trainscale.api.results import (
+    BenchResults,
+    Comparison,
+    ReportFiles,
+    StoredRun,
+    StoredRuns,
+    SweepResults,
+)
+from trainscale.run.launch import RunFailed
+
+__all__ = [
+    "BenchResults",
+    "Comparison",
+    "ReportFiles",
+    "RunFailed",
+    "StoredRun",
+    "StoredRuns",
+    "SweepResults",
+    "bench",
+    "compare",
+    "report",
+    "run",
+    "runs",
+    "sweep",
+]

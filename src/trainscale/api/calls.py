@@ -1,0 +1,293 @@
+"""The API's functions: what `trainscale run`, `bench`, `sweep`, `compare`, `runs list` and
+`report` do, called from Python, through the same functions the CLI handlers call.
+
+Keyword arguments are the CLI's flags without dashes (`global_batch_size=128`); an unknown
+one is a ConfigError naming it. A user mistake raises the TrainscaleError subclass the CLI
+prints as its one line; a run that started and failed raises `RunFailed` (its `run_id` and
+`reason`), and is stored as failed exactly as from the CLI. Quiet by default: `progress=True`
+prints short lines on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from trainscale.api.keywords import check_keywords, parameters, run_options
+from trainscale.api.progress import BenchLines, SweepLines, say
+from trainscale.api.results import (
+    BenchResults,
+    Comparison,
+    ReportFiles,
+    StoredRun,
+    StoredRuns,
+    SweepResults,
+)
+from trainscale.bench.run import BenchResult, run_bench
+from trainscale.bench.table import baseline_of
+from trainscale.errors import ConfigError
+from trainscale.report import ReportError
+from trainscale.report.build import build_report, load_report_data
+from trainscale.report.compare_runs import compare as compare_runs
+from trainscale.report.csv_table import csv_rows
+from trainscale.report.listing import list_runs
+from trainscale.results.schema import RUN_STATUSES
+from trainscale.results.store import RunStore, default_store_path
+from trainscale.run.launch import RemoteResult, start_run
+from trainscale.sweep.run import SweepResult, load_sweep, run_sweep
+
+StorePath = str | os.PathLike[str] | None
+"""A results database; None: the CLI's default ($TRAINSCALE_STORE, else ./trainscale-runs.db)."""
+
+
+def run(
+    workload: str, *, store: StorePath = None, progress: bool = False, **options: Any
+) -> StoredRun | None:
+    """Train `workload` once, as `trainscale run WORKLOAD --flags` does, and return the run
+    as stored.
+
+    `workload` is a workload name or reference, as on the CLI. `options` are the run options
+    by their flat names, the flags without dashes: `workers=2`, `epochs=1`,
+    `data="synthetic"`, `global_batch_size=128`, `steps=20`, `evaluate=False` (--no-eval),
+    `workload_options={"file": "tweets.csv"}` (-o). Raises ConfigError (or another
+    TrainscaleError) for a mistake, before anything starts or is stored, and `RunFailed`
+    (with `run_id` and `reason`) when the run started and failed: it is stored as failed.
+    Under an external launcher (torchrun) only global rank 0 gets the run; other ranks,
+    and nodes of a multi-node run where rank 0 ran elsewhere, get None.
+    """
+    opts = run_options("run", workload, options)
+    result = start_run(opts, _path(store), quiet=not progress, announce=say if progress else None)
+    if result is None or isinstance(result, RemoteResult):
+        return None
+    return _stored_run(store, result["run_id"])
+
+
+def bench(
+    workload: str = "mnist-cnn",
+    *,
+    store: StorePath = None,
+    progress: bool = False,
+    **options: Any,
+) -> BenchResults:
+    """Measure the ladder of settings for `workload` on this machine, as `trainscale bench`
+    does: every run stored, the Markdown table written to `out` (default
+    trainscale-bench.md; None: not written).
+
+    Options (as the CLI's flags): `quick`, `steps`, `rounds`, `data` ('auto', 'real',
+    'synthetic'), `data_dir`, `download`, `framework`, `out`. A setting whose runs fail is
+    in the table with its reason and the bench goes on; `all_failed` says whether nothing
+    completed (the CLI's exit status 1).
+    """
+    valid = parameters(run_bench, leave_out=("workload", "store", "listener"))
+    check_keywords("bench", options, [*valid, "store", "progress"])
+    listener = BenchLines() if progress else None
+    result = run_bench(workload, store=_path(store), listener=listener, **options)
+    return _bench_results(result, _path(store))
+
+
+def sweep(
+    spec_or_recipe: str | os.PathLike[str],
+    *,
+    store: StorePath = None,
+    progress: bool = False,
+    **options: Any,
+) -> SweepResults:
+    """Run a sweep, as `trainscale sweep FILE` or `trainscale sweep --recipe NAME` does.
+
+    `spec_or_recipe` is a sweep file (a path, or a name ending in .toml) or a built-in
+    recipe's name (`trainscale recipes`). Options (as the CLI's flags): `quick` (recipes),
+    `resume`, `dry_run`, `data`, `data_dir`, `workload_options` (a dict, -o), `report` (a
+    directory). A failed run is stored as failed and the sweep goes on; Ctrl-C stops it
+    (the run in progress recorded) and `resume=True` continues it.
+    """
+    load_keys = parameters(load_sweep, leave_out=("file", "recipe"))
+    run_keys = parameters(run_sweep, leave_out=("spec", "source", "store", "listener"))
+    check_keywords("sweep", options, [*load_keys, *run_keys, "store", "progress"])
+    file, recipe = _sweep_source(spec_or_recipe)
+    spec, source = load_sweep(
+        file, recipe=recipe, **{k: v for k, v in options.items() if k in load_keys}
+    )
+    result = run_sweep(
+        spec,
+        source,
+        store=_path(store),
+        listener=SweepLines() if progress else None,
+        **{k: v for k, v in options.items() if k in run_keys},
+    )
+    return _sweep_results(result)
+
+
+def compare(a: Any, b: Any, *, store: StorePath = None, **options: Any) -> Comparison:
+    """B against A, as `trainscale compare A B` does: ratios of step time and throughput
+    with bootstrap intervals, and whether the difference is significant.
+
+    Each side is a run or sweep id (or unique prefix), `SWEEP:LABEL`, or a result of this
+    API (a `StoredRun`, `SweepResults`). Options: `config`, `confidence`, `resamples`,
+    `seed`.
+    """
+    check_keywords("compare", options, [*parameters(compare_runs, leave_out="ab"), "store"])
+    found = compare_runs(_ident(a), _ident(b), store=_path(store), **options)
+    return Comparison(
+        a=found.a.name,
+        b=found.b.name,
+        confidence=found.confidence,
+        rows=tuple(found.rows),
+        unmatched=tuple(found.unmatched),
+        data=found.to_dict(),
+    )
+
+
+def runs(
+    *,
+    workload: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    limit: int | None = None,
+    store: StorePath = None,
+    **unknown: Any,
+) -> StoredRuns:
+    """The stored runs matching every filter given, newest first, at most `limit`, as
+    `trainscale runs list` shows them. The store must exist."""
+    check_keywords("runs", unknown, ("workload", "status", "tag", "limit", "store"))
+    if status is not None and status not in RUN_STATUSES:
+        raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
+    found = list_runs(_path(store), workload=workload, status=status, tag=tag, limit=limit)
+    return StoredRuns(tuple(StoredRun.from_record(record) for record in found.records))
+
+
+def report(
+    *,
+    out: str | os.PathLike[str],
+    sweep: Any = None,
+    runs: Iterable[Any] | None = None,
+    baseline: str | None = None,
+    prices: str | os.PathLike[str] | None = None,
+    store: StorePath = None,
+    **unknown: Any,
+) -> ReportFiles:
+    """Write the report of a sweep or of chosen runs into `out`, as `trainscale report`
+    does (report.html, report.md, report.csv, one PNG per plot), and return the paths.
+
+    `sweep` is a sweep id (or prefix) or a `SweepResults`; `runs` run ids or `StoredRun`s
+    (a `StoredRuns`, a bench's `.runs`). In a notebook, show a plot with
+    `IPython.display.Image(filename=report.plots[0])`.
+    """
+    valid = ("out", "sweep", "runs", "baseline", "prices", "store")
+    check_keywords("report", unknown, valid)
+    written = build_report(
+        _path(store) or default_store_path(),
+        sweep_id=None if sweep is None else _ident(sweep),
+        run_ids=None if runs is None else [_ident(item) for item in runs],
+        out_dir=out,
+        baseline=baseline,
+        prices=prices,
+    )
+    return ReportFiles(
+        out=Path(out),
+        html=written.html,
+        markdown=written.markdown,
+        csv=written.csv,
+        plots=tuple(written.plots),
+        not_drawn=tuple(f"{s.kind} ({s.workload}): {s.reason}" for s in written.skipped),
+        configurations=tuple(csv_rows(written.data)),
+    )
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _path(store: StorePath) -> Path | None:
+    return Path(store) if store is not None else None
+
+
+def _ident(side: Any) -> str:
+    """The id the CLI takes for a side: a string as given, or the id of an API result."""
+    for attribute in ("run_id", "sweep_id"):
+        value = getattr(side, attribute, None)
+        if isinstance(value, str) and not isinstance(side, str):
+            return value
+    return str(side)
+
+
+def _sweep_source(given: str | os.PathLike[str]) -> tuple[Path | None, str | None]:
+    """(file, None) for a sweep file, (None, recipe) for a recipe's name."""
+    text = os.fspath(given)
+    if not isinstance(given, str) or text.endswith(".toml") or Path(text).is_file():
+        return Path(text), None
+    return None, text
+
+
+def _stored_run(store: StorePath, run_id: str) -> StoredRun:
+    with RunStore(_path(store) or default_store_path(), create=False) as opened:
+        return StoredRun.from_record(opened.get_run(run_id))
+
+
+def _stored_runs(store: Path, **filters: Any) -> StoredRuns:
+    """Runs by store filter, in the order they were made."""
+    with RunStore(store, create=False) as opened:
+        records = opened.list_runs(**filters)
+    return StoredRuns(tuple(StoredRun.from_record(r) for r in reversed(records)))
+
+
+def _configurations(store: Path, **source: Any) -> tuple[dict[str, Any], ...]:
+    """report.csv's rows for a sweep or runs; () when none of them completed."""
+    try:
+        return tuple(csv_rows(load_report_data(store, **source)))
+    except ReportError:
+        return ()
+
+
+def _bench_results(result: BenchResult, store: Path | None) -> BenchResults:
+    store_path = store or default_store_path()
+    stored = _stored_runs(store_path, tag=f"bench:{result.bench_id}")
+    setting_of = {
+        run["run_id"]: item.rung.name for item in result.results for run in item.completed
+    }
+    configurations: tuple[dict[str, Any], ...] = ()
+    base = baseline_of(result.results)
+    if setting_of and base is not None:
+        rows = _configurations(
+            store_path, run_ids=list(setting_of), baseline=base.completed[0]["run_id"]
+        )
+        configurations = tuple(
+            {"setting": setting_of.get(str(row["run_ids"]).split()[0]), **row} for row in rows
+        )
+    return BenchResults(
+        bench_id=result.bench_id,
+        workload=result.workload,
+        data=result.options.data.kind,
+        data_note=result.data_note,
+        steps=result.steps,
+        rounds=result.rounds,
+        global_batch_size=result.global_batch_size,
+        out=result.out,
+        table=tuple(result.rows),
+        pitfalls=tuple(result.pitfall_lines),
+        runs=stored,
+        configurations=configurations,
+    )
+
+
+def _sweep_results(result: SweepResult) -> SweepResults:
+    planned = tuple(p.to_dict() for p in result.plan.runs)
+    outcome = result.outcome
+    if outcome is None:  # a dry run: nothing stored
+        return SweepResults(None, result.spec.name, result.source, result.store, False, planned)
+    return SweepResults(
+        sweep_id=outcome.sweep_id,
+        name=result.spec.name,
+        source=result.source,
+        store=result.store,
+        resumed=outcome.resumed,
+        planned=planned,
+        completed=tuple(outcome.completed),
+        failed=tuple(outcome.failed),
+        skipped_done=outcome.skipped_done,
+        report=result.report,
+        runs=_stored_runs(result.store, sweep_id=outcome.sweep_id),
+        configurations=_configurations(result.store, sweep_id=outcome.sweep_id),
+    )

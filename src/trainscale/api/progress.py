@@ -1,0 +1,60 @@
+"""Short progress lines for the API's `progress=True`: plain text on stderr from this
+process, one line per setting or run, so it reads the same in a terminal, a log and a
+notebook cell (the CLI's progress bars redraw in place, which a notebook shows poorly)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from trainscale.bench.run import BenchListener, BenchResult
+from trainscale.sweep.run import SweepRunListener
+
+
+def say(text: str) -> None:
+    """One progress line on stderr."""
+    print(f"trainscale: {text}", file=sys.stderr, flush=True)
+
+
+class BenchLines(BenchListener):
+    """A bench's plan, each setting as it starts, and failures."""
+
+    def data_note(self, note: str) -> None:
+        say(note)
+
+    def started(self, result: BenchResult, runnable: int) -> None:
+        say(
+            f"bench {result.bench_id}: {result.workload}, {runnable} settings x "
+            f"{result.rounds} rounds x {result.steps_per_run} steps, global batch "
+            f"{result.global_batch_size}, data {result.options.data.kind}"
+        )
+
+    def rung_started(self, index: int, total: int, rung: Any) -> None:
+        say(f"[{index}/{total}] {rung.name}")
+
+    def rung_failed(self, rung: Any, error: str) -> None:
+        say(f"{rung.name} failed: {error}")
+
+    def full_recipe_started(self, fastest: Any) -> None:
+        say(f"full recipe on the fastest setting: {fastest.name}")
+
+
+class SweepLines(SweepRunListener):
+    """A sweep's size, each run as it starts, and failures."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+
+    def start(self, sweep_id: str, todo: int, done: int) -> None:
+        self.total = todo
+        skipped = f" ({done} already done)" if done else ""
+        say(f"sweep {sweep_id[:8]}: {todo} run(s) to make{skipped}")
+
+    def run_started(self, planned: Any) -> None:
+        self.done += 1
+        say(f"[{self.done}/{self.total}] {planned.label}, repeat {planned.repeat}")
+
+    def run_finished(self, planned: Any, result: Any, error: str | None) -> None:
+        if error is not None:
+            say(f"{planned.label}, repeat {planned.repeat} failed: {error}")

@@ -1,0 +1,301 @@
+"""The API's typed results: frozen dataclasses with the headline figures as attributes,
+`to_dict()` (plain data, JSON-ready) and `to_dataframe()` (pandas, optional).
+
+Every figure is read back from the store (`RunStore`), never from the workers' messages,
+so a result says what `trainscale runs show` and the exports say about the same run. The
+DataFrame columns are those of `trainscale runs export --format csv` for runs, and those of
+report.csv (one row per configuration) for benches and sweeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainscale.api.frames import data_frame, scalar_row
+from trainscale.metrics.run_flags import ran_busy
+from trainscale.report.csv_table import CSV_COLUMNS as CONFIGURATION_COLUMNS
+from trainscale.results.export import CSV_COLUMNS as RUN_COLUMNS
+from trainscale.results.export import run_to_csv_row, run_to_json_dict
+from trainscale.results.store import RunRecord
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One stored run, as `trainscale run --json` prints it. Figures a run did not measure
+    (a failed run; accuracy on synthetic data) are None."""
+
+    run_id: str
+    workload: str | None
+    status: str
+    """'completed', 'failed' or 'running'."""
+    error: str | None
+    """Why a failed run failed."""
+    data: str | None
+    """'real' or 'synthetic' (synthetic: throughput only, no accuracy is claimed)."""
+    framework: str
+    world_size: int | None
+    """Worker processes over all nodes."""
+    threads_per_worker: int | None
+    affinity: str | None
+    precision: str | None
+    global_batch_size: int | None
+    tag: str | None
+    samples_per_s: float | None
+    """Global samples per second over the median timed step."""
+    step_time_s_median: float | None
+    """The run's step time: the median timed step (slowest rank's)."""
+    epoch_time_s: float | None
+    train_time_s: float | None
+    """The training clock (evaluation off it)."""
+    num_steps: int | None
+    test_accuracy: float | None
+    time_to_target_s: float | None
+    """Training-clock seconds to the workload's target accuracy; None if not reached."""
+    busy: bool
+    """Other work used the run's cores while it trained: its speed is not trusted."""
+    sweep_id: str | None
+    config_hash: str | None
+    """Hash of the settings that shape the run (equal hashes: trained the same way)."""
+    created_at: str
+    finished_at: str | None
+    config: Mapping[str, Any] = field(repr=False)
+    """The resolved config, flat (every option concrete), as stored."""
+    record: Mapping[str, Any] = field(repr=False, compare=False)
+    """Everything stored about the run: the `--json` object (env, config, summary keys)."""
+    row: Mapping[str, Any] = field(repr=False, compare=False)
+    """Its row of `trainscale runs export --format csv`."""
+
+    @classmethod
+    def from_record(cls, record: RunRecord) -> StoredRun:
+        """The run as stored."""
+        flat = run_to_json_dict(record)
+        return cls(
+            run_id=record.run_id,
+            workload=record.workload,
+            status=record.status,
+            error=record.error,
+            data=record.data_kind,
+            framework=record.framework,
+            world_size=record.world_size,
+            threads_per_worker=record.threads_per_worker,
+            affinity=record.affinity,
+            precision=record.precision,
+            global_batch_size=record.global_batch_size,
+            tag=record.tag,
+            samples_per_s=flat.get("samples_per_s"),
+            step_time_s_median=flat.get("step_time_s_median"),
+            epoch_time_s=flat.get("epoch_time_s"),
+            train_time_s=flat.get("train_time_s"),
+            num_steps=flat.get("num_steps"),
+            test_accuracy=flat.get("test_accuracy"),
+            time_to_target_s=flat.get("time_to_target_s"),
+            busy=ran_busy(record.summary),
+            sweep_id=record.sweep_id,
+            config_hash=record.config_hash,
+            created_at=record.created_at,
+            finished_at=record.finished_at,
+            config=dict(record.config),
+            record=flat,
+            row=run_to_csv_row(record),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale run --json` object of this run."""
+        return dict(self.record)
+
+    def to_dataframe(self) -> Any:
+        """A one-row DataFrame with the columns of `trainscale runs export --format csv`."""
+        return data_frame([self.row], RUN_COLUMNS)
+
+
+@dataclass(frozen=True)
+class StoredRuns:
+    """Several stored runs (a sequence of `StoredRun`)."""
+
+    runs: tuple[StoredRun, ...]
+
+    def __iter__(self) -> Iterator[StoredRun]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __getitem__(self, index: int) -> StoredRun:
+        return self.runs[index]
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        """The runs' `--json` objects (as `trainscale runs export --format json`)."""
+        return [run.to_dict() for run in self.runs]
+
+    def to_dataframe(self) -> Any:
+        """One row per run, the columns of `trainscale runs export --format csv`."""
+        return data_frame([run.row for run in self.runs], RUN_COLUMNS)
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """What a bench measured: the table the CLI prints, every run, and the figures of each
+    configuration that completed."""
+
+    bench_id: str
+    workload: str
+    data: str
+    """The data measured: 'real', or 'synthetic' (throughput only)."""
+    data_note: str | None
+    """Why synthetic data was measured although real data was wanted (None otherwise)."""
+    steps: int
+    """Training steps of a throughput setting over all rounds."""
+    rounds: int
+    global_batch_size: int
+    out: Path | None
+    """The Markdown table written, or None."""
+    table: tuple[Mapping[str, str], ...] = field(repr=False)
+    """The rows `trainscale bench` prints, as text cells (skipped and failed settings too,
+    with their note)."""
+    pitfalls: tuple[str, ...] = field(repr=False)
+    """Each sound setting against its naive pitfall, one line each."""
+    runs: StoredRuns = field(repr=False)
+    """Every run of the bench, in the order they ran (failed ones too)."""
+    configurations: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """One row per setting with a completed run: `setting` (the bench's name for it), then
+    report.csv's columns (speedups against the serial 1-core setting)."""
+
+    @property
+    def all_failed(self) -> bool:
+        """No run of the bench completed."""
+        return not any(run.status == "completed" for run in self.runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: the fields, with the runs as their `--json` objects."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "runs"}
+        out["out"] = str(self.out) if self.out else None
+        out["table"] = [dict(row) for row in self.table]
+        out["pitfalls"] = list(self.pitfalls)
+        out["configurations"] = [dict(row) for row in self.configurations]
+        out["runs"] = self.runs.to_dict()
+        return out
+
+    def to_dataframe(self) -> Any:
+        """One row per configuration: `setting`, then report.csv's columns."""
+        return data_frame(self.configurations, ("setting", *CONFIGURATION_COLUMNS))
+
+
+@dataclass(frozen=True)
+class SweepResults:
+    """What a sweep did (or, with `dry_run`, would do)."""
+
+    sweep_id: str | None
+    """None for a dry run (nothing is stored)."""
+    name: str
+    source: str
+    """The sweep file, or recipe:NAME."""
+    store: Path
+    resumed: bool
+    planned: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """The plan: item, label, config_hash, repeat, workload of every run."""
+    completed: tuple[str, ...] = ()
+    """Ids of the runs completed in this call."""
+    failed: tuple[tuple[str, str], ...] = ()
+    """(run id, reason) of the runs that failed in this call."""
+    skipped_done: int = 0
+    """Runs an earlier attempt had completed (with `resume`)."""
+    report: Path | None = None
+    """The report's HTML page, when one was asked for."""
+    runs: StoredRuns = field(default=StoredRuns(()), repr=False)
+    """Every run of the sweep (earlier attempts' too)."""
+    configurations: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
+    """One row per configuration with a completed run: report.csv's columns."""
+
+    @property
+    def dry_run(self) -> bool:
+        return self.sweep_id is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: the fields, with the runs as their `--json` objects."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "runs"}
+        out.update(store=str(self.store), report=str(self.report) if self.report else None)
+        out["planned"] = [dict(p) for p in self.planned]
+        out["failed"] = [list(f) for f in self.failed]
+        out["completed"] = list(self.completed)
+        out["configurations"] = [dict(row) for row in self.configurations]
+        out["runs"] = self.runs.to_dict()
+        return out
+
+    def to_dataframe(self) -> Any:
+        """One row per configuration (report.csv's columns); for a dry run, one row per
+        planned run (item, label, config_hash, repeat, workload)."""
+        if self.dry_run:
+            return data_frame(self.planned, ("item", "label", "config_hash", "repeat", "workload"))
+        return data_frame(self.configurations, CONFIGURATION_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A (`trainscale compare`): one row per matched configuration."""
+
+    a: str
+    """Side A, as the CLI names it."""
+    b: str
+    confidence: float
+    rows: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """Per configuration: label, runs, ratios B/A with intervals, significance, warnings
+    (the `comparisons` of `trainscale compare --json`)."""
+    unmatched: tuple[str, ...] = ()
+    """Configurations found on one side only."""
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The `trainscale compare --json` object."""
+
+    @property
+    def throughput_ratio(self) -> float | None:
+        """B/A throughput of the first configuration (the only one comparing two runs)."""
+        return self.rows[0].get("throughput_ratio") if self.rows else None
+
+    @property
+    def significant(self) -> bool | None:
+        """Whether the first configuration's throughput interval excludes 1.0."""
+        return self.rows[0].get("significant") if self.rows else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale compare --json` object."""
+        return dict(self.data)
+
+    def to_dataframe(self) -> Any:
+        """One row per configuration; intervals as `_low`/`_high` columns, run ids joined."""
+        rows = [scalar_row(row) for row in self.rows]
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        return data_frame(rows, columns)
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """A report directory as written: open `html`, or show `plots` in a notebook."""
+
+    out: Path
+    html: Path
+    markdown: Path
+    csv: Path
+    plots: tuple[Path, ...]
+    """One PNG per plot drawn."""
+    not_drawn: tuple[str, ...] = ()
+    """Plots left out, each 'KIND (WORKLOAD): why'."""
+    configurations: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
+    """report.csv's rows: one per configuration."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: the paths as text and the configurations."""
+        return {
+            "out": str(self.out),
+            "html": str(self.html),
+            "markdown": str(self.markdown),
+            "csv": str(self.csv),
+            "plots": [str(p) for p in self.plots],
+            "not_drawn": list(self.not_drawn),
+            "configurations": [dict(row) for row in self.configurations],
+        }
+
+    def to_dataframe(self) -> Any:
+        """report.csv as a DataFrame: one row per configuration."""
+        return data_frame(self.configurations, CONFIGURATION_COLUMNS)
