@@ -1,13 +1,13 @@
-"""`trainscale runs`: list, show and export the runs in a results store, and list its sweeps."""
+"""`trainscale runs`: list, show and export the runs in a results store (the export is
+`runs_export.py`), and list its sweeps."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from rich.text import Text
 
+from trainscale.cli import runs_export
 from trainscale.cli.common import add_store_argument
 from trainscale.cli.console import (
     column_table,
@@ -19,7 +19,6 @@ from trainscale.cli.console import (
 )
 from trainscale.cli.values import positive_int
 from trainscale.report import listing as stored
-from trainscale.results.export import EXPORT_FORMATS
 from trainscale.results.schema import RUN_STATUSES
 
 _FILTERS = ("workload", "status", "tag", "limit")
@@ -31,8 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "runs",
         help="list, show and export stored runs; list stored sweeps",
         description=(
-            "Read the results store: list runs, show one run, export runs as CSV/JSON, list "
-            "the stored sweeps."
+            "Read the results store: list runs, show one run, export runs (CSV, JSON, MLflow, "
+            "TensorBoard), list the stored sweeps."
         ),
     )
     actions = parser.add_subparsers(dest="runs_action", metavar="ACTION", required=True)
@@ -57,16 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     show_parser.add_argument("run_id", metavar="RUN_ID", help="run id, or a unique prefix of it")
     show_parser.set_defaults(runs_handler=_show)
 
-    export_parser = actions.add_parser(
-        "export", parents=[filters, store], help="write runs as CSV or JSON"
-    )
-    export_parser.add_argument(
-        "--format", dest="fmt", required=True, choices=EXPORT_FORMATS, help="output format"
-    )
-    export_parser.add_argument(
-        "--out", type=Path, metavar="FILE", help="write to FILE instead of standard output"
-    )
-    export_parser.set_defaults(runs_handler=_export)
+    runs_export.add_parser(actions, [filters, store])
 
     sweeps_parser = actions.add_parser(
         "sweeps",
@@ -123,16 +113,6 @@ def _show(args: argparse.Namespace) -> int:
     for name, values in details.sections().items():
         table = key_value_table(console, values) if values else "(not recorded)"
         emit(console, _section(name), table)
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    out = args.out if args.out is not None else sys.stdout
-    count = stored.export_stored_runs(
-        args.fmt, out, args.store, **{key: getattr(args, key) for key in _FILTERS}
-    )
-    if args.out is not None:
-        print(f"wrote {count} {'run' if count == 1 else 'runs'} to {args.out}")
     return 0
 
 

@@ -11,10 +11,12 @@ its cores) says so beside its status.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from trainscale.errors import ConfigError
 from trainscale.hardware.contention import BUSY, Contention
 from trainscale.metrics.run_flags import ran_busy, stall_text
 from trainscale.results.export import SUMMARY_KEYS, export_runs
@@ -218,15 +220,17 @@ def export_stored_runs(
     out: Path | TextIO,
     store: str | Path | None = None,
     *,
+    run_ids: Sequence[str] = (),
     workload: str | None = None,
     status: str | None = None,
     tag: str | None = None,
     limit: int | None = None,
 ) -> int:
-    """Write the stored runs that match the filters as `fmt` (`EXPORT_FORMATS`) to the file
-    `out` (whole or not at all) or the open stream `out`; returns how many were written."""
+    """Write the stored runs named by id, or else those that match the filters, as `fmt`
+    (`EXPORT_FORMATS`) to the file `out` (whole or not at all) or the open stream `out`;
+    returns how many were written."""
     with open_for_reading(store) as opened:
-        records = opened.list_runs(workload, status, tag, limit)
+        records = select_runs(opened, run_ids, workload, status, tag, limit)
 
         def write(stream: TextIO) -> None:
             export_runs(records, fmt, stream, epochs_of=opened.epochs)
@@ -236,6 +240,24 @@ def export_stored_runs(
         else:
             write(out)
     return len(records)
+
+
+def select_runs(
+    opened: RunStore,
+    run_ids: Sequence[str],
+    workload: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    limit: int | None = None,
+) -> list[RunRecord]:
+    """The runs named by id (or unique prefix) in the order given, each once; or, without
+    ids, those matching the filters, newest first. Ids and filters together are a
+    ConfigError: a named run that a filter left out would vanish without a word."""
+    if not run_ids:
+        return opened.list_runs(workload, status, tag, limit)
+    if any(value is not None for value in (workload, status, tag, limit)):
+        raise ConfigError("select runs by id or by --workload/--status/--tag/--limit, not both")
+    return list({r.run_id: r for r in map(opened.get_run, run_ids)}.values())
 
 
 # -- cells ---------------------------------------------------------------------------------
