@@ -44,7 +44,7 @@ def pytorch_examples_seconds_to_99(max_epochs: int = 14) -> float | None:
 
     from trainscale.config.options import RunOptions
     from trainscale.data.tensors import DataRequest
-    from trainscale.run.resolve import prepare
+    from trainscale.runner.resolve import prepare
     from trainscale.workloads import get_workload
 
     config = prepare(RunOptions.of(workload="mnist-cnn", threads_per_worker=1))

@@ -98,9 +98,9 @@ class Printer:
 
 def run_sweep(spec_dict: dict[str, Any], store: Path) -> str:
     """Plan and run a sweep from a spec dict; returns its id."""
-    from trainscale.sweep.execute import execute_sweep
-    from trainscale.sweep.plan import make_plan
-    from trainscale.sweep.spec import parse_spec
+    from trainscale.sweeps.execute import execute_sweep
+    from trainscale.sweeps.plan import make_plan
+    from trainscale.sweeps.spec import parse_spec
 
     spec = parse_spec(spec_dict, default_name=spec_dict["name"], where="benchmark sweep")
     plan = make_plan(spec)

@@ -5,9 +5,6 @@ The Python API (docs/python-api.md) is loaded on first use, so `import trainscal
 
     import trainscale
     result = trainscale.run("mnist-cnn", workers=2, data="synthetic", steps=20)
-
-`run`, `bench`, `sweep` and `report` are also subpackages; called, each is the API
-function of its name (trainscale/entry.py).
 """
 
 import importlib
@@ -32,13 +29,8 @@ __all__ = [
     "sweep",
 ]
 
-_CALLABLE_PACKAGES = ("run", "bench", "sweep", "report")
-"""Subpackages that are also API functions: the package is returned, and it is callable."""
-
 
 def __getattr__(name: str) -> Any:
-    if name in _CALLABLE_PACKAGES:
-        return importlib.import_module(f"{__name__}.{name}")
     if name in __all__:
         # By name, not `from trainscale.api import`: the API sits above every layer, and
         # modules of low layers import this package (for __version__).

@@ -120,7 +120,7 @@ def test_to_dataframe_without_pandas_says_how_to_install_it(tmp_path, monkeypatc
 )
 def test_an_unknown_keyword_is_a_config_error_naming_it(call, name, near, monkeypatch):
     started = []
-    monkeypatch.setattr("trainscale.run.launch.execute_run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", lambda *a, **k: started.append(a))
     with pytest.raises(ConfigError) as caught:
         call()
     message = str(caught.value)
@@ -160,12 +160,12 @@ def test_a_failed_run_raises_with_its_id_and_reason_and_is_stored_failed(
 
 
 def test_progress_says_the_batch_split_and_quiet_says_nothing(tmp_path, capsys, monkeypatch):
-    from trainscale.run.launch import RunFailed
+    from trainscale.runner.launch import RunFailed
 
     def stand_in(options, store=None, quiet=False, sweep=None, config=None):
         raise RunFailed("run0001", f"stand-in, quiet={quiet}")
 
-    monkeypatch.setattr("trainscale.run.launch.execute_run", stand_in)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stand_in)
     with pytest.raises(RunFailed, match="quiet=True"):
         trainscale.run("mnist-cnn", store=tmp_path / "s.db", **CHEAP)
     assert capsys.readouterr().err == ""

@@ -7,7 +7,7 @@ import pytest
 
 import trainscale
 from trainscale.errors import ConfigError
-from trainscale.report.csv_table import CSV_COLUMNS
+from trainscale.reporting.csv_table import CSV_COLUMNS
 from trainscale.results.store import RunStore
 
 TINY = """
@@ -26,7 +26,7 @@ seed = [0, 1]
 
 
 def test_bench_gives_one_row_per_configuration(tmp_path, monkeypatch):
-    from trainscale.bench import run as bench_run
+    from trainscale.benchmark import run as bench_run
 
     # The first two settings of the ladder (the serial baseline and one more) keep it short.
     plan = bench_run.plan_ladder

@@ -29,7 +29,7 @@ def rungs(monkeypatch):
         started.append(options)
         raise AssertionError("a rung started")
 
-    monkeypatch.setattr("trainscale.run.launch.execute_run", fake)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", fake)
     return started
 
 
@@ -65,7 +65,7 @@ def test_a_training_set_smaller_than_the_batch_fails_before_any_rung(rungs, tmp_
 
 def test_without_data_the_first_line_says_how_to_give_it(monkeypatch, tmp_path, capsys):
     from trainscale.errors import DataError
-    from trainscale.run.launch import RunFailed
+    from trainscale.runner.launch import RunFailed
 
     def offline(url, *args, **kwargs):
         raise DataError(f"could not download {url} (offline in this test)")
@@ -74,7 +74,7 @@ def test_without_data_the_first_line_says_how_to_give_it(monkeypatch, tmp_path, 
         raise RunFailed("run0001", "stand-in")
 
     monkeypatch.setattr("trainscale.data.cache.download", offline)
-    monkeypatch.setattr("trainscale.run.launch.execute_run", fails)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", fails)
     run_cli(["bench", "--quick", "--out", str(tmp_path / "t.md")])
     captured = capsys.readouterr()
     first = captured.err.splitlines()[0]

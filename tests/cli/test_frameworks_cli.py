@@ -92,7 +92,7 @@ def test_require_passes_for_pytorch_and_names_every_missing_module(monkeypatch):
 
 
 def test_the_framework_is_part_of_a_runs_settings_but_pytorch_hashes_as_before():
-    from trainscale.run.resolve import resolve
+    from trainscale.runner.resolve import resolve
 
     base = resolve(RunOptions.of("mnist-cnn", data="synthetic", steps=2))
     flat = base.flat()
@@ -117,7 +117,7 @@ def test_every_framework_names_an_extra_or_is_the_core():
 @pytest.mark.parametrize("framework", ["tensorflow", "jax"])
 def test_other_frameworks_on_a_gpu_are_refused_before_launch(framework):
     from trainscale.errors import ConfigError
-    from trainscale.run.resolve import check_framework
+    from trainscale.runner.resolve import check_framework
 
     if missing_modules(framework):
         pytest.skip(f"{framework} is not installed")
@@ -128,7 +128,7 @@ def test_other_frameworks_on_a_gpu_are_refused_before_launch(framework):
 
 
 def test_every_bench_rung_trains_with_the_chosen_framework():
-    from trainscale.bench.ladder import Rung, plan_ladder
+    from trainscale.benchmark.ladder import Rung, plan_ladder
 
     base = RunOptions.of("mnist-cnn", framework="jax", steps=4)
     rungs = [r for r in plan_ladder(base, 2, True, 0) if isinstance(r, Rung)]

@@ -93,7 +93,7 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cache, "download", offline)
 
     def resolve_only(args) -> int:
-        from trainscale.run.resolve import resolve
+        from trainscale.runner.resolve import resolve
 
         resolve(run_cmd.options_from_args(args))
         return 0

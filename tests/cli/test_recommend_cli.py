@@ -59,7 +59,7 @@ class StubRuns:
 
 def test_prints_best_speedup_rejections_and_command(tiny_mnist, tmp_path, monkeypatch, capsys):
     stub = StubRuns()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stub)
     code = main(
         ["recommend", "mnist-cnn", "--data-dir", str(tiny_mnist), "--store", str(tmp_path / "r.db")]
     )
@@ -88,7 +88,7 @@ def test_prints_best_speedup_rejections_and_command(tiny_mnist, tmp_path, monkey
 def test_json_lists_rejections_and_round_trips_the_command(
     tiny_mnist, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr("trainscale.run.launch.execute_run", StubRuns())
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", StubRuns())
     from trainscale.hardware.facts import collect_environment
 
     # A 4-core machine: more candidates than this one may have, and larger global batches.
@@ -119,7 +119,7 @@ def test_json_lists_rejections_and_round_trips_the_command(
 
 
 def test_missing_real_data_skips_the_accuracy_check_loudly(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("trainscale.run.launch.execute_run", StubRuns())
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", StubRuns())
     code = main(
         [
             "recommend",
@@ -143,7 +143,7 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
     tiny_mnist, tmp_path, monkeypatch, capsys
 ):
     stub = StubRuns()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stub)
     from trainscale.hardware.facts import collect_environment
 
     four_cores = {**collect_environment(), "usable_cores": [0, 1, 2, 3], "numa_nodes": []}
@@ -182,7 +182,7 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
 )
 def test_mistakes_cost_one_line(args, fragment, monkeypatch, capsys):
     stub = StubRuns()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", stub)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stub)
     assert run_cli(args) == 2
     assert fragment in one_error_line(capsys)
     assert not stub.calls  # nothing ran

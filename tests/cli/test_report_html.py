@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.report.build import build_report
+from trainscale.reporting.build import build_report
 
 from tests.helpers.report_store import build_store, cpu_parallel_configs
 

@@ -339,11 +339,11 @@ def test_workers_2_says_the_batch_split_before_it_starts(store_path, capsys, mon
     def started(options, store=None, quiet=False, sweep=None, config=None):
         said_before_start.append(capsys.readouterr().err)
         assert config is not None  # resolved once, by the command, not again
-        from trainscale.run.launch import RunFailed
+        from trainscale.runner.launch import RunFailed
 
         raise RunFailed("run0001", "stand-in")
 
-    monkeypatch.setattr("trainscale.run.launch.execute_run", started)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", started)
     args = ["run", "mnist-cnn", "--data", "synthetic", "--workers", "2", *ANY_CORES]
     assert run_cli([*args, "--store", str(store_path)]) == 1
     assert said_before_start == ["trainscale: global batch 128 = 2 workers x 64 per worker\n"]

@@ -24,10 +24,10 @@ import pytest
 from trainscale.errors import StoreError, TrainscaleError
 from trainscale.results.owner import Owner, this_host
 from trainscale.results.store import RunStore
-from trainscale.run.record import create_run_row
-from trainscale.sweep.execute import execute_sweep
-from trainscale.sweep.plan import make_plan
-from trainscale.sweep.spec import parse_spec
+from trainscale.runner.record import create_run_row
+from trainscale.sweeps.execute import execute_sweep
+from trainscale.sweeps.plan import make_plan
+from trainscale.sweeps.spec import parse_spec
 
 from tests.helpers.cli import one_error_line, run_cli
 

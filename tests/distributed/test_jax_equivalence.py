@@ -12,7 +12,7 @@ from trainscale.config.options import RunConfig, RunOptions  # noqa: E402
 from trainscale.parallel.distenv import DistEnv  # noqa: E402
 from trainscale.parallel.launcher import launch_workers  # noqa: E402
 from trainscale.parallel.strategy import make_strategy  # noqa: E402
-from trainscale.run.resolve import resolve  # noqa: E402
+from trainscale.runner.resolve import resolve  # noqa: E402
 
 from tests.distributed.jax_equivalence_worker import (  # noqa: E402
     tiny_dbn_data,

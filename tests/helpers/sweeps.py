@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from trainscale.results.store import RunStore
-from trainscale.run.launch import RunFailed
-from trainscale.run.record import create_run_row
+from trainscale.runner.launch import RunFailed
+from trainscale.runner.record import create_run_row
 
 
 class FakeRunner:

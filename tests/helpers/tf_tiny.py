@@ -6,7 +6,7 @@ import torch
 
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.data.tensors import TensorData
-from trainscale.run.resolve import resolve
+from trainscale.runner.resolve import resolve
 
 
 def tf_config(workload: str = "mnist-cnn", **changes: object) -> RunConfig:

@@ -8,7 +8,7 @@ import torch
 
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.data.tensors import TensorData
-from trainscale.run.resolve import resolve
+from trainscale.runner.resolve import resolve
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainscale.bench import RungResult, Skipped, markdown_table, plan_ladder, table_rows
-from trainscale.bench.ladder import rotation
+from trainscale.benchmark import RungResult, Skipped, markdown_table, plan_ladder, table_rows
+from trainscale.benchmark.ladder import rotation
 from trainscale.config.options import RunOptions
 from trainscale.metrics.paired import NO_DIFFERENCE, paired_ratio
 
@@ -134,7 +134,7 @@ def test_table_speedup_is_paired_within_rounds_with_an_interval_and_a_verdict():
 
 
 def test_the_pinned_rung_is_compared_with_the_naive_one_paired():
-    from trainscale.bench.table import pitfall_comparisons
+    from trainscale.benchmark.table import pitfall_comparisons
 
     _, results = _five_rounds()
     (pinned_vs_naive,) = pitfall_comparisons(results)
@@ -158,7 +158,7 @@ def test_a_failed_round_leaves_the_rung_paired_over_the_other_rounds():
 
 
 def test_few_rounds_are_said_to_give_a_wide_interval():
-    from trainscale.bench.run import BenchResult
+    from trainscale.benchmark.run import BenchResult
 
     ladder, results = _five_rounds()
     for item in results:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.bench import BenchListener, RungResult, Skipped, run_bench
+from trainscale.benchmark import BenchListener, RungResult, Skipped, run_bench
 from trainscale.errors import ConfigError, DataError
 
 from tests.helpers.cli import run_cli
@@ -44,7 +44,7 @@ class Runs:
         self.rounds: list = []
 
     def __call__(self, options, store_path=None, *args, repeat_index=None, **kwargs):
-        from trainscale.run.launch import RunFailed
+        from trainscale.runner.launch import RunFailed
 
         self.options.append(options)
         self.rounds.append(repeat_index)
@@ -82,7 +82,7 @@ class Heard(BenchListener):
 
 def test_synthetic_bench_measures_the_ladder_and_writes_the_table(monkeypatch, tmp_path):
     runs = Runs()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = Heard()
     result = run_bench("mnist-cnn", data="synthetic", quick=True, out="t.md", listener=heard)
     assert result.steps == 30 and result.options.data.kind == "synthetic"
@@ -108,7 +108,7 @@ def test_synthetic_bench_measures_the_ladder_and_writes_the_table(monkeypatch, t
 
 def test_auto_without_real_data_says_so_and_measures_synthetic(monkeypatch):
     runs = Runs()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = Heard()
     result = run_bench(quick=True, out=None, listener=heard)
     assert result.out is None and not Path("trainscale-bench.md").exists()
@@ -121,7 +121,7 @@ def test_auto_without_real_data_says_so_and_measures_synthetic(monkeypatch):
 
 def test_real_data_adds_the_full_recipe_on_the_fastest_sound_setting(monkeypatch, tmp_path):
     runs = Runs()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     data = write_random_mnist(tmp_path / "mnist", 256, 64)
     heard = Heard()
     result = run_bench(data="real", data_dir=str(data), download=False, listener=heard)
@@ -137,12 +137,12 @@ def test_real_data_adds_the_full_recipe_on_the_fastest_sound_setting(monkeypatch
 
 
 def test_every_rung_failing_is_all_failed_and_exit_1(monkeypatch, capsys):
-    from trainscale.run.launch import RunFailed
+    from trainscale.runner.launch import RunFailed
 
     def fail(options, *args, **kwargs):
         raise RunFailed("r", "no")
 
-    monkeypatch.setattr("trainscale.run.launch.execute_run", fail)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", fail)
     assert run_bench(data="synthetic", quick=True).all_failed
     assert run_cli(["bench", "--data", "synthetic", "--quick"]) == 1
     assert "table written to trainscale-bench.md" in capsys.readouterr().err
@@ -150,7 +150,7 @@ def test_every_rung_failing_is_all_failed_and_exit_1(monkeypatch, capsys):
 
 def test_mistakes_are_refused_before_any_rung(monkeypatch):
     runs = Runs()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     with pytest.raises(ConfigError, match="--steps must be a whole number >= 1, got 0"):
         run_bench(data="synthetic", steps=0)
     with pytest.raises(DataError):
@@ -160,7 +160,7 @@ def test_mistakes_are_refused_before_any_rung(monkeypatch):
 
 def test_rungs_run_in_rotated_rounds_each_run_stored_with_its_round(monkeypatch):
     runs = Runs()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = Heard()
     result = run_bench(data="synthetic", steps=12, rounds=4, out=None, listener=heard)
     assert result.rounds == 4 and result.steps_per_run == 3
@@ -199,7 +199,7 @@ def test_the_accuracy_run_takes_the_highest_median_throughput_over_rounds(monkey
                 out["samples_per_s"] = 1000.0 if repeat_index == 0 else 300.0
             return out
 
-    monkeypatch.setattr("trainscale.run.launch.execute_run", Drifting())
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", Drifting())
     data = write_random_mnist(tmp_path / "mnist", 256, 64)
     heard = Heard()
     run_bench(data="real", data_dir=str(data), download=False, rounds=3, listener=heard)
@@ -208,7 +208,7 @@ def test_the_accuracy_run_takes_the_highest_median_throughput_over_rounds(monkey
 
 def test_rounds_are_checked_before_any_rung(monkeypatch):
     runs = Runs()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runs)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     with pytest.raises(ConfigError, match="--rounds must be a whole number >= 1, got 0"):
         run_bench(data="synthetic", rounds=0)
     with pytest.raises(ConfigError, match="--rounds 40 is more than the 30 steps a rung trains"):

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.bench.ladder import Rung, plan_ladder
-from trainscale.bench.table import RungResult, table_rows
+from trainscale.benchmark.ladder import Rung, plan_ladder
+from trainscale.benchmark.table import RungResult, table_rows
 from trainscale.config.options import RunOptions
-from trainscale.report.build import load_report_data
-from trainscale.report.plots import _mark_busy
+from trainscale.reporting.build import load_report_data
+from trainscale.reporting.plots import _mark_busy
 from trainscale.results.store import RunStore
-from trainscale.sweep.summary import sweep_summary
+from trainscale.sweeps.summary import sweep_summary
 
 from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id
 
@@ -146,7 +146,7 @@ def test_bench_rounds_on_a_busy_machine_are_left_out_of_the_speedup():
 
 
 def test_the_pitfall_line_cannot_tell_when_every_round_was_busy():
-    from trainscale.bench.run import BenchResult
+    from trainscale.benchmark.run import BenchResult
 
     ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
     pinned = next(r for r in ladder if isinstance(r, Rung) and r.pitfall_of)

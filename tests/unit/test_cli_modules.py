@@ -25,7 +25,7 @@ OWN_MEANING = {
     ("bench", "--workload"): "the workload (a positional argument of `run`)",
     ("runs list", "--workload"): "a filter of the stored runs",
     ("runs export", "--workload"): "a filter of the stored runs",
-    ("bench", "--data"): "auto | real | synthetic: real data when found (run/data_choice.py)",
+    ("bench", "--data"): "auto | real | synthetic: real data when found (runner/data_choice.py)",
     ("recommend", "--data"): "the same choice, for the accuracy check",
     ("recommend", "--warmup-steps"): "warm-up of each trial; its default follows --quick",
     ("emulate", "--workers"): "a list of worker counts, one emulated run each",

@@ -9,7 +9,7 @@ import pytest
 
 from trainscale.cli import main
 from trainscale.errors import TrainscaleError
-from trainscale.report.compare_runs import RunComparison, compare
+from trainscale.reporting.compare_runs import RunComparison, compare
 from trainscale.results.store import RunStore
 
 

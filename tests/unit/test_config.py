@@ -8,7 +8,7 @@ import pytest
 
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import ConfigError
-from trainscale.run.resolve import resolve
+from trainscale.runner.resolve import resolve
 from trainscale.train.lr import scaled_lr
 from trainscale.workloads import get_workload
 

@@ -8,7 +8,7 @@ from trainscale.config.files import validate
 from trainscale.config.options import RunOptions
 from trainscale.config.tables import RunOptionsTable, option_spellings, run_options_table
 from trainscale.errors import ConfigError
-from trainscale.sweep.spec import SweepFile
+from trainscale.sweeps.spec import SweepFile
 
 
 def test_every_run_option_is_a_key_of_the_table() -> None:

@@ -9,8 +9,8 @@ import pytest
 from trainscale.errors import TrainscaleError
 from trainscale.hardware.prices import PRICES_ENV_VAR, PriceError, load_price_table
 from trainscale.metrics.cost import CostedSetting, cost_usd, gpu_versus_cpu
-from trainscale.report.aggregate import aggregate
-from trainscale.report.tables import configuration_rows
+from trainscale.reporting.aggregate import aggregate
+from trainscale.reporting.tables import configuration_rows
 from trainscale.results.store import RunRecord
 
 

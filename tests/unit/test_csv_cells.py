@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.report.build import build_report
+from trainscale.reporting.build import build_report
 from trainscale.results.csv_cells import csv_cell
 from trainscale.results.store import RunStore
 

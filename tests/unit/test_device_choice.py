@@ -7,7 +7,7 @@ import torch
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
-from trainscale.run.resolve import resolve, resolve_device
+from trainscale.runner.resolve import resolve, resolve_device
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU case")
 

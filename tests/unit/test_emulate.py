@@ -21,7 +21,7 @@ from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.results.store import RunStore
-from trainscale.run.resolve import resolve
+from trainscale.runner.resolve import resolve
 from trainscale.train.trainer import train
 
 from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload

@@ -27,9 +27,9 @@ from trainscale.hardware.resources import (
 from trainscale.metrics.compare import compare_step_times
 from trainscale.probe.run import ProbeOptions, plan_probe
 from trainscale.results.outputs import check_out_dir, check_out_file
-from trainscale.run.footprint import DATA_COPIES, Footprint, check_run_memory, estimate_footprint
-from trainscale.run.resolve import locate_data, prepare, resolve
-from trainscale.sweep.spec import MAX_RUNS, parse_spec
+from trainscale.runner.footprint import DATA_COPIES, Footprint, check_run_memory, estimate_footprint
+from trainscale.runner.resolve import locate_data, prepare, resolve
+from trainscale.sweeps.spec import MAX_RUNS, parse_spec
 from trainscale.train.plan import check_batch_fits
 from trainscale.workloads import get_workload, workload_names
 from trainscale.workloads.mnist_dbn import MAX_PARAMETERS, num_parameters, parse_options

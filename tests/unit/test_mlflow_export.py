@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import ConfigError
-from trainscale.report.mlflow_export import TRUNCATED, export_mlflow
-from trainscale.report.tracking import load_runs
+from trainscale.reporting.mlflow_export import TRUNCATED, export_mlflow
+from trainscale.reporting.tracking import load_runs
 from trainscale.results.store import RunStore
 
 from tests.helpers.tracking_store import (

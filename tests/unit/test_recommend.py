@@ -19,7 +19,7 @@ from trainscale.recommend.space import (
     thread_counts,
     worker_counts,
 )
-from trainscale.run.launch import RunFailed
+from trainscale.runner.launch import RunFailed
 
 from tests.helpers.cli import parse_run_command
 

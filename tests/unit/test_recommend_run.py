@@ -52,7 +52,7 @@ class Heard(RecommendListener):
 
 
 def test_recommend_returns_the_plan_the_best_setting_and_its_command(tmp_path, monkeypatch):
-    monkeypatch.setattr("trainscale.run.launch.execute_run", stub_run)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stub_run)
     data = write_random_mnist(tmp_path / "mnist", 256, 64)
     heard = Heard()
     result = recommend(
@@ -71,7 +71,7 @@ def test_recommend_returns_the_plan_the_best_setting_and_its_command(tmp_path, m
 
 
 def test_synthetic_data_skips_the_accuracy_check_and_says_why(tmp_path, monkeypatch):
-    monkeypatch.setattr("trainscale.run.launch.execute_run", stub_run)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stub_run)
     result = recommend("mnist-cnn", quick=True, data="synthetic", store=tmp_path / "r.db")
     assert result.plan.data_note == "--data synthetic: accuracy not checked (throughput only)"
     assert not result.recommendation.accuracy_checked

@@ -20,9 +20,9 @@ from trainscale.parallel.rendezvous import (
     wait_for_endpoint,
 )
 from trainscale.results.store import RunStore
-from trainscale.run.launch import _record_failure
-from trainscale.run.record import create_run_row
-from trainscale.run.resolve import resolve
+from trainscale.runner.launch import _record_failure
+from trainscale.runner.record import create_run_row
+from trainscale.runner.resolve import resolve
 
 from tests.helpers.tiny import tiny_config
 

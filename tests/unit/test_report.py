@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.report import ReportError
-from trainscale.report.build import build_report, load_report_data, write_report
-from trainscale.report.csv_table import CSV_COLUMNS
-from trainscale.report.labels import labels_from_differences
-from trainscale.report.model import ReportData
-from trainscale.report.plots import render_plots
+from trainscale.reporting import ReportError
+from trainscale.reporting.build import build_report, load_report_data, write_report
+from trainscale.reporting.csv_table import CSV_COLUMNS
+from trainscale.reporting.labels import labels_from_differences
+from trainscale.reporting.model import ReportData
+from trainscale.reporting.plots import render_plots
 
 from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id, scaling_configs
 
@@ -482,7 +482,7 @@ def test_the_main_table_fits_a_laptop_and_the_details_table_holds_the_rest(writt
     ],
 )
 def test_costs_are_fixed_point(dollars, text) -> None:
-    from trainscale.report.tables import money
+    from trainscale.reporting.tables import money
 
     assert money(dollars) == text
 
@@ -493,7 +493,7 @@ def _legend(figure) -> list[str]:
 
 
 def test_plot_legends_name_configurations_by_their_labels(cpu_report: ReportData) -> None:
-    from trainscale.report.plots import draw_figure
+    from trainscale.reporting.plots import draw_figure
 
     mnist = cpu_report.workloads[0]
     for kind in ("throughput", "speedup", "efficiency", "accuracy"):
@@ -509,7 +509,7 @@ def test_plot_legends_name_configurations_by_their_labels(cpu_report: ReportData
 
 
 def test_the_ideal_line_is_drawn_against_cores_and_only_there(cpu_report: ReportData) -> None:
-    from trainscale.report.plots import IDEAL_LABEL, draw_figure
+    from trainscale.reporting.plots import IDEAL_LABEL, draw_figure
 
     mnist = cpu_report.workloads[0]
     for kind in ("throughput", "speedup"):

@@ -10,9 +10,9 @@ import sqlite3
 import pytest
 from markdown_it import MarkdownIt
 
-from trainscale.report.build import WrittenReport, build_report
-from trainscale.report.markdown import md_text
-from trainscale.report.tables import (
+from trainscale.reporting.build import WrittenReport, build_report
+from trainscale.reporting.markdown import md_text
+from trainscale.reporting.tables import (
     CONFIGURATION_COLUMNS,
     CORE_COLUMNS,
     DETAIL_COLUMNS,

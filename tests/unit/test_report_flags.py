@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from trainscale.report.build import load_report_data
+from trainscale.reporting.build import load_report_data
 
 from tests.helpers.report_store import FixtureConfig, build_store, run_id
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.report.build import load_report_data, write_report
-from trainscale.report.frameworks import framework_rows, several_frameworks
+from trainscale.reporting.build import load_report_data, write_report
+from trainscale.reporting.frameworks import framework_rows, several_frameworks
 
 from tests.helpers.report_store import FixtureConfig, build_store
 

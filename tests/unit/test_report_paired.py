@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.report.build import build_report, load_report_data
-from trainscale.report.model import ReportData
+from trainscale.reporting.build import build_report, load_report_data
+from trainscale.reporting.model import ReportData
 from trainscale.results.store import RunStore
-from trainscale.run.launch import RunFailed
-from trainscale.run.record import create_run_row
-from trainscale.sweep.run import load_sweep, run_sweep
+from trainscale.runner.launch import RunFailed
+from trainscale.runner.record import create_run_row
+from trainscale.sweeps.run import load_sweep, run_sweep
 
 from tests.helpers.report_store import build_store, cpu_parallel_configs
 
@@ -120,7 +120,7 @@ class DriftingRunner:
 
 def test_a_sweep_with_repeats_pairs_each_repeat_in_its_summary_and_report(tmp_path, monkeypatch):
     runner = DriftingRunner()
-    monkeypatch.setattr("trainscale.run.launch.execute_run", runner)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runner)
     path = tmp_path / "paired.toml"
     path.write_text(SPEC)
     spec, source = load_sweep(path)

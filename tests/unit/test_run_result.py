@@ -14,7 +14,7 @@ from trainscale.parallel.strategy import make_strategy
 from trainscale.results.export import CSV_COLUMNS, SUMMARY_KEYS, run_to_csv_row
 from trainscale.results.run_result import EmulationMetrics, RunMetrics, RunResult
 from trainscale.results.store import RunStore
-from trainscale.run.record import create_run_row, store_outcome
+from trainscale.runner.record import create_run_row, store_outcome
 from trainscale.train.trainer import train
 
 from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload

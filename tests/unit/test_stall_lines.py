@@ -3,7 +3,7 @@ table, in the words the sweep table, report and compare use (`metrics.run_flags`
 
 from __future__ import annotations
 
-from trainscale.bench import RungResult, plan_ladder, table_rows
+from trainscale.benchmark import RungResult, plan_ladder, table_rows
 from trainscale.cli.run_cmd import format_result
 from trainscale.config.options import RunOptions
 

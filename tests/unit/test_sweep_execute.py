@@ -8,9 +8,9 @@ import pytest
 
 from trainscale.errors import TrainscaleError
 from trainscale.results.store import RunStore
-from trainscale.sweep.execute import INTERRUPTED, execute_sweep
-from trainscale.sweep.plan import make_plan
-from trainscale.sweep.spec import parse_spec
+from trainscale.sweeps.execute import INTERRUPTED, execute_sweep
+from trainscale.sweeps.plan import make_plan
+from trainscale.sweeps.spec import parse_spec
 
 from tests.helpers.sweeps import FakeRunner
 
@@ -99,7 +99,7 @@ def test_resume_refuses_a_plan_that_resolves_differently(tmp_path: Path):
 
 
 def test_the_run_in_progress_reports_its_steps_to_the_listener(tmp_path: Path):
-    from trainscale.sweep.execute import SweepListener
+    from trainscale.sweeps.execute import SweepListener
     from trainscale.train.progress import FileProgress
 
     class StepsRunner(FakeRunner):

@@ -8,7 +8,7 @@ import pytest
 
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
-from trainscale.sweep.run import SweepRunListener, load_sweep, run_sweep
+from trainscale.sweeps.run import SweepRunListener, load_sweep, run_sweep
 
 from tests.helpers.sweeps import FakeRunner
 
@@ -69,7 +69,7 @@ def test_a_dry_run_plans_and_stores_nothing(spec_file: Path, tmp_path: Path):
 
 def test_run_sweep_runs_summarises_and_reports_nothing_completed(spec_file, tmp_path, monkeypatch):
     fake = FakeRunner(fail_items={1})
-    monkeypatch.setattr("trainscale.run.launch.execute_run", fake)
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", fake)
     spec, source = load_sweep(spec_file, data="synthetic")
     heard = Heard()
     result = run_sweep(spec, source, store=tmp_path / "s.db", listener=heard)
@@ -83,5 +83,5 @@ def test_run_sweep_runs_summarises_and_reports_nothing_completed(spec_file, tmp_
     ]
     assert not result.nothing_completed and result.report is None
 
-    monkeypatch.setattr("trainscale.run.launch.execute_run", FakeRunner(fail_items={0, 1}))
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", FakeRunner(fail_items={0, 1}))
     assert run_sweep(spec, source, store=tmp_path / "other.db").nothing_completed

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import ConfigError, TrainscaleError
-from trainscale.sweep.plan import make_plan
-from trainscale.sweep.recipes import RECIPES, recipe_spec
-from trainscale.sweep.spec import load_spec_file, parse_spec
+from trainscale.sweeps.plan import make_plan
+from trainscale.sweeps.recipes import RECIPES, recipe_spec
+from trainscale.sweeps.spec import load_spec_file, parse_spec
 
 BASE = {"workload": "mnist-cnn", "data": "synthetic", "steps": 3, "threads_per_worker": 1}
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from trainscale.errors import ConfigError
-from trainscale.report.tensorboard_export import write_tensorboard
-from trainscale.report.tracking import load_runs
+from trainscale.reporting.tensorboard_export import write_tensorboard
+from trainscale.reporting.tracking import load_runs
 from trainscale.results.store import RunStore
 
 from tests.helpers.tracking_store import (

@@ -17,7 +17,7 @@ from trainscale.api.results import (
     StoredRuns,
     SweepResults,
 )
-from trainscale.run.launch import RunFailed
+from trainscale.runner.launch import RunFailed
 
 __all__ = [
     "BenchResults",

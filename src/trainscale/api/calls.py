@@ -25,30 +25,33 @@ from trainscale.api.results import (
     StoredRuns,
     SweepResults,
 )
-from trainscale.bench.run import BenchResult, run_bench
-from trainscale.bench.table import baseline_of
+from trainscale.api.workload_arg import workload_text
+from trainscale.benchmark.run import BenchResult, run_bench
+from trainscale.benchmark.table import baseline_of
 from trainscale.errors import ConfigError
-from trainscale.report import ReportError
-from trainscale.report.build import build_report, load_report_data
-from trainscale.report.compare_runs import compare as compare_runs
-from trainscale.report.csv_table import csv_rows
-from trainscale.report.listing import list_runs
+from trainscale.reporting import ReportError
+from trainscale.reporting.build import build_report, load_report_data
+from trainscale.reporting.compare_runs import compare as compare_runs
+from trainscale.reporting.csv_table import csv_rows
+from trainscale.reporting.listing import list_runs
 from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import RunStore, default_store_path
-from trainscale.run.launch import RemoteResult, start_run
-from trainscale.sweep.run import SweepResult, load_sweep, run_sweep
+from trainscale.runner.launch import RemoteResult, start_run
+from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
+from trainscale.workloads import workload_name
 
 StorePath = str | os.PathLike[str] | None
 """A results database; None: the CLI's default ($TRAINSCALE_STORE, else ./trainscale-runs.db)."""
 
 
 def run(
-    workload: str, *, store: StorePath = None, progress: bool = False, **options: Any
+    workload: Any, *, store: StorePath = None, progress: bool = False, **options: Any
 ) -> StoredRun | None:
     """Train `workload` once, as `trainscale run WORKLOAD --flags` does, and return the run
     as stored.
 
-    `workload` is a workload name or reference, as on the CLI. `options` are the run options
+    `workload` is a workload name or reference, as on the CLI (`"my_workload.py:make"`), or
+    the function that makes a custom workload, imported from its file. `options` are the run options
     by their flat names, the flags without dashes: `workers=2`, `epochs=1`,
     `data="synthetic"`, `global_batch_size=128`, `steps=20`, `evaluate=False` (--no-eval),
     `workload_options={"file": "tweets.csv"}` (-o). Raises ConfigError (or another
@@ -57,7 +60,7 @@ def run(
     Under an external launcher (torchrun) only global rank 0 gets the run; other ranks,
     and nodes of a multi-node run where rank 0 ran elsewhere, get None.
     """
-    opts = run_options("run", workload, options)
+    opts = run_options("run", workload_text(workload), options)
     result = start_run(opts, _path(store), quiet=not progress, announce=say if progress else None)
     if result is None or isinstance(result, RemoteResult):
         return None
@@ -65,7 +68,7 @@ def run(
 
 
 def bench(
-    workload: str = "mnist-cnn",
+    workload: Any = "mnist-cnn",
     *,
     store: StorePath = None,
     progress: bool = False,
@@ -83,7 +86,7 @@ def bench(
     valid = parameters(run_bench, leave_out=("workload", "store", "listener"))
     check_keywords("bench", options, [*valid, "store", "progress"])
     listener = BenchLines() if progress else None
-    result = run_bench(workload, store=_path(store), listener=listener, **options)
+    result = run_bench(workload_text(workload), store=_path(store), listener=listener, **options)
     return _bench_results(result, _path(store))
 
 
@@ -141,7 +144,7 @@ def compare(a: Any, b: Any, *, store: StorePath = None, **options: Any) -> Compa
 
 def runs(
     *,
-    workload: str | None = None,
+    workload: Any = None,
     status: str | None = None,
     tag: str | None = None,
     limit: int | None = None,
@@ -155,6 +158,8 @@ def runs(
         raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
+    if workload is not None:  # a custom workload's reference or function: its name
+        workload = workload_name(workload_text(workload))
     found = list_runs(_path(store), workload=workload, status=status, tag=tag, limit=limit)
     return StoredRuns(tuple(StoredRun.from_record(record) for record in found.records))
 

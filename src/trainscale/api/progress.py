@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from trainscale.bench.run import BenchListener, BenchResult
-from trainscale.sweep.run import SweepRunListener
+from trainscale.benchmark.run import BenchListener, BenchResult
+from trainscale.sweeps.run import SweepRunListener
 
 
 def say(text: str) -> None:

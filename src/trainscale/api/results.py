@@ -16,7 +16,7 @@ from typing import Any
 
 from trainscale.api.frames import data_frame, scalar_row
 from trainscale.metrics.run_flags import ran_busy
-from trainscale.report.csv_table import CSV_COLUMNS as CONFIGURATION_COLUMNS
+from trainscale.reporting.csv_table import CSV_COLUMNS as CONFIGURATION_COLUMNS
 from trainscale.results.export import CSV_COLUMNS as RUN_COLUMNS
 from trainscale.results.export import run_to_csv_row, run_to_json_dict
 from trainscale.results.store import RunRecord

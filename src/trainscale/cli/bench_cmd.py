@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from trainscale.bench.run import (
+from trainscale.benchmark.run import (
     DEFAULT_OUT,
     DEFAULT_ROUNDS,
     DEFAULT_STEPS,
@@ -19,7 +19,7 @@ from trainscale.config.cli import add_option_arguments
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from trainscale.bench import BenchResult, Rung
+    from trainscale.benchmark import BenchResult, Rung
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from trainscale.bench import run_bench
+    from trainscale.benchmark import run_bench
     from trainscale.cli.console import emit, stdout_console
 
     console = Console(stderr=True)

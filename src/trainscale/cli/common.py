@@ -40,7 +40,7 @@ def add_quiet_argument(target: ArgumentTarget) -> None:
 
 def add_data_choice_argument(target: ArgumentTarget, help: str) -> None:
     """--data auto|real|synthetic of commands that measure many runs (`run.data_choice`)."""
-    from trainscale.run.data_choice import DataChoice
+    from trainscale.runner.data_choice import DataChoice
 
     target.add_argument("--data", choices=get_args(DataChoice), default="auto", help=help)
 

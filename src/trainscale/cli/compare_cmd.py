@@ -10,7 +10,7 @@ from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 
 if TYPE_CHECKING:
-    from trainscale.report.compare_runs import RunComparison
+    from trainscale.reporting.compare_runs import RunComparison
 
 EPILOG = """\
 examples:
@@ -72,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainscale.report.compare_runs import compare
+    from trainscale.reporting.compare_runs import compare
 
     comparison = compare(
         args.a,

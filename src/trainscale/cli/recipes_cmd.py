@@ -33,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from trainscale.hardware.facts import usable_cores
-    from trainscale.sweep.estimate import RUN_OVERHEAD_S, estimate_sweep, measures_accuracy
-    from trainscale.sweep.recipes import RECIPES, recipe_spec
-    from trainscale.sweep.spec import parse_spec
+    from trainscale.sweeps.estimate import RUN_OVERHEAD_S, estimate_sweep, measures_accuracy
+    from trainscale.sweeps.recipes import RECIPES, recipe_spec
+    from trainscale.sweeps.spec import parse_spec
 
     cores = usable_cores()
     table = Table(title=f"trainscale recipes (sized for {len(cores)} usable cores)")

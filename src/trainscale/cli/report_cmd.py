@@ -67,7 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the report; a mistake raises a TrainscaleError (one line, exit 2)."""
-    from trainscale.report.build import build_report
+    from trainscale.reporting.build import build_report
 
     store_path = args.store if args.store is not None else default_store_path()
     written = build_report(

@@ -92,7 +92,7 @@ def format_result(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from trainscale.parallel.rendezvous import RendezvousFailed
-    from trainscale.run.launch import RemoteResult, RunFailed, start_run
+    from trainscale.runner.launch import RemoteResult, RunFailed, start_run
 
     def announce(text: str) -> None:
         print(f"trainscale: {text}", file=sys.stderr, flush=True)

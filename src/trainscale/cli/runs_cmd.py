@@ -18,7 +18,7 @@ from trainscale.cli.console import (
     stdout_console,
 )
 from trainscale.cli.values import positive_int
-from trainscale.report import listing as stored
+from trainscale.reporting import listing as stored
 from trainscale.results.schema import RUN_STATUSES
 
 _FILTERS = ("workload", "status", "tag", "limit")

@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 
 from trainscale.errors import ConfigError
-from trainscale.report import listing as stored
-from trainscale.report.mlflow_export import DEFAULT_EXPERIMENT, export_mlflow, tracking_uri_in_use
-from trainscale.report.tensorboard_export import write_tensorboard
-from trainscale.report.tracking import ExportedRun, load_runs, require_extra
+from trainscale.reporting import listing as stored
+from trainscale.reporting.mlflow_export import (
+    DEFAULT_EXPERIMENT,
+    export_mlflow,
+    tracking_uri_in_use,
+)
+from trainscale.reporting.tensorboard_export import write_tensorboard
+from trainscale.reporting.tracking import ExportedRun, load_runs, require_extra
 from trainscale.results.export import EXPORT_FORMATS
 
 TOOLS = ("mlflow", "tensorboard")

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from trainscale.cli.sweep_progress import SweepProgress
-    from trainscale.sweep.run import load_sweep, run_sweep
+    from trainscale.sweeps.run import load_sweep, run_sweep
 
     console = Console(stderr=True, highlight=False)
     spec, source = load_sweep(

@@ -9,15 +9,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from trainscale.metrics.run_flags import stall_text
-from trainscale.sweep.run import SweepRunListener
-from trainscale.sweep.summary import SUMMARY_HEADERS
+from trainscale.sweeps.run import SweepRunListener
+from trainscale.sweeps.summary import SUMMARY_HEADERS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from trainscale.sweep.plan import Plan
-    from trainscale.sweep.run import SweepResult
-    from trainscale.sweep.spec import SweepSpec
+    from trainscale.sweeps.plan import Plan
+    from trainscale.sweeps.run import SweepResult
+    from trainscale.sweeps.spec import SweepSpec
 
 
 class SweepProgress(SweepRunListener):
@@ -90,7 +90,7 @@ class SweepProgress(SweepRunListener):
         self.progress.start()
         self.task = self.progress.add_task(f"sweep {sweep_id[:8]}", total=todo)
         # The run in progress, step by step, under the sweep's bar (its workers write their
-        # step count; the sweep reads it: see sweep/step_watch.py).
+        # step count; the sweep reads it: see sweeps/step_watch.py).
         self.steps_task = self.progress.add_task("  steps of this run", total=None)
 
     def run_started(self, planned) -> None:

@@ -5,7 +5,7 @@ A run's options come in groups, each a frozen dataclass whose field docstrings a
 `OptimisationOptions`, `MeasurementOptions` and `NodeOptions`. `RunOptions` is what the user
 asked for (None = "the workload's or planner's default"); `RunConfig` is the resolved run
 that trains and is stored, built from the same data, measurement and node groups and from
-resolved parallel and optimisation groups (run/resolve.py makes it).
+resolved parallel and optimisation groups (runner/resolve.py makes it).
 
 Outside the code, options are spelled flat: a sweep file's `workers = [1, 2]`, the stored
 config of a run, `RunOptions.with_(workers=2)`. Flat names are unique across groups

@@ -156,8 +156,8 @@ def run_emulation(
     )
     from trainscale.parallel.interrupts import failure_reason
     from trainscale.results.store import RunStore, default_store_path
-    from trainscale.run.record import new_run_id
-    from trainscale.run.worker import load_data
+    from trainscale.runner.record import new_run_id
+    from trainscale.runner.worker import load_data
     from trainscale.train.progress import make_progress
     from trainscale.workloads import get_workload
 

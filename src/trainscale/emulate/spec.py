@@ -20,8 +20,8 @@ from typing import Any
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.data.tensors import Located
 from trainscale.errors import ConfigError
-from trainscale.run.footprint import Footprint
-from trainscale.run.resolve import resolve
+from trainscale.runner.footprint import Footprint
+from trainscale.runner.resolve import resolve
 
 MODES = ("sync", "async", "local-sgd")
 DEFAULT_LOCAL_STEPS = 8
@@ -175,8 +175,8 @@ def emulation_config(
         raise ValueError("resolve the spec first (resolve_spec)")
     config = resolve(emulation_options(opts, spec))
     if locate_data:
-        from trainscale.run.footprint import estimate_footprint
-        from trainscale.run.resolve import locate_data as find_data
+        from trainscale.runner.footprint import estimate_footprint
+        from trainscale.runner.resolve import locate_data as find_data
         from trainscale.train.plan import check_batch_fits
         from trainscale.workloads import get_workload
 

@@ -23,7 +23,7 @@ from trainscale.recommend.search import (
     accuracy_options,
 )
 from trainscale.recommend.space import BATCH_MULTIPLIERS, Candidate, Space
-from trainscale.run.data_choice import DataChoice, prepare_real
+from trainscale.runner.data_choice import DataChoice, prepare_real
 
 EXPLICIT_FIELDS = ("workers", "threads_per_worker", "affinity", "precision", "batch_size")
 """The searched axes: written in the recommended command even where they are the default."""
@@ -97,7 +97,7 @@ def fit_candidates(
     hold, are left out and say so, as other settings the machine cannot run are. `cores`
     are the usable cores the space was built for.
     """
-    from trainscale.run.resolve import check_capacity, locate_data, resolve
+    from trainscale.runner.resolve import check_capacity, locate_data, resolve
 
     located: dict = {}
     advice = "use smaller --batch-multipliers (a candidate's batch is the recipe's x one)"
@@ -216,7 +216,7 @@ def recommend(
     from trainscale.recommend.search import run_search
     from trainscale.recommend.space import machine_space
     from trainscale.results.store import RunStore, default_store_path
-    from trainscale.run.launch import execute_run
+    from trainscale.runner.launch import execute_run
     from trainscale.workloads import command_word, get_workload
 
     listener = listener or RecommendListener()

@@ -309,7 +309,7 @@ class _Search:
     def attempt(
         self, candidate: Candidate, options: RunOptions, kind: str, rung: int | None
     ) -> Trial:
-        from trainscale.run.launch import RunFailed
+        from trainscale.runner.launch import RunFailed
 
         self.listener.trial_started(candidate, kind, rung)
         t0 = self.clock()

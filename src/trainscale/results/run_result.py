@@ -114,7 +114,7 @@ class RunResult:
     contention: Contention | None = None
     """What else used the machine while the run trained, and the verdict (training runs).
     Rank 0 stores 'unknown'; the process that launched the workers replaces it with what its
-    sampler saw once they have exited (run/launch.py)."""
+    sampler saw once they have exited (runner/launch.py)."""
 
     def summary(self) -> dict[str, Any]:
         """The stored summary: the metrics' keys, the workers, the data source, and for a

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainscale.report.plots import slug
+from trainscale.reporting.plots import slug
 from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.predict import Prediction
 from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow

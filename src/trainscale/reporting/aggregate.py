@@ -1,0 +1,443 @@
+"""Group stored runs into configurations and compute every figure of a report. Pure: no I/O.
+
+A configuration is a set of runs that trained the same way: equal resolved-config hashes
+(the tag, a label, is not part of the hash). Its figures are medians over its completed runs
+(the repeats), with a spread:
+
+- throughput: median over the repeats of each run's samples/s (its global batch over its
+  median timed step, `metrics.throughput`), and its IQR across repeats;
+- step time: the median over repeats of each run's median step, and of each run's step-time
+  IQR as a fraction of its median (the within-run spread the bench reports);
+- speedup: median samples/s over the baseline configuration's median samples/s;
+- paired speedup: where runs carry a repeat index (a sweep's repeats, a bench's rounds),
+  the ratio to the baseline's run of the same round, median over rounds with a 95%
+  bootstrap interval and a verdict (`metrics.paired`; docs/methodology.md);
+- efficiency: speedup over the growth in workers, and over the growth in cores, relative to
+  the baseline (with a 1-worker, 1-core baseline: speedup / workers and speedup / cores);
+- time to target: median over the repeats that reached the target (how many did is shown);
+- accuracy and time to target only from real data: synthetic data makes no accuracy claim;
+- peak memory: the largest worker's peak resident set, median over repeats.
+
+A configuration is flagged noisy when its throughput IQR across repeats, or its typical
+within-run step-time IQR, exceeds 10% of the median (`metrics.scaling.NOISY_RELATIVE_IQR`);
+its notes say when runs stalled (mean step far above the median, `metrics.run_flags`) and
+when its efficiency exceeds 100%, which parallel training cannot honestly reach.
+
+This module groups and summarises; `labels` names configurations, `baseline` picks each
+workload's baseline and computes speedups, `compare` fits Amdahl's law and builds the
+processing-time table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from trainscale.hardware.facts import Environment
+from trainscale.hardware.prices import PriceTable
+from trainscale.metrics import stats
+from trainscale.metrics.run_flags import STALL_RATIO, has_stalls, ran_busy, stalls_note
+from trainscale.reporting import ReportError
+from trainscale.reporting.baseline import (
+    above_full_efficiency,
+    default_baseline,
+    find_baseline,
+    with_speedup,
+)
+from trainscale.reporting.compare import affinity_table, amdahl_over_baseline, series_of
+from trainscale.reporting.hardware import configuration_figures, cost_sentence, price_note
+from trainscale.reporting.labels import (
+    configuration_key,
+    labels_from_differences,
+    unique_labels,
+    value_text,
+)
+from trainscale.reporting.model import (
+    Configuration,
+    NotCompleted,
+    ReportData,
+    WorkloadSection,
+)
+from trainscale.results.store import RunRecord
+
+BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
+"""The usual parts of `summary["breakdown_s"]` (median seconds per step), in stacking order;
+other keys a run records are stacked after them."""
+
+BREAKDOWN_NOT_SECONDS = frozenset({"num_sampled_steps"})
+"""Keys runs stored before `breakdown_sampled_steps` existed kept among their breakdown's
+seconds: a count, never a part of the step."""
+
+
+def aggregate(
+    runs: Sequence[RunRecord],
+    *,
+    title: str,
+    source: str,
+    labels: Mapping[str, str] | None = None,
+    baseline: str | None = None,
+    sweep_id: str | None = None,
+    prices: PriceTable | None = None,
+) -> ReportData:
+    """The report's figures from stored runs, configurations in the order runs first show them.
+
+    `labels` maps configuration keys (config hashes) to names, e.g. a sweep plan's labels;
+    configurations without one are named by the config keys that differ between them.
+    `baseline` is a configuration label or a run id (prefix) of a completed run; by default
+    each workload's baseline is its 1-worker configuration with the fewest cores.
+    `prices` (dollars per device-hour) gives each configuration its cost; None leaves it out.
+    Raises ReportError when no run completed or the baseline matches nothing (or several).
+    """
+    if not runs:
+        raise ReportError(f"{source}: no runs to report")
+    groups: dict[str, list[RunRecord]] = {}
+    for record in runs:
+        groups.setdefault(configuration_key(record), []).append(record)
+    completed = {key: [r for r in rs if r.status == "completed"] for key, rs in groups.items()}
+    if not any(completed.values()):
+        statuses = sorted({r.status for r in runs})
+        first = next((r.error for r in runs if r.error), None)
+        why = f"; first failure: {first}" if first else ""
+        raise ReportError(
+            f"{source}: no completed runs ({len(runs)} run(s), {'/'.join(statuses)}){why}"
+        )
+    names = dict(labels or {})
+    missing = {k: _representative(rs).config for k, rs in groups.items() if k not in names}
+    if missing:
+        names.update(labels_from_differences(missing, taken=set(names.values())))
+    names = unique_labels(names)
+
+    not_completed = _not_completed(runs, names)
+    configs = {
+        key: _configuration(key, names[key], rs, len(groups[key]) - len(rs), prices)
+        for key, rs in completed.items()
+        if rs
+    }
+    chosen = find_baseline(baseline, list(configs.values()), runs) if baseline else None
+
+    sections = []
+    # With several frameworks, each framework's runs of a workload are a section of their own,
+    # with its own baseline (its own 1-worker run): the speedup a framework's users get.
+    several = len({c.framework for c in configs.values()}) > 1
+    for workload, framework in dict.fromkeys((c.workload, c.framework) for c in configs.values()):
+        members = [
+            c for c in configs.values() if (c.workload, c.framework) == (workload, framework)
+        ]
+        name = f"{workload} in {framework_label(framework)}" if several else workload
+        sections.append(_section(name, members, chosen, baseline))
+    return ReportData(
+        title=title,
+        source=source,
+        sweep_id=sweep_id,
+        workloads=sections,
+        not_completed=not_completed,
+        machines=_machines(r for r in runs if r.status == "completed"),
+        notes=_report_notes(sections, runs) + _hardware_notes(sections, prices),
+    )
+
+
+def framework_label(name: str) -> str:
+    """How a report names a framework (its own spelling; an unknown name as stored)."""
+    from trainscale.frameworks import FRAMEWORKS
+
+    known = FRAMEWORKS.get(name)
+    return known.label if known else name
+
+
+def _representative(records: Sequence[RunRecord]) -> RunRecord:
+    # A completed run knows its config best; a failed one may have been stored without it.
+    return next((r for r in records if r.status == "completed"), records[0])
+
+
+def _not_completed(runs: Sequence[RunRecord], names: Mapping[str, str]) -> list[NotCompleted]:
+    done = {
+        (configuration_key(r), r.repeat_index)
+        for r in runs
+        if r.status == "completed" and r.repeat_index is not None
+    }
+    out = []
+    for record in runs:
+        if record.status == "completed":
+            continue
+        key = configuration_key(record)
+        if record.status == "running":
+            reason = "still running (or its process was killed before it could record why)"
+        else:
+            reason = record.error or "no reason recorded"
+        out.append(
+            NotCompleted(
+                run_id=record.run_id,
+                label=names.get(key, key),
+                workload=record.workload,
+                status=record.status,
+                reason=reason,
+                retried=record.repeat_index is not None and (key, record.repeat_index) in done,
+            )
+        )
+    return out
+
+
+def _configuration(
+    key: str,
+    label: str,
+    runs: Sequence[RunRecord],
+    failed: int,
+    prices: PriceTable | None = None,
+) -> Configuration:
+    first = runs[0]
+    config = first.config
+    workers = first.world_size or int(config.get("workers") or 1)
+    threads = first.threads_per_worker or config.get("threads_per_worker")
+    total_threads, cores, oversubscribed = _cores(first, workers, threads)
+
+    def numbers(name: str, records: Iterable[RunRecord] = runs) -> list[float]:
+        return [v for r in records if _is_number(v := r.summary.get(name))]
+
+    rates = numbers("samples_per_s")
+    steps = numbers("step_time_s_median")
+    step_spreads = [
+        r.summary["step_time_s_iqr"] / r.summary["step_time_s_median"]
+        for r in runs
+        if _is_number(r.summary.get("step_time_s_iqr"))
+        and _is_number(r.summary.get("step_time_s_median"))
+        and r.summary["step_time_s_median"] > 0
+    ]
+    # No accuracy claim from synthetic data, whatever its summary happens to hold.
+    real_runs = [r for r in runs if r.data_kind == "real"]
+    evaluated = [r for r in real_runs if _evaluated(r)]
+    reached = [
+        r.summary["time_to_target_s"]
+        for r in evaluated
+        if _is_number(r.summary.get("time_to_target_s"))
+    ]
+    accuracies = numbers("test_accuracy", evaluated)
+    memory = [m for r in runs if (m := _peak_memory(r)) is not None]
+    targets = numbers("target_accuracy", evaluated)
+    time_to_target_s = stats.median(reached) if reached else None
+    return Configuration(
+        key=key,
+        label=label,
+        workload=first.workload or "?",
+        data_kind=first.data_kind,
+        workers=workers,
+        threads_per_worker=threads,
+        threads_setting=value_text("threads_per_worker", config.get("threads_per_worker", threads)),
+        affinity=first.affinity,
+        pinned=bool(config.get("core_sets")) or (first.affinity not in (None, "none")),
+        total_threads=total_threads,
+        cores=cores,
+        oversubscribed=oversubscribed,
+        precision=first.precision,
+        global_batch_size=first.global_batch_size,
+        config=config,
+        run_ids=[r.run_id for r in runs],
+        num_failed=failed,
+        samples_per_s=rates,
+        samples_per_s_median=stats.median(rates) if rates else None,
+        samples_per_s_iqr=stats.iqr(rates) if len(rates) > 1 else None,
+        samples_per_s_by_round=_by_round(runs),
+        step_time_s_median=stats.median(steps) if steps else None,
+        step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
+        train_time_s=stats.median(t) if (t := numbers("train_time_s")) else None,
+        test_accuracy=stats.median(accuracies) if accuracies else None,
+        target_accuracy=targets[0] if targets else None,
+        time_to_target_s=time_to_target_s,
+        num_reached=len(reached),
+        num_evaluated=len(evaluated),
+        peak_memory_bytes=stats.median(memory) if memory else None,
+        accuracy_curves=[curve for r in evaluated if (curve := _curve(r))],
+        breakdown_s=_breakdown(runs),
+        stalled_runs=sum(has_stalls(r.summary) for r in runs),
+        stalls=stalls_note([r.summary for r in runs]),
+        busy_runs=sum(ran_busy(r.summary) for r in runs),
+        framework=first.framework,
+        **configuration_figures(runs, cores, time_to_target_s, prices),
+    )
+
+
+def _by_round(runs: Sequence[RunRecord]) -> dict[str, float]:
+    """Samples/s per round: runs with a repeat index, keyed by their sweep (or, outside a
+    sweep, their tag: a bench's) and repeat index, so that rounds of different sweeps or
+    benches reported together are never paired with each other."""
+    per_round: dict[str, list[float]] = {}
+    for record in runs:
+        rate = record.summary.get("samples_per_s")
+        if record.repeat_index is None or not _is_number(rate) or rate <= 0:
+            continue
+        key = json.dumps([record.sweep_id, record.tag, record.repeat_index])
+        per_round.setdefault(key, []).append(float(rate))
+    return {key: stats.median(rates) for key, rates in per_round.items()}
+
+
+def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, int, bool]:
+    """(threads in all, cores given, oversubscribed) of a run.
+
+    Cores given are workers x threads, but no more than the cores the workers could run on:
+    the union of the cores they reported, else their planned core sets, else the machine's
+    usable cores. More threads than that is oversubscription.
+    """
+    total = workers * (threads or 1)
+    facts = record.summary.get("workers")
+    core_ids: set[int] = set()
+    if isinstance(facts, list):
+        for fact in facts:
+            if isinstance(fact, dict) and isinstance(fact.get("cores"), list):
+                core_ids.update(c for c in fact["cores"] if isinstance(c, int))
+    if not core_ids and isinstance(record.config.get("core_sets"), list):
+        for cores in record.config["core_sets"]:
+            core_ids.update(c for c in cores if isinstance(c, int))
+    if not core_ids and isinstance(record.env.get("usable_cores"), list):
+        core_ids.update(c for c in record.env["usable_cores"] if isinstance(c, int))
+    if not core_ids:
+        return total, total, bool(record.config.get("oversubscribed"))
+    oversubscribed = total > len(core_ids) or bool(record.config.get("oversubscribed"))
+    return total, min(total, len(core_ids)), oversubscribed
+
+
+def _evaluated(record: RunRecord) -> bool:
+    return bool(record.summary.get("accuracy_curve")) or _is_number(
+        record.summary.get("test_accuracy")
+    )
+
+
+def _curve(record: RunRecord) -> list[tuple[float, float]]:
+    points = record.summary.get("accuracy_curve") or []
+    return [
+        (float(p[0]), float(p[1]))
+        for p in points
+        if isinstance(p, (list, tuple)) and len(p) == 2 and all(_is_number(v) for v in p)
+    ]
+
+
+def _peak_memory(record: RunRecord) -> float | None:
+    value = record.summary.get("peak_memory_bytes_per_worker")
+    if isinstance(value, list):
+        numbers = [v for v in value if _is_number(v)]
+        return float(max(numbers)) if numbers else None
+    return float(value) if _is_number(value) else None
+
+
+def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
+    per_part: dict[str, list[float]] = {}
+    for record in runs:
+        parts = record.summary.get("breakdown_s")
+        if isinstance(parts, dict):
+            for name, seconds in parts.items():
+                if _is_number(seconds) and name not in BREAKDOWN_NOT_SECONDS:
+                    per_part.setdefault(str(name), []).append(float(seconds))
+    if not per_part:
+        return None
+    order = [p for p in BREAKDOWN_PARTS if p in per_part] + sorted(
+        p for p in per_part if p not in BREAKDOWN_PARTS
+    )
+    return {name: stats.median(per_part[name]) for name in order}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _section(
+    workload: str,
+    members: list[Configuration],
+    chosen: Configuration | None,
+    wanted: str | None,
+) -> WorkloadSection:
+    if chosen is not None and chosen.workload == members[0].workload:
+        if not chosen.samples_per_s_median:
+            raise ReportError(f"baseline {wanted!r} recorded no throughput; pick another")
+        base, rule = chosen, f"chosen with --baseline {wanted}"
+    else:
+        base, rule = default_baseline(members)
+    configs = [with_speedup(c, base) for c in members]
+    series = series_of(configs)
+    fit, fit_note = amdahl_over_baseline(configs, series, base)
+    rows, affinity_note = affinity_table(configs)
+    base = next((c for c in configs if base is not None and c.key == base.key), None)
+    return WorkloadSection(
+        workload=workload,
+        configurations=configs,
+        baseline=base,
+        baseline_rule=rule,
+        series=series,
+        amdahl=fit,
+        amdahl_note=fit_note,
+        affinity_rows=rows,
+        affinity_note=affinity_note,
+    )
+
+
+def _machines(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for record in runs:
+        env = Environment.from_dict(record.env)
+        machine = {
+            "cpu_model": env.cpu_model,
+            "logical_cores": env.logical_cores,
+            "torch_version": env.torch_version,
+            "hostname": env.hostname,
+        }
+        seen.setdefault(json.dumps(machine, sort_keys=True, default=str), machine)
+    return list(seen.values())
+
+
+def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]) -> list[str]:
+    notes = []
+    configs = [c for s in sections for c in s.configurations]
+    busy = sum(c.busy_runs for c in configs)
+    if busy:  # first: it changes how every speedup below reads
+        completed = sum(c.repeats for c in configs)
+        notes.append(
+            f"{busy} of {completed} completed run(s) ran on a busy machine (other work used "
+            "their cores): their figures are shown, but they are kept out of speedup "
+            "verdicts (their configurations' speedups are marked not trusted) and out of "
+            "`trainscale recommend`."
+        )
+    if any(c.synthetic for c in configs):
+        notes.append(
+            "Some configurations trained on synthetic data: their throughput is real, but they "
+            "make no accuracy claim and show no accuracy or time to target."
+        )
+    hosts = {r.env.get("hostname") for r in runs if r.status == "completed"}
+    cpus = {r.env.get("cpu_model") for r in runs if r.status == "completed"}
+    if len(hosts - {None}) > 1 or len(cpus - {None}) > 1:
+        notes.append(
+            "The runs come from more than one machine: a speedup only compares runs made on "
+            "the same machine."
+        )
+    noisy = [c.label for c in configs if c.noisy]
+    if noisy:
+        notes.append(
+            f"{len(noisy)} configuration(s) are noisy (spread above 10% of the median): "
+            "treat their figures with care, or repeat them."
+        )
+    stalled = [c.label for c in configs if c.stalls]
+    if stalled:
+        notes.append(
+            f"{len(stalled)} configuration(s) had runs with stalls (mean step more than "
+            f"{STALL_RATIO:.2f}x the median): throughput is the batch over the median step, "
+            "which the stalls do not move; their notes give the mean beside it."
+        )
+    implausible = [
+        c.label for s in sections for c in s.configurations if above_full_efficiency(c, s.baseline)
+    ]
+    if implausible:
+        notes.append(
+            f"{len(implausible)} configuration(s) show efficiency above 100% "
+            f"({', '.join(implausible)}): implausible for data-parallel training. Likely "
+            "causes: a baseline slowed by contention or stalls, a different batch, or "
+            "turbo and cache effects (a smaller share of the data per worker fits in cache)."
+        )
+    return notes
+
+
+def _hardware_notes(sections: Sequence[WorkloadSection], prices: PriceTable | None) -> list[str]:
+    """Which prices the costs use, and per workload whether its GPU run costs less."""
+    configs = [c for s in sections for c in s.configurations]
+    notes = [note] if (note := price_note(prices, configs)) else []
+    for section in sections:
+        sentence = cost_sentence(section.configurations)
+        if sentence:
+            notes.append(f"{section.workload}: {sentence}")
+    return notes

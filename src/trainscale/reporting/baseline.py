@@ -1,0 +1,182 @@
+"""The baseline of each workload, and each configuration's speedup, efficiency and notes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from trainscale.metrics import stats
+from trainscale.metrics.paired import PairedRatio, paired_ratio
+from trainscale.metrics.scaling import is_noisy, relative_iqr
+from trainscale.reporting import ReportError
+from trainscale.reporting.labels import configuration_key
+from trainscale.reporting.model import Configuration
+from trainscale.results.store import RunRecord
+
+
+def default_baseline(configs: Sequence[Configuration]) -> tuple[Configuration | None, str]:
+    """A workload's default baseline and the rule that picked it.
+
+    The 1-worker configuration with the fewest cores (the first such one on a tie); without
+    a 1-worker configuration, the one with the fewest workers, then cores.
+    """
+    measured = [c for c in configs if c.samples_per_s_median]
+    if not measured:
+        return None, "no configuration recorded a throughput"
+    single = [c for c in measured if c.workers == 1]
+    if single:
+        best = min(single, key=lambda c: c.cores)
+        return best, "default: the 1-worker configuration with the fewest cores"
+    best = min(measured, key=lambda c: (c.workers, c.cores))
+    return best, "default: no 1-worker configuration, so the one with the fewest workers and cores"
+
+
+def find_baseline(
+    wanted: str, configs: Sequence[Configuration], runs: Sequence[RunRecord]
+) -> Configuration:
+    """The configuration `--baseline` names: by label first, then by run id or prefix."""
+    text = wanted.strip()
+    by_label = [c for c in configs if c.label == text] or [
+        c for c in configs if c.label.casefold() == text.casefold()
+    ]
+    if len(by_label) == 1:
+        return by_label[0]
+    if len(by_label) > 1:
+        raise ReportError(
+            f"baseline {wanted!r} names {len(by_label)} configurations; give a run id"
+        )
+    matches = [r for r in runs if text and r.run_id.startswith(text)]
+    if len(matches) > 1 and not any(r.run_id == text for r in matches):
+        shown = ", ".join(r.run_id[:12] for r in matches[:5])
+        raise ReportError(
+            f"baseline run id prefix {wanted!r} matches {len(matches)} runs ({shown})"
+        )
+    if matches:
+        record = next((r for r in matches if r.run_id == text), matches[0])
+        if record.status != "completed":
+            raise ReportError(
+                f"baseline run {record.run_id[:8]} is {record.status}; pick a completed run"
+            )
+        key = configuration_key(record)
+        return next(c for c in configs if c.key == key)
+    shown = "; ".join(c.label for c in configs[:8]) + ("; ..." if len(configs) > 8 else "")
+    raise ReportError(
+        f"baseline {wanted!r} is neither a configuration label nor a run id in this report "
+        f"(labels: {shown})"
+    )
+
+
+FULL_EFFICIENCY = 1.0 + 1e-9
+"""Efficiency above this (100%, less rounding) is flagged as implausible."""
+
+
+def above_full_efficiency(config: Configuration, base: Configuration | None) -> bool:
+    """Whether a configuration's efficiency per worker or per core exceeds 100% against a
+    baseline of the same precision (a lower precision than the baseline's is faster
+    arithmetic, not parallel efficiency, and is not implausible)."""
+    if base is not None and config.precision != base.precision:
+        return False
+    return any(
+        value is not None and value > FULL_EFFICIENCY
+        for value in (config.efficiency_per_worker, config.efficiency_per_core)
+    )
+
+
+def paired_with_baseline(config: Configuration, base: Configuration) -> PairedRatio | None:
+    """`config` against `base`, paired round by round (`metrics.paired`); None when they
+    share no round or `config` is the baseline."""
+    if config.key == base.key:
+        return None
+    rounds = [
+        {"baseline": base.samples_per_s_by_round.get(key), "config": rate}
+        for key, rate in config.samples_per_s_by_round.items()
+    ]
+    paired = paired_ratio(rounds, "baseline", "config")
+    return paired if paired.num_rounds else None
+
+
+def with_speedup(config: Configuration, base: Configuration | None) -> Configuration:
+    """`config` with its speedup and efficiencies against `base`, paired figures where they
+    share rounds, and its notes."""
+
+    notes: list[str] = []
+    speedup = per_worker = per_core = None
+    if base is not None and config.samples_per_s_median and base.samples_per_s_median:
+        speedup = stats.speedup(base.samples_per_s_median, config.samples_per_s_median)
+        # Relative to the baseline's own workers and cores: with the usual 1-worker, 1-core
+        # baseline this is speedup / workers and speedup / cores.
+        per_worker = stats.efficiency(speedup, 1) * base.workers / config.workers
+        per_core = stats.efficiency(speedup, 1) * base.cores / config.cores
+        if config.global_batch_size != base.global_batch_size:
+            notes.append(
+                f"global batch {config.global_batch_size} vs the baseline's "
+                f"{base.global_batch_size}: a different optimisation (weak scaling)"
+            )
+    if config.stalls:
+        notes.append(config.stalls)
+    high = max((v for v in (per_worker, per_core) if v is not None), default=None)
+    if high is not None and high > FULL_EFFICIENCY and base and config.precision != base.precision:
+        notes.append(
+            f"efficiency {high:.0%} is against the baseline's {base.precision}: "
+            f"{config.precision} arithmetic is faster, not parallel efficiency"
+        )
+    elif high is not None and high > FULL_EFFICIENCY:
+        notes.append(
+            f"efficiency {high:.0%} is above 100%: implausible; likely the baseline was slowed "
+            "(contention or stalls), a different batch, or turbo/cache effects"
+        )
+    paired = paired_with_baseline(config, base) if base is not None else None
+    if paired is not None:
+        notes.append(
+            f"paired with the baseline ({paired.rounds_note}): "
+            f"{paired.verdict_against('the baseline')}"
+        )
+    spread = relative_iqr(config.samples_per_s)
+    noisy_repeats = is_noisy(spread)
+    noisy_steps = is_noisy(config.step_time_rel_iqr)
+    if noisy_repeats:
+        notes.append(
+            f"noisy: throughput IQR across {config.repeats} repeats is {spread:.0%} of the median"
+        )
+    if noisy_steps:
+        notes.append(
+            f"noisy: step-time IQR within runs is {config.step_time_rel_iqr:.0%} of the median"
+        )
+    if config.repeats == 1:
+        notes.append("single run: no spread across repeats")
+    if config.oversubscribed:
+        notes.append(f"oversubscribed: {config.total_threads} threads on {config.cores} cores")
+    if config.synthetic:
+        notes.append("synthetic data: throughput only, no accuracy")
+    elif config.num_evaluated and config.num_reached < config.num_evaluated:
+        notes.append(f"target reached in {config.num_reached} of {config.num_evaluated} runs")
+    if config.num_failed:
+        notes.append(f"{config.num_failed} run(s) did not complete")
+    notes += busy_notes(config, base)
+    return replace(
+        config,
+        speedup=speedup,
+        paired_speedup=paired.median if paired else None,
+        paired_speedup_ci=paired.ci if paired else None,
+        paired_rounds=paired.num_rounds if paired else 0,
+        paired_verdict=paired.verdict_against("the baseline") if paired else None,
+        efficiency_per_worker=per_worker,
+        efficiency_per_core=per_core,
+        is_baseline=base is not None and config.key == base.key,
+        noisy=noisy_repeats or noisy_steps,
+        notes=notes,
+    )
+
+
+def busy_notes(config: Configuration, base: Configuration | None) -> list[str]:
+    """Why a configuration's speedup is not trusted: its runs, or the baseline's, ran while
+    other work used their cores (docs/methodology.md, "Contention"). Figures stay shown."""
+    notes = []
+    if config.busy_runs:
+        notes.append(
+            f"busy machine: {config.busy_runs} of {config.repeats} run(s) shared their cores "
+            "with other work; speedup not trusted"
+        )
+    if base is not None and base.key != config.key and base.busy_runs:
+        notes.append("the baseline ran on a busy machine; speedup not trusted")
+    return notes

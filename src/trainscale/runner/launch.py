@@ -1,0 +1,315 @@
+"""One run from the parent's side: the row, the launch (or joining an external launcher,
+or meeting other nodes), and the failure or interruption recorded with its reason.
+
+The parent validates everything a user can get wrong before any worker starts (so mistakes
+cost one line, not a stored failure: see resolve.py), creates the run's row as 'running',
+launches the workers, and marks the run failed with the first worker's reason if they fail,
+or as interrupted when a signal (Ctrl-C, SIGTERM) stops it. Rank 0 writes the completed
+result in one transaction; the parent samples the machine while the workers run and adds
+what else used it, with a verdict, to the completed run (hardware/contention.py). A failure
+that cannot be recorded (the disk is full) is said so in the error; the row, left
+'running', is found stale once this process has gone (see results/owner.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainscale.config.options import RunConfig, RunOptions
+from trainscale.errors import ConfigError, StoreError
+from trainscale.hardware.contention import Contention, ContentionSampler
+from trainscale.parallel.distenv import DistEnv, launched_externally
+from trainscale.parallel.interrupts import (
+    Interrupted,
+    failure_reason,
+    interrupted_reason,
+    stop_signal,
+)
+from trainscale.results.store import RunStore, default_store_path
+from trainscale.runner.record import SweepSlot, create_run_row, new_run_id
+from trainscale.runner.resolve import batch_split, prepare
+
+log = logging.getLogger(__name__)
+
+
+def start_run(
+    opts: RunOptions,
+    store_path: Path | str | None = None,
+    *,
+    quiet: bool = False,
+    announce: Callable[[str], None] | None = None,
+) -> dict[str, Any] | RemoteResult | None:
+    """One run as `trainscale run` and the Python API make it: resolve and check `opts`
+    (a mistake costs one line, nothing started), hand how the global batch is split to
+    `announce` before any worker starts, then `execute_run` (which does not resolve again).
+
+    Under an external launcher every rank would announce it, so there the options are
+    resolved by `execute_run` and nothing is announced. Returns and raises as `execute_run`.
+    """
+    config = None
+    if not launched_externally():
+        config = prepare(opts)
+        if announce is not None:
+            announce(batch_split(config))
+    return execute_run(opts, Path(store_path) if store_path else None, quiet, config=config)
+
+
+def execute_run(
+    opts: RunOptions,
+    store_path: Path | None = None,
+    quiet: bool = False,
+    sweep: SweepSlot | None = None,
+    config: RunConfig | None = None,
+    repeat_index: int | None = None,
+) -> dict[str, Any] | RemoteResult | None:
+    """Run once and return the stored result as the `--json` dictionary.
+
+    Raises TrainscaleError for user mistakes (nothing stored) and RunFailed when the run
+    started but failed (stored as failed with its reason). `config` skips resolving `opts`
+    again when the caller already prepared it (sweeps resolve every run before the first).
+    `repeat_index` records which round of an interleaved comparison the run belongs to (the
+    bench's rounds; a sweep's comes with its `sweep` slot).
+    One node of several returns a RemoteResult where global rank 0 ran on another node, and
+    raises RendezvousFailed when the nodes never formed the job. A non-zero rank under an
+    external launcher returns None.
+    """
+    from trainscale.parallel.launcher import WorkersFailed, launch_workers
+    from trainscale.results.export import run_to_json_dict
+    from trainscale.runner.worker import worker_main
+
+    store_file = Path(store_path) if store_path else default_store_path()
+    if launched_externally():
+        return _join_external(opts, store_file, quiet)
+    config = config or prepare(opts)
+    if config.nodes.nnodes > 1:
+        if sweep is not None:  # a sweep's bookkeeping lives in one process on one node
+            raise ConfigError("a sweep runs on one node; nnodes > 1 is for `trainscale run`")
+        return _run_on_nodes(config, store_file, quiet)
+    run_id = new_run_id()
+    progress_file = sweep.progress_file if sweep is not None else None
+    with RunStore(store_file) as store:
+        create_run_row(store, run_id, config, sweep, repeat_index)
+    sampler = ContentionSampler(run_cores(config)).start()
+    try:
+        launch_workers(
+            worker_main,
+            (config.flat(), run_id, str(store_file), quiet, False, None, progress_file),
+            worker_processes(config),
+        )
+    except WorkersFailed as failure:
+        unrecorded = record_failure(store_file, run_id, failure.reason)
+        raise RunFailed(run_id, failure.reason, unrecorded) from None
+    except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
+        unrecorded = record_failure(store_file, run_id, failure_reason(error))
+        signum = stop_signal(error)
+        if signum is None:
+            raise
+        raise RunInterrupted(signum, run_id, unrecorded) from None
+    finally:
+        # After the launcher has reaped the workers, so their whole CPU time is counted.
+        contention = sampler.stop()
+    record_contention(store_file, run_id, contention)
+    with RunStore(store_file) as store:
+        return run_to_json_dict(store.get_run(run_id))
+
+
+def worker_processes(config: RunConfig) -> int:
+    """Processes the launcher starts on each node: one per worker, or one holding every
+    replica (`--single-process`)."""
+    return 1 if config.parallel.single_process else config.parallel.workers
+
+
+def run_cores(config: RunConfig) -> list[int] | None:
+    """The cores a run's workers use on this node: the union of their pinned sets; None
+    (every usable core) when they are not pinned."""
+    sets = config.parallel.core_sets
+    return sorted({core for cores in sets for core in cores}) if sets else None
+
+
+def record_contention(store_file: Path, run_id: str, contention: Contention) -> None:
+    """Store what the sampler saw in the completed run's summary. A store that refuses
+    leaves the run as rank 0 stored it (contention 'unknown'): the run itself is whole."""
+    try:
+        with RunStore(store_file) as store:
+            store.add_to_summary(run_id, contention.summary())
+    except StoreError as error:
+        log.warning("run %s: contention figures not stored: %s", run_id[:8], error)
+
+
+def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str, Any] | None:
+    """Started by an external torchrun/srun: become one worker; rank 0 records the run."""
+    from trainscale.results.export import run_to_json_dict
+    from trainscale.runner.worker import worker_main
+
+    env = DistEnv.from_environ()
+    if env.world_size % env.local_world_size:
+        raise ConfigError(
+            f"{env.world_size} workers over nodes of {env.local_world_size}: trainscale needs "
+            "the same number of workers on every node"
+        )
+    # The launcher decides the shape: this node's workers (for the CPU plan and the GPU
+    # check) and the nodes (for the world size and the global batch).
+    shape = {"workers": env.local_world_size, "nnodes": env.world_size // env.local_world_size}
+    opts = opts.with_(**shape)
+    config = prepare(opts)
+    run_id = new_run_id()
+    worker_main(config.flat(), run_id, str(store_file), quiet, True)
+    if not env.is_main:
+        return None
+    with RunStore(store_file) as store:
+        return run_to_json_dict(store.get_run(run_id))
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    """One node's outcome of a multi-node run whose global rank 0 ran on another node."""
+
+    run_id: str
+    nnodes: int
+    world_size: int
+
+    def describe(self) -> str:
+        return (
+            f"run {self.run_id[:8]} completed on {self.nnodes} nodes ({self.world_size} "
+            "workers); global rank 0 stored the result in the store on its node"
+        )
+
+
+def _run_on_nodes(
+    config: RunConfig, store_file: Path, quiet: bool
+) -> dict[str, Any] | RemoteResult:
+    """This node's part of a multi-node run: join the others, run this node's workers.
+
+    No parent creates the row: which node gets global rank 0 is only known once the nodes
+    have met, so rank 0's worker creates it and records its own failure. The workers report
+    the run id here, so every node prints the same id, and a failure that rank 0 could not
+    record (it was stopped, or its node died and the store is shared) is recorded here.
+    """
+    import tempfile
+
+    from trainscale.parallel.launcher import RendezvousLost, WorkersFailed, launch_workers
+    from trainscale.parallel.rendezvous import Rendezvous, RendezvousFailed
+    from trainscale.results.export import run_to_json_dict
+    from trainscale.runner.worker import worker_main
+
+    # Any node may get rank 0, so each checks its store before the others wait for it.
+    with RunStore(store_file):
+        pass
+    rendezvous = Rendezvous(
+        endpoint=str(config.nodes.rdzv_endpoint),
+        job_id=str(config.nodes.rdzv_id),
+        nnodes=config.nodes.nnodes,
+        timeout_s=float(config.nodes.rdzv_timeout_s or 0),
+    )
+    with tempfile.TemporaryDirectory(prefix="trainscale-node-") as report_dir:
+        args = (config.flat(), new_run_id(), str(store_file), quiet, True, report_dir)
+        # This node's view: other processes here slow its workers, and so the whole job.
+        sampler = ContentionSampler(run_cores(config)).start()
+        try:
+            returned = launch_workers(
+                worker_main, args, config.parallel.workers, rendezvous=rendezvous
+            )
+        except RendezvousFailed:
+            raise
+        except RendezvousLost as lost:
+            started, run_id = _read_reports(report_dir)
+            if not started:  # no worker ran anywhere: nothing stored, safe to retry
+                raise RendezvousFailed(lost.reason) from None
+            # Mid-run, the agent only loses the store when the node hosting it goes away.
+            reason = f"a node left the job ({lost.reason})"
+            raise _record_failure(store_file, run_id, reason) from None
+        except WorkersFailed as failure:
+            run_id = _read_reports(report_dir)[1]
+            raise _record_failure(store_file, run_id, failure.reason) from None
+        except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
+            run_id = _read_reports(report_dir)[1]
+            failed = _record_failure(store_file, run_id, failure_reason(error))
+            signum = stop_signal(error)
+            if signum is None:
+                raise
+            raise RunInterrupted(signum, run_id, failed.unrecorded) from None
+        finally:
+            contention = sampler.stop()
+        run_id = _read_reports(report_dir)[1] or ""
+    if 0 in returned:  # keyed by global rank: rank 0 ran here and stored the run here
+        record_contention(store_file, run_id, contention)
+        with RunStore(store_file) as store:
+            return run_to_json_dict(store.get_run(run_id))
+    return RemoteResult(run_id, config.nodes.nnodes, config.world_size)
+
+
+def _read_reports(report_dir: str) -> tuple[bool, str | None]:
+    """(whether any local worker started, the run id they reported if any)."""
+    texts = [p.read_text() for p in Path(report_dir).glob("rank-*") if p.suffix != ".partial"]
+    return bool(texts), next((text for text in texts if text), None)
+
+
+def _record_failure(store_file: Path, run_id: str | None, reason: str) -> RunFailed:
+    """Mark the run failed here if its row is in this node's store and still 'running'.
+
+    The row is here when global rank 0 ran on this node (and was stopped before it could
+    record the failure itself) or when the nodes share one store. Elsewhere nothing is
+    written: a row is never created on a node that did not hold rank 0.
+    """
+    unrecorded = None
+    if run_id:
+        try:
+            with RunStore(store_file) as store:
+                try:
+                    running = store.get_run(run_id).status == "running"
+                except StoreError:
+                    running = False
+            if running:
+                unrecorded = record_failure(store_file, run_id, reason)
+        except StoreError as error:
+            unrecorded = str(error)
+    return RunFailed(run_id, reason, unrecorded)
+
+
+def record_failure(store_file: Path, run_id: str, reason: str) -> str | None:
+    """Mark the run failed with `reason`; None when done, else why the store refused.
+
+    A store that cannot be written (a full disk, a lost file system) must not turn a run's
+    failure into a different error: the caller reports both in its one line.
+    """
+    try:
+        with RunStore(store_file) as store:
+            store.fail_run(run_id, reason)
+    except StoreError as error:
+        return str(error)
+    return None
+
+
+def _unrecorded_note(unrecorded: str | None) -> str:
+    return f"; the run could not be recorded as failed: {unrecorded}" if unrecorded else ""
+
+
+class RunFailed(Exception):
+    """A run started and failed; it is stored as failed with `reason` (by global rank 0, or
+    by the launching parent), unless the store refused: then `unrecorded` says why."""
+
+    def __init__(self, run_id: str | None, reason: str, unrecorded: str | None = None):
+        name = f"run {run_id[:8]}" if run_id else "run"
+        super().__init__(f"{name} failed: {reason}{_unrecorded_note(unrecorded)}")
+        self.run_id = run_id
+        self.reason = reason
+        self.unrecorded = unrecorded
+
+
+class RunInterrupted(Interrupted):
+    """A signal stopped a run while its workers ran; the workers are stopped and the run is
+    stored as failed with the reason 'interrupted (SIGNAL)', unless the store refused."""
+
+    def __init__(self, signum: int, run_id: str | None, unrecorded: str | None = None):
+        super().__init__(signum)
+        self.run_id = run_id
+        self.unrecorded = unrecorded
+
+    def describe(self) -> str:
+        """One line for the terminal."""
+        name = f"run {self.run_id[:8]}" if self.run_id else "run"
+        return f"{name} {interrupted_reason(self.signum)}{_unrecorded_note(self.unrecorded)}"

@@ -1,0 +1,363 @@
+"""From what the user asked (RunOptions) to what runs (RunConfig), checked before launch.
+
+This is the only place before launch that reads the machine: its cores and NUMA nodes (the
+CPU plan), its GPUs, the launcher's environment, where the dataset is and how much memory
+is free. Everything a user can get wrong fails here in one line, before any worker starts:
+a run that cannot fit is refused, not stored as failed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from trainscale.config.options import (
+    THREADS_TORCH_DEFAULT,
+    DataOptions,
+    MeasurementOptions,
+    NodeOptions,
+    OptimisationConfig,
+    ParallelConfig,
+    RunConfig,
+    RunOptions,
+)
+from trainscale.data.tensors import DataRequest, DataSize, Located
+from trainscale.errors import ConfigError
+from trainscale.parallel.distenv import launched_externally
+from trainscale.workloads.base import Workload
+
+
+def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunConfig:
+    """Fill every default from the workload's recipe and the CPU planner."""
+    from trainscale.hardware.facts import read_numa_nodes
+    from trainscale.parallel.affinity import parse_affinity, plan_cpu
+    from trainscale.workloads import get_workload, workload_source
+
+    check_rendezvous(opts.nodes)
+    workload = get_workload(opts.workload)
+    _check_workload_options(workload, opts.data.workload_options)
+    par, opt = opts.parallel, opts.optimisation
+    device = resolve_device(par.device, par.workers)
+    check_framework(opts, device)
+    _check_framework_model(workload, par.framework)
+    if opt.precision == "fp16" and device != "cuda":
+        raise ConfigError(
+            "--precision fp16 needs --device cuda (CPUs have no fast fp16 matrix units; "
+            "use bf16 on the CPU)"
+        )
+
+    torch_default_threads = par.threads_per_worker == THREADS_TORCH_DEFAULT
+    requested_threads = None if torch_default_threads else par.threads_per_worker
+    plan = plan_cpu(
+        par.workers,
+        requested_threads,  # type: ignore[arg-type]
+        parse_affinity(par.affinity),
+        available_cores=available_cores,
+        numa_nodes=[node["cpus"] for node in read_numa_nodes()] or None,
+        # Leaving torch's default thread count is only ever asked for to show the pitfall.
+        allow_oversubscribe=par.allow_oversubscribe or torch_default_threads,
+    )
+    _check_worker_count(par.workers, len(plan.available_cores))
+    parallel = ParallelConfig(
+        device=device,
+        workers=par.workers,
+        threads_per_worker=None if torch_default_threads else plan.threads_per_worker,
+        affinity=plan.affinity,
+        core_sets=[list(s) for s in plan.core_sets] if plan.core_sets is not None else None,
+        oversubscribed=plan.oversubscribed or torch_default_threads,
+        timeout_s=par.timeout_s,
+        bucket_cap_mb=par.bucket_cap_mb,
+        grad_accum=par.grad_accum,
+        channels_last=workload.channels_last,
+        framework=par.framework,
+        single_process=par.single_process,
+    )
+    measurement = opts.measurement
+    if measurement.target_accuracy is None:
+        measurement = MeasurementOptions(
+            **{**measurement.__dict__, "target_accuracy": workload.target_accuracy}
+        )
+    return RunConfig(
+        workload=workload.name,
+        data=DataOptions(
+            kind=opts.data.kind,
+            data_dir=opts.data.data_dir,
+            download=opts.data.download,
+            workload_options=dict(opts.data.workload_options),
+        ),
+        parallel=parallel,
+        optimisation=_resolve_optimisation(opts, workload),
+        measurement=measurement,
+        nodes=_resolve_nodes(opts.nodes),
+        tag=opts.tag,
+        workload_source=workload_source(workload.name),
+    )
+
+
+def check_framework(opts: RunOptions, device: str) -> None:
+    """Refuse, in one line, a framework that is not installed or a setting it does not have."""
+    from trainscale.frameworks import PYTORCH, get_framework, require
+
+    par, name = opts.parallel, opts.parallel.framework
+    if par.single_process and name == PYTORCH:
+        raise ConfigError(
+            "--single-process needs --framework tensorflow or jax (PyTorch data parallelism "
+            "is one process per worker: DDP)"
+        )
+    if par.single_process and (par.workers < 2 or opts.nodes.nnodes > 1):
+        raise ConfigError(
+            "--single-process puts --workers N > 1 replicas in one process, on one node"
+        )
+    if name == PYTORCH:
+        return
+    label = get_framework(name).label
+    torch_only = {
+        "--compile": (
+            opts.optimisation.compile,
+            "it compiles its step anyway (tf.function / jax.jit)",
+        ),
+        "--grad-accum": (par.grad_accum != 1, "micro-batches are DDP's no_sync"),
+        "--bucket-cap-mb": (par.bucket_cap_mb is not None, "buckets are DDP's"),
+    }
+    for flag, (given, why) in torch_only.items():
+        if given:
+            raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
+    require(name)
+    if device == "cuda":
+        raise ConfigError(
+            f"--device cuda with --framework {name}: this version trains {label} on the CPU "
+            "only (docs/frameworks.md); on GPUs use --framework pytorch"
+        )
+
+
+def _check_framework_model(workload: Workload, framework: str) -> None:
+    """Only the built-in workloads have TensorFlow and JAX twins of their PyTorch model."""
+    from trainscale.frameworks import PYTORCH
+    from trainscale.workloads import is_builtin
+
+    if framework != PYTORCH and not is_builtin(workload.name):
+        raise ConfigError(
+            f"workload {workload.name!r} has a PyTorch model only: --framework {framework} "
+            "trains the built-in workloads (docs/custom-workloads.md)"
+        )
+
+
+def _check_workload_options(workload: Workload, values: dict[str, str] | Any) -> None:
+    unknown = sorted(set(values) - set(workload.options))
+    if unknown:
+        valid = ", ".join(sorted(workload.options)) or "none"
+        raise ConfigError(
+            f"unknown option {unknown[0]!r} for workload {workload.name}; valid -o options: {valid}"
+        )
+    if workload.check_options is not None:
+        workload.check_options(values)
+
+
+def _resolve_optimisation(opts: RunOptions, workload: Workload) -> OptimisationConfig:
+    """Batch sizes, lr and schedule from the options and the workload's recipe."""
+    from trainscale.train.lr import scaled_lr
+
+    opt, recipe = opts.optimisation, workload.recipe
+    workers, nnodes = opts.parallel.workers, opts.nodes.nnodes
+    if opt.global_batch_size is not None:
+        batch_size = opt.global_batch_size // (workers * nnodes)
+    else:
+        batch_size = opt.batch_size or recipe.batch_size
+    grad_accum = opts.parallel.grad_accum
+    if batch_size % grad_accum:
+        raise ConfigError(
+            f"--grad-accum {grad_accum} does not divide the per-worker batch {batch_size} "
+            "into equal micro-batches"
+        )
+    global_batch = batch_size * workers * nnodes
+    base_lr = opt.lr if opt.lr is not None else recipe.lr
+    warmup = opt.warmup_fraction
+    if warmup is None:
+        warmup = recipe.warmup_fraction
+        # A scaled-up lr needs a gradual warm-up to be stable (Goyal et al. 2017).
+        if opt.lr_scaling != "none" and global_batch > recipe.batch_size:
+            warmup = max(warmup, 0.1)
+    return OptimisationConfig(
+        batch_size=batch_size,
+        global_batch_size=global_batch,
+        optimizer=opt.optimizer or recipe.optimizer,  # type: ignore[arg-type]
+        lr=scaled_lr(base_lr, global_batch, recipe.batch_size, opt.lr_scaling),
+        base_lr=base_lr,
+        reference_batch_size=recipe.batch_size,
+        lr_scaling=opt.lr_scaling,
+        schedule=opt.schedule or recipe.schedule,  # type: ignore[arg-type]
+        warmup_fraction=warmup,
+        momentum=recipe.momentum,
+        nesterov=recipe.nesterov,
+        weight_decay=opt.weight_decay if opt.weight_decay is not None else recipe.weight_decay,
+        label_smoothing=recipe.label_smoothing,
+        precision=opt.precision,
+        compile=opt.compile,
+        epochs=opt.epochs if opt.epochs is not None else recipe.epochs,
+        steps=opt.steps,
+        seed=opt.seed,
+    )
+
+
+def check_rendezvous(nodes: NodeOptions) -> None:
+    """A multi-node job needs an endpoint every node can reach and an id they share."""
+    from trainscale.parallel.rendezvous import check_job_id, default_job_id, parse_endpoint
+
+    if nodes.rdzv_endpoint is not None:
+        parse_endpoint(nodes.rdzv_endpoint)
+    if nodes.rdzv_id is not None:
+        check_job_id(nodes.rdzv_id)
+    if nodes.nnodes == 1 or launched_externally():
+        return  # one node, or torchrun/srun already formed the job
+    if nodes.rdzv_endpoint is None:
+        raise ConfigError(
+            f"--nnodes {nodes.nnodes} needs --rdzv-endpoint HOST:PORT, an address of one of "
+            "the nodes that every node can reach (the same on every node)"
+        )
+    if nodes.rdzv_id is None and default_job_id(os.environ) is None:
+        raise ConfigError(
+            f"--nnodes {nodes.nnodes} needs --rdzv-id ID, the same on every node of this job "
+            "(under SLURM it defaults to the job and step id)"
+        )
+
+
+def _resolve_nodes(nodes: NodeOptions) -> NodeOptions:
+    """The rendezvous of the resolved run: none on one node (it meets itself on 127.0.0.1,
+    whatever rendezvous options were given, so one script serves any --nnodes)."""
+    from trainscale.parallel.rendezvous import default_job_id
+
+    if nodes.nnodes == 1:
+        return NodeOptions(nnodes=1, rdzv_endpoint=None, rdzv_id=None, rdzv_timeout_s=None)
+    return NodeOptions(
+        nnodes=nodes.nnodes,
+        rdzv_endpoint=nodes.rdzv_endpoint.strip() if nodes.rdzv_endpoint else None,
+        rdzv_id=nodes.rdzv_id or default_job_id(os.environ),
+        rdzv_timeout_s=nodes.rdzv_timeout_s,
+    )
+
+
+def _check_worker_count(workers: int, num_cores: int) -> None:
+    """Refuse more worker processes than this machine can start (hardware/resources.py),
+    even where oversubscription is allowed. Under an external launcher the processes
+    already exist: starting them was the launcher's business."""
+    from trainscale.hardware.resources import check_worker_count, open_file_limit
+
+    if not launched_externally():
+        check_worker_count(workers, num_cores, open_file_limit())
+
+
+def resolve_device(requested: str, workers: int) -> str:
+    """'cpu' or 'cuda' for `requested`, checking that the GPUs asked for are there."""
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if requested == "auto":
+        return "cuda" if available else "cpu"
+    if not available:
+        raise ConfigError(
+            "--device cuda, but no CUDA GPU is visible to torch "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); "
+            "use --device cpu"
+        )
+    # Under an external launcher the workers of this node are LOCAL_WORLD_SIZE, not all.
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", workers))
+    if local > available:
+        raise ConfigError(
+            f"{local} GPU workers on this machine but only {available} GPU(s) visible; "
+            f"use --workers {available} or fewer (one process per GPU)"
+        )
+    return "cuda"
+
+
+def data_request(config: RunConfig) -> DataRequest:
+    """What the workload's data functions are asked for, from a resolved config."""
+    data = config.data
+    return DataRequest(
+        data_dir=Path(data.data_dir) if data.data_dir else None,
+        download=data.download,
+        options=dict(data.workload_options),
+        seed=config.optimisation.seed,
+    )
+
+
+# -- data and capacity ------------------------------------------------------------------------
+
+
+def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = None) -> RunConfig:
+    """Resolve options, make sure the data is there (downloading it if allowed), and check
+    that the run fits: a worker's shard holds a batch, and this machine's memory holds the
+    workers. Raises TrainscaleError (one line) before any worker starts.
+
+    `located` caches where each distinct data request was found: locating reads the files
+    in full (to fail early on a corrupt one), and a sweep over one dataset pays that once.
+    """
+    config, size = locate_data(resolve(opts), located)
+    check_capacity(config, size)
+    return config
+
+
+def batch_split(config: RunConfig) -> str:
+    """How the global batch is split: 'global batch 128 = 2 workers x 64 per worker'."""
+    opt, workers, nnodes = config.optimisation, config.parallel.workers, config.nodes.nnodes
+    nodes = f"{nnodes} nodes x " if nnodes > 1 else ""
+    plural = "s" if workers != 1 else ""
+    return (
+        f"global batch {opt.global_batch_size} = {nodes}{workers} worker{plural} x "
+        f"{opt.batch_size} per worker"
+    )
+
+
+def locate_data(
+    config: RunConfig, located: dict[tuple[Any, ...], Located] | None = None
+) -> tuple[RunConfig, DataSize]:
+    """(the config reading from where the data was found, the dataset's size).
+
+    Real data is located (and checked) as `prepare` does; synthetic data has the size its
+    workload declares.
+    """
+    from trainscale.workloads import get_workload
+
+    workload = get_workload(config.workload)
+    data = config.data
+    if data.kind != "real":
+        if workload.synthetic_size is None:  # a workload spec's omission, not a user's
+            raise ValueError(f"workload {workload.name} declares no synthetic_size")
+        return config, workload.synthetic_size
+    key = (
+        config.workload,
+        data.data_dir,
+        data.download,
+        tuple(sorted(data.workload_options.items())),
+    )
+    if located is None:
+        located = {}
+    if key not in located:
+        located[key] = workload.locate_real(data_request(config))
+    found = located[key]
+    # Workers read from where the parent found the files: no second search or download.
+    return config.with_(data_dir=str(found.path)), found.size
+
+
+def check_capacity(config: RunConfig, size: DataSize, batch_advice: str | None = None) -> None:
+    """ConfigError unless a worker's shard of `size` holds one batch and this node's memory
+    holds the workers (data, model state, processes). The memory check is left out under an
+    external launcher: the workers already exist and already hold their share.
+    `batch_advice` replaces the batch error's advice (for commands without --batch-size)."""
+    from trainscale.runner.footprint import check_run_memory, estimate_footprint
+    from trainscale.train.plan import check_batch_fits
+    from trainscale.workloads import get_workload
+
+    check_batch_fits(
+        config.optimisation.batch_size, size.num_train, config.world_size, batch_advice
+    )
+    if not launched_externally():
+        footprint = estimate_footprint(
+            get_workload(config.workload),
+            config.data.workload_options,
+            size,
+            config.optimisation.seed,
+        )
+        check_run_memory(config, footprint)

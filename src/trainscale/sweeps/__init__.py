@@ -1,0 +1,1 @@
+"""Sweeps: many runs from one spec, one at a time, resumable."""

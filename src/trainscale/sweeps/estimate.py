@@ -1,0 +1,97 @@
+"""What a sweep will measure and how long it will take, roughly, before it runs.
+
+Accuracy: a configuration measures it when it trains on real data with evaluation on.
+Duration: training samples x a measured rate.
+
+The estimate is arithmetic, not a measurement of this machine: each configuration's
+training samples (steps x global batch, or epochs x training-set size) times repeats,
+multiplied by the seconds per sample measured for its workload on a 2-core machine with
+1 process x 2 threads (docs/workloads.md, "Per-workload epoch times"), plus a fixed start-up
+cost per run (worker launch, data loading, warm-up). Evaluation passes, DBN pre-training
+and a faster or slower machine are not modelled, so read it as "minutes or hours", within
+a factor of about two; docs/sweeps.md says the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainscale.sweeps.spec import SweepSpec
+
+EPOCH_S_2_CORES = {
+    "mnist-cnn": 92.0,
+    "mnist-dbn": 11.0,
+    "cifar10-resnet44": 390.0,
+    "imdb-bilstm": 736.0,
+    "imdb-bigru": 1158.0,
+    "tweets-text": 22.0,
+}
+"""Seconds of one training epoch, 1 process x 2 threads on the 2-core machine of
+docs/workloads.md (synthetic data of the real shapes; mnist-dbn: fine-tuning only)."""
+
+RUN_OVERHEAD_S = 8.0
+"""Seconds a run costs besides its timed steps: starting the workers, loading the data,
+the untimed warm-up (measured roughly on the same machine for the MNIST CNN)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A sweep's size and its rough duration."""
+
+    runs: int
+    seconds: float
+    """Rough wall time on a 2-core machine (see the module docstring for how)."""
+
+    def text(self) -> str:
+        """'12 runs, about 8 min'."""
+        return f"{self.runs} runs, about {duration_text(self.seconds)}"
+
+
+def duration_text(seconds: float) -> str:
+    """A rough duration in the largest sensible unit: '40 s', '8 min', '2.5 h'."""
+    if seconds < 90:
+        return f"{max(10, round(seconds, -1)):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_sweep(spec: SweepSpec) -> Estimate:
+    """The rough duration of every run of `spec` (no configuration is resolved or run)."""
+    total = 0.0
+    configurations = spec.configurations()
+    for _, overrides in configurations:
+        total += _run_seconds({**spec.base, **overrides})
+    return Estimate(len(configurations) * spec.repeats, total * spec.repeats)
+
+
+def measures_accuracy(spec: SweepSpec) -> bool:
+    """Whether some configuration of `spec` trains on real data with evaluation on (the
+    defaults): synthetic data or `evaluate = false` measure throughput only."""
+    for _, overrides in spec.configurations():
+        fields = {**spec.base, **overrides}
+        if fields.get("data", "real") != "synthetic" and fields.get("evaluate", True):
+            return True
+    return False
+
+
+def _run_seconds(fields: Mapping[str, Any]) -> float:
+    from trainscale.workloads import get_workload
+
+    workload = get_workload(str(fields["workload"]))
+    size = workload.synthetic_size
+    num_train = size.num_train if size is not None else 60_000
+    epoch_s = EPOCH_S_2_CORES.get(workload.name, 100.0)
+    workers = int(fields.get("workers") or 1)
+    if fields.get("global_batch_size"):
+        global_batch = int(fields["global_batch_size"])
+    else:
+        global_batch = int(fields.get("batch_size") or workload.recipe.batch_size) * workers
+    if fields.get("steps"):
+        warmup = int(fields.get("warmup_steps_untimed") or 5)
+        samples = (int(fields["steps"]) + warmup) * global_batch
+    else:
+        samples = float(fields.get("epochs") or workload.recipe.epochs) * num_train
+    return RUN_OVERHEAD_S + samples * epoch_s / num_train

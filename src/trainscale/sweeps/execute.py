@@ -1,0 +1,155 @@
+"""Run a sweep's plan one run at a time, recording each run, resumable after any stop.
+
+Runs execute one at a time, so no run's timing is disturbed by another. A failed run is
+stored as failed (by the runner) and the sweep goes on. A sweep stopped by Ctrl-C, a crash
+or SIGKILL is continued with `--resume`: the plan is made again from the same spec, runs
+already completed (matched by resolved-config hash and repeat index) are skipped, and runs
+left 'running' by a killed process are marked failed and made again. So every planned run
+ends with exactly one completed attempt, none lost and none duplicated. A resume while an
+earlier attempt still runs on this machine is refused: both would make the same runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainscale.errors import TrainscaleError
+from trainscale.results.owner import is_alive, is_here
+from trainscale.results.store import RunStore, SweepRecord
+from trainscale.sweeps.plan import Plan, PlannedRun
+from trainscale.sweeps.spec import SweepSpec
+from trainscale.sweeps.step_watch import watch_steps
+
+INTERRUPTED = "interrupted: the sweep process stopped before this run finished (resumed later)"
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: str
+    resumed: bool
+    skipped_done: int = 0
+    """Runs already completed by an earlier attempt of this sweep."""
+    completed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """(run id, reason) of runs that failed in this attempt."""
+
+
+class SweepListener:
+    """What a sweep reports as it goes; the CLI shows a progress bar, tests stay silent."""
+
+    def start(self, sweep_id: str, todo: int, done: int) -> None: ...
+    def run_started(self, planned: PlannedRun) -> None: ...
+    def run_step(self, planned: PlannedRun, step: int, total: int) -> None:
+        """The run in progress reached `step` of `total` training steps."""
+
+    def run_finished(self, planned: PlannedRun, result: dict[str, Any] | None, error: str | None):
+        """`result` is the run's JSON dict when it completed; `error` its reason when not."""
+
+    def stop(self) -> None: ...
+
+
+def open_sweep(
+    store: RunStore, spec: SweepSpec, plan: Plan, source: str, resume: bool
+) -> tuple[SweepRecord, bool]:
+    """The sweep to run: the newest one from this spec when resuming, else a new one.
+
+    Returns (sweep, resumed). A resume whose plan no longer matches the stored one (the
+    options resolve differently now, e.g. on another machine) is refused: its completed runs
+    would not be the runs this plan asks for.
+    """
+    planned = [p.to_dict() for p in plan.runs]
+    if resume:
+        earlier = store.latest_sweep_with_spec(spec.spec_hash())
+        if earlier is not None:
+            stored = {(p["config_hash"], p["repeat"]) for p in earlier.plan}
+            now = {(p["config_hash"], p["repeat"]) for p in planned}
+            if stored != now:
+                raise TrainscaleError(
+                    f"cannot resume sweep {earlier.short_id}: its configurations resolve "
+                    "differently now (another machine, data location or trainscale version); "
+                    "run without --resume to start a new sweep"
+                )
+            return earlier, True
+    sweep_id = uuid.uuid4().hex
+    store.create_sweep(sweep_id, spec.name, source, spec.spec_hash(), spec.to_dict(), planned)
+    return store.get_sweep(sweep_id), False
+
+
+def refuse_while_running(store: RunStore, sweep: SweepRecord) -> None:
+    """TrainscaleError if another process of this machine is still making one of its runs.
+
+    Runs whose process is gone were marked stale when the store was opened; a 'running' run
+    of this host left after that has a live owner. (An owner on another host cannot be
+    checked: such runs are taken as interrupted, as before owners were recorded.)
+    """
+    for record in store.sweep_runs(sweep.sweep_id):
+        owner = record.owner
+        if record.status != "running" or owner is None or not is_here(owner):
+            continue
+        if owner.pid != os.getpid() and is_alive(owner):
+            raise TrainscaleError(
+                f"sweep {sweep.short_id} is still running: its run {record.short_id} belongs "
+                f"to {owner.describe()}; let it finish, or stop it, then resume"
+            )
+
+
+def execute_sweep(
+    spec: SweepSpec,
+    plan: Plan,
+    store_path: Path,
+    source: str,
+    resume: bool = False,
+    listener: SweepListener | None = None,
+    run_one: Callable[..., dict[str, Any]] | None = None,
+) -> SweepOutcome:
+    """Run every planned run not yet completed, in plan order; returns what happened.
+
+    `run_one` defaults to `runner.execute_run` (tests may pass a stand-in).
+    """
+    from trainscale.runner.launch import RunFailed, execute_run
+    from trainscale.runner.record import SweepSlot
+
+    listener = listener or SweepListener()
+    run_one = run_one or execute_run
+    # A resume must not mistake a killed run for one still being made: stale ones first.
+    with RunStore(store_path, fail_stale=resume) as store:
+        sweep, resumed = open_sweep(store, spec, plan, source, resume)
+        if resumed:
+            refuse_while_running(store, sweep)
+            store.fail_interrupted_runs(sweep.sweep_id, INTERRUPTED)
+        done = {
+            (r.config_hash, r.repeat_index)
+            for r in store.sweep_runs(sweep.sweep_id)
+            if r.status == "completed"
+        }
+    tag = spec.base.get("tag") or f"sweep:{sweep.short_id}"
+    todo = [p for p in plan.runs if (p.config_hash, p.repeat) not in done]
+    outcome = SweepOutcome(sweep.sweep_id, resumed, skipped_done=len(plan.runs) - len(todo))
+    listener.start(sweep.sweep_id, len(todo), outcome.skipped_done)
+    steps_dir = tempfile.TemporaryDirectory(prefix="trainscale-sweep-")
+    try:
+        for planned in todo:
+            listener.run_started(planned)
+            steps_file = os.path.join(steps_dir.name, f"steps-{planned.item}")
+            slot = SweepSlot(sweep.sweep_id, planned.item, planned.repeat, steps_file)
+            config = planned.config.with_(tag=tag)
+            try:
+                with watch_steps(steps_file, functools.partial(listener.run_step, planned)):
+                    result = run_one(planned.options, store_path, True, slot, config)
+            except RunFailed as failure:
+                outcome.failed.append((failure.run_id, failure.reason))
+                listener.run_finished(planned, None, failure.reason)
+                continue
+            outcome.completed.append(result["run_id"])
+            listener.run_finished(planned, result, None)
+    finally:
+        listener.stop()
+        steps_dir.cleanup()
+    return outcome

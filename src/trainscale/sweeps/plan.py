@@ -1,0 +1,103 @@
+"""From a sweep spec to a plan: every configuration resolved and checked, repeats ordered.
+
+Everything a user can get wrong (option values, cores, data files) fails here, before the
+first run starts: a sweep should not die an hour in on its twentieth configuration.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainscale.config.options import RunConfig, RunOptions
+from trainscale.data.tensors import Located
+from trainscale.errors import TrainscaleError
+from trainscale.sweeps.spec import SweepSpec
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a sweep: a configuration and which repeat of it."""
+
+    item: int
+    """Position in the plan (execution order)."""
+    label: str
+    """The configuration, as the varied options say it (e.g. 'workers=2, precision=bf16')."""
+    options: RunOptions
+    config: RunConfig
+    """Resolved, data located: what runs and what is stored."""
+    repeat: int
+
+    @property
+    def config_hash(self) -> str:
+        return self.config.settings_hash()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan entry as stored with the sweep."""
+        return {
+            "item": self.item,
+            "label": self.label,
+            "config_hash": self.config_hash,
+            "repeat": self.repeat,
+            "workload": self.config.workload,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: list[PlannedRun]
+    skipped: list[tuple[str, str]]
+    """(label, reason) of configurations left out with `skip_invalid`."""
+
+
+def make_plan(spec: SweepSpec) -> Plan:
+    """Resolve every configuration (raising TrainscaleError naming it) and order the runs."""
+    from trainscale.runner.resolve import prepare
+
+    resolved: list[tuple[str, RunOptions, RunConfig]] = []
+    skipped: list[tuple[str, str]] = []
+    located: dict[tuple[Any, ...], Located] = {}
+    for label, overrides in spec.configurations():
+        fields = with_command_line_options({**spec.base, **overrides}, spec.workload_options)
+        try:
+            options = RunOptions.from_flat(fields)
+            config = prepare(options, located)
+        except TrainscaleError as error:
+            if spec.skip_invalid:
+                skipped.append((label, str(error)))
+                continue
+            raise TrainscaleError(
+                f"sweep {spec.name!r}, configuration '{label}': {error}"
+            ) from None
+        resolved.append((label, options, config))
+    if not resolved:
+        reasons = "; ".join(f"{label}: {reason}" for label, reason in skipped[:3])
+        raise TrainscaleError(f"sweep {spec.name!r} has no runnable configuration ({reasons})")
+
+    slots = [(index, repeat) for repeat in range(spec.repeats) for index in range(len(resolved))]
+    if spec.order == "random":
+        random.Random(spec.seed).shuffle(slots)
+    runs = [
+        PlannedRun(item, resolved[index][0], resolved[index][1], resolved[index][2], repeat)
+        for item, (index, repeat) in enumerate(slots)
+    ]
+    return Plan(runs=runs, skipped=skipped)
+
+
+def with_command_line_options(fields: dict[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
+    """A configuration's fields with the `-o` options given on the command line that its
+    workload declares (`load_sweep` has checked that each one is declared by some workload
+    of the sweep); an unknown workload is left for `prepare` to name."""
+    if not given:
+        return fields
+    from trainscale.workloads import get_workload
+
+    try:
+        declared = get_workload(str(fields.get("workload"))).options
+    except TrainscaleError:
+        return fields
+    own = dict(fields.get("workload_options") or {})
+    own.update({key: value for key, value in given.items() if key in declared})
+    return {**fields, "workload_options": own}

@@ -1,0 +1,165 @@
+"""A sweep, end to end: its spec from a file or a recipe, every configuration checked, the
+runs made (resumable), a summary and, if asked, the report.
+
+`run_sweep` is what `trainscale sweep` calls; it returns a `SweepResult` and reports its
+progress to a `SweepRunListener` (the CLI shows a progress bar; a Python caller may pass its
+own or none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from trainscale.errors import ConfigError
+from trainscale.sweeps.execute import SweepListener, SweepOutcome
+from trainscale.sweeps.plan import Plan
+from trainscale.sweeps.spec import SweepSpec
+from trainscale.sweeps.summary import SweepSummary
+
+
+def load_sweep(
+    file: str | Path | None = None,
+    *,
+    recipe: str | None = None,
+    quick: bool = False,
+    data: str | None = None,
+    data_dir: str | None = None,
+    workload_options: Mapping[str, str] | None = None,
+) -> tuple[SweepSpec, str]:
+    """(spec, source) of the sweep file `file` or the built-in `recipe` (`quick`: its
+    scaled-down version); `data` and `data_dir`, when given, replace the sweep's own for
+    every run. `workload_options` (`-o KEY=VALUE`) are added to the base run of every
+    configuration whose workload declares the key; a key no workload of the sweep declares
+    is a ConfigError. The source is what the stored sweep records: the file, or
+    recipe:NAME."""
+    from trainscale.sweeps.recipes import recipe_spec
+    from trainscale.sweeps.spec import load_spec_file, parse_spec
+
+    if recipe is not None:
+        raw = recipe_spec(recipe, quick=quick)
+        source = f"recipe:{recipe}" + (" --quick" if quick else "")
+        spec = parse_spec(raw, default_name=recipe, where=f"recipe {recipe}")
+    else:
+        if quick:
+            raise ConfigError("--quick scales down a recipe; it needs --recipe NAME")
+        if file is None:
+            raise ConfigError(
+                "give a sweep file or --recipe NAME (`trainscale recipes` lists them)"
+            )
+        spec = load_spec_file(Path(file))
+        source = str(file)
+    overrides = {
+        key: value for key, value in (("data_dir", data_dir), ("data", data)) if value is not None
+    }
+    if overrides:
+        spec = replace(spec, base={**spec.base, **overrides})
+    if workload_options:
+        check_workload_options(spec, workload_options)
+        spec = replace(spec, workload_options=dict(workload_options))
+    return spec, source
+
+
+def check_workload_options(spec: SweepSpec, given: Mapping[str, str]) -> None:
+    """ConfigError (one line) for a `-o` key that no workload of `spec` declares."""
+    from trainscale.workloads import get_workload
+
+    declared: set[str] = set()
+    for name in spec.workloads():
+        declared |= set(get_workload(name).options)
+    for key in given:
+        if key not in declared:
+            valid = ", ".join(sorted(declared)) or "none"
+            raise ConfigError(
+                f"-o {key}: no workload of sweep {spec.name!r} ({', '.join(spec.workloads())}) "
+                f"has this option; valid -o options: {valid}"
+            )
+
+
+class SweepRunListener(SweepListener):
+    """What a sweep reports as it goes: the planning, the plan, then each run."""
+
+    @contextlib.contextmanager
+    def planning(self) -> Iterator[None]:
+        """Around the check of every configuration (options, cores, data): seconds."""
+        yield
+
+    def planned(self, spec: SweepSpec, plan: Plan, store: Path) -> None:
+        """The plan is made; its runs start next (unless it is a dry run)."""
+
+    def swept(self, result: SweepResult) -> None:
+        """The runs are done (`result.outcome`, `result.summary`); the report comes next."""
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did (or, for a dry run, would do)."""
+
+    spec: SweepSpec
+    source: str
+    store: Path
+    plan: Plan
+    outcome: SweepOutcome | None = None
+    """None for a dry run."""
+    summary: SweepSummary | None = None
+    report: Path | None = None
+    """The report written, or None."""
+
+    @property
+    def nothing_completed(self) -> bool:
+        """No run of the sweep completed, and one failed in this attempt."""
+        outcome = self.outcome
+        if outcome is None:
+            return False
+        return not outcome.completed and not outcome.skipped_done and bool(outcome.failed)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    source: str,
+    *,
+    store: str | Path | None = None,
+    resume: bool = False,
+    report: str | Path | None = None,
+    dry_run: bool = False,
+    listener: SweepRunListener | None = None,
+) -> SweepResult:
+    """Run every configuration of `spec`, one run at a time, each repeated as asked, under
+    one sweep id; a failed run is stored as failed and the sweep goes on.
+
+    The store, the report directory and every configuration are checked before the first
+    run. `resume` continues the newest sweep made from the same spec (completed runs are
+    skipped); `dry_run` only plans. With `report`, the sweep's report is written there at
+    the end. Ctrl-C or SIGTERM stops it as KeyboardInterrupt, the run in progress recorded.
+    """
+    from trainscale.results.outputs import check_out_dir
+    from trainscale.results.store import RunStore, default_store_path
+    from trainscale.sweeps.execute import execute_sweep
+    from trainscale.sweeps.plan import make_plan
+    from trainscale.sweeps.summary import sweep_summary
+
+    listener = listener or SweepRunListener()
+    store_path = Path(store) if store is not None else default_store_path()
+    # Fail on an unusable store now, not after the plan's data checks.
+    RunStore(store_path).close()
+    report_dir = Path(report) if report is not None else None
+    if report_dir is not None:  # and on a report that cannot be written, not after every run
+        check_out_dir(report_dir)
+    with listener.planning():
+        plan = make_plan(spec)
+    listener.planned(spec, plan, store_path)
+    result = SweepResult(spec, source, store_path, plan)
+    if dry_run:
+        return result
+    result.outcome = execute_sweep(spec, plan, store_path, source, resume, listener)
+    result.summary = sweep_summary(store_path, result.outcome.sweep_id)
+    listener.swept(result)
+    if report_dir is not None:
+        from trainscale.reporting.build import write_report
+
+        result.report = write_report(
+            store_path, sweep_id=result.outcome.sweep_id, out_dir=report_dir
+        )
+    return result
