@@ -189,3 +189,10 @@ def test_workloads_describes_a_custom_reference(capsys):
     (row,) = json.loads(capsys.readouterr().out)
     assert row["name"] == "spiral-mlp" and row["source"] == f"{EXAMPLE}:make_workload"
     assert row["frameworks"] == ["pytorch"]
+
+
+def test_runs_are_selected_by_the_custom_workloads_reference(capsys, store_path):
+    result = _run(capsys, store_path, EXAMPLE_REF, "--data", "synthetic")
+    code = run_cli(["runs", "list", "--workload", EXAMPLE_REF, "--store", str(store_path)])
+    assert code == 0
+    assert result["run_id"][:8] in capsys.readouterr().out

@@ -87,6 +87,7 @@ def list_runs(
     limit: int | None = None,
 ) -> RunList:
     """The stored runs that match every filter given, at most `limit`, newest first."""
+    workload = stored_name(workload)
     with open_for_reading(store) as opened:
         records = opened.list_runs(workload, status, tag, limit)
         path = opened.path
@@ -242,6 +243,17 @@ def export_stored_runs(
     return len(records)
 
 
+def stored_name(workload: str | None) -> str | None:
+    """The name runs are stored under for a workload filter: a custom workload's reference
+    (`FILE.py:ATTR`) selects the runs of the workload it names."""
+    from trainscale.workloads import workload_name
+    from trainscale.workloads.custom import is_reference
+
+    if workload is None or not is_reference(workload):
+        return workload
+    return workload_name(workload)
+
+
 def select_runs(
     opened: RunStore,
     run_ids: Sequence[str],
@@ -254,7 +266,7 @@ def select_runs(
     ids, those matching the filters, newest first. Ids and filters together are a
     ConfigError: a named run that a filter left out would vanish without a word."""
     if not run_ids:
-        return opened.list_runs(workload, status, tag, limit)
+        return opened.list_runs(stored_name(workload), status, tag, limit)
     if any(value is not None for value in (workload, status, tag, limit)):
         raise ConfigError("select runs by id or by --workload/--status/--tag/--limit, not both")
     return list({r.run_id: r for r in map(opened.get_run, run_ids)}.values())
