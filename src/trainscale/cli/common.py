@@ -64,13 +64,22 @@ def add_monte_carlo_arguments(target: ArgumentTarget) -> None:
 
 
 def add_cluster_argument(target: ArgumentTarget, *, default: str | None, where: str) -> None:
-    """--cluster PRESET|FILE; `where` says what the default is."""
+    """--cluster PRESET|FILE and --nodes N; `where` says what the cluster's default is."""
+    from trainscale.cli.values import positive_int
+
     target.add_argument(
         "--cluster",
         default=default,
         metavar="PRESET|FILE",
         help="a preset (`trainscale simulate --list-clusters`), a cluster TOML file, or "
         f"'local' (default: {where})",
+    )
+    target.add_argument(
+        "--nodes",
+        type=positive_int,
+        metavar="N",
+        help="nodes of the cluster, >= 1 (default: the cluster file's, else as many as the "
+        "workers need); needs an inter-node link for N > 1",
     )
 
 

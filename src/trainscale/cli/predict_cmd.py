@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     result = time_to_accuracy(
         args.workload,
         cluster=args.cluster,
+        nodes=args.nodes,
         emulation=args.emulation,
         calibrate_from=args.calibrate_from or (),
         precision=args.precision,

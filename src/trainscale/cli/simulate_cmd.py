@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from trainscale.cli.common import (
@@ -15,6 +14,8 @@ from trainscale.cli.common import (
     add_step_model_arguments,
     add_store_argument,
 )
+from trainscale.cli.simulate_output import print_result
+from trainscale.cli.simulate_published import add_published_arguments, run_published
 from trainscale.config.cli import add_option_arguments
 from trainscale.errors import ConfigError
 
@@ -24,8 +25,10 @@ examples:
   trainscale simulate cifar10-resnet44 --cluster v100-nvlink-ib --workers 1,2,4,8,16
   trainscale simulate mnist-cnn --cluster my-cluster.toml --calibrate-from 3f2a9c1e
   trainscale simulate mnist-cnn --cluster cpu-25gbe --algorithm hierarchical --plot out/
+  trainscale simulate resnet50 --cluster dgx1-v100 --nodes 32 --workers 8,64,256
   trainscale simulate --validate                                 # predict held-out stored runs
-  trainscale simulate --list-clusters
+  trainscale simulate --fit-to tf-benchmarks-k80-resnet50        # fit part of a published table
+  trainscale simulate --validate-published --plot out/          # every published table
 
 Compute time comes from stored serial runs of the workload on the cluster's device (or the
 cluster file's peak x efficiency when there is none), the network from a stored
@@ -80,6 +83,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--list-clusters", action="store_true", help="list the cluster presets and exit"
     )
+    add_published_arguments(parser)
     add_store_argument(parser)
     add_json_argument(parser)
     add_plot_argument(parser)
@@ -88,9 +92,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trainscale.simulate import run as simulator
-    from trainscale.simulate import tables
     from trainscale.workloads import get_workload
 
+    published = run_published(args)
+    if published is not None:
+        return published
     simulator.check_simulation_inputs(
         samples=args.samples,
         threads_per_worker=args.threads_per_worker,
@@ -111,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list_clusters:
         result = simulator.cluster_presets()
     elif args.validate:
+        if args.nodes:
+            raise ConfigError("--nodes is for predictions; --validate uses each run's machine")
         result = simulator.validate_simulator(
             workload=args.workload, cluster=args.cluster, tag=args.tag, sweep=args.sweep, **common
         )
@@ -124,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         result = simulator.simulate_scaling(
             args.workload,
             cluster=args.cluster or "local",
+            nodes=args.nodes,
             workers=args.workers,
             batch_size=args.batch_size,
             global_batch_size=args.global_batch_size,
@@ -134,17 +143,4 @@ def run(args: argparse.Namespace) -> int:
             bucket_cap_mb=args.bucket_cap_mb,
             **common,
         )
-    if args.json:
-        print(json.dumps(result.to_dict()))
-        return 0
-    if isinstance(result, simulator.ClusterPresets):
-        tables.print_clusters(result.presets)
-    elif isinstance(result, simulator.ScalingResult):
-        tables.print_predictions(
-            result.workload, result.cluster, result.calibration, result.layout, result.predictions
-        )
-    else:
-        tables.print_validation(result.report)
-    for path in result.plots:
-        print(f"wrote {path}")
-    return 0
+    return print_result(result, args.json)

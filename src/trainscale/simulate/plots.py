@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from trainscale.reporting.plots import slug
 from trainscale.simulate.calibrate import Calibration
+from trainscale.simulate.fit import TableFit
 from trainscale.simulate.predict import Prediction
 from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow
 from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
@@ -260,3 +261,56 @@ def time_to_accuracy_plot(
     )
     name = f"time-to-accuracy-{slug(workload)}-{slug(cluster)}.png"
     return [SimPlot(name, title, _png(figure))]
+
+
+def published_plots(fits: Sequence[TableFit]) -> list[SimPlot]:
+    """Per table, published and predicted throughput (or efficiency) against devices, the
+    fit points filled and the held-out ones hollow; then every held-out point's error."""
+    out = []
+    for fit in fits:
+        figure, axes = _figure()
+        points = sorted(fit.points, key=lambda p: p.devices)
+        devices = [p.devices for p in points]
+        measure = points[0].measure
+        axes.plot(devices, [p.predicted for p in points], marker=".", label="predicted")
+        for role, face in (("fit", "tab:orange"), ("held out", "none")):
+            chosen = [p for p in points if p.role == role]
+            if chosen:
+                axes.scatter(
+                    [p.devices for p in chosen],
+                    [p.published for p in chosen],
+                    facecolors=face,
+                    edgecolors="tab:orange",
+                    s=40,
+                    zorder=3,
+                    label=f"published ({role})",
+                )
+        _workers_axis(axes, devices)
+        axes.set_xlabel("devices")
+        if measure == "images/s":
+            axes.set_yscale("log")
+        axes.set_ylabel(measure)
+        error = fit.median_abs_error()
+        said = f"median |error| held out {error:.1%}" if error is not None else "all points fitted"
+        title = f"{fit.table}: {fit.model} on {fit.cluster} ({said})"
+        axes.set_title(textwrap.fill(title, 70), fontsize="small")
+        axes.legend(fontsize="x-small")
+        out.append(SimPlot(f"published-{slug(fit.table)}.png", title, _png(figure)))
+    held = [(fit, p) for fit in fits for p in fit.held_out]
+    if held:
+        figure, axes = _figure(max(3.0, 0.22 * len(held) + 1.2))
+        labels = [f"{fit.table} {p.devices} dev" for fit, p in held]
+        errors = [100 * p.error for _, p in held]
+        axes.barh(range(len(errors)), errors, color="tab:blue")
+        axes.axvline(0, color="0.3", linewidth=0.8)
+        for edge in (-100 * TARGET_MEDIAN_ABS_ERROR, 100 * TARGET_MEDIAN_ABS_ERROR):
+            axes.axvline(edge, **_IDEAL_STYLE)
+        axes.set_yticks(range(len(labels)))
+        axes.set_yticklabels(labels, fontsize="x-small")
+        axes.invert_yaxis()
+        axes.set_xlabel("error on held-out published points, predicted / published - 1 (%)")
+        axes.grid(True, axis="x", alpha=0.3)
+        title = "Simulator against published scaling: held-out points"
+        axes.set_title(title, fontsize="medium")
+        out.append(SimPlot("published-errors.png", title, _png(figure)))
+    return out

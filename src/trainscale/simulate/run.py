@@ -95,6 +95,7 @@ def simulate_scaling(
     workload: str,
     *,
     cluster: str = "local",
+    nodes: int | None = None,
     workers: str | Sequence[int] | None = None,
     calibrate_from: Sequence[str] = (),
     batch_size: int | None = None,
@@ -136,7 +137,12 @@ def simulate_scaling(
     opened = open_store(Path(store or default_store_path()), required=bool(calibrate_from))
     try:
         spec = resolve_cluster(
-            cluster, opened, device=device, threads_per_worker=threads_per_worker, workload=workload
+            cluster,
+            opened,
+            device=device,
+            threads_per_worker=threads_per_worker,
+            workload=workload,
+            nodes=nodes,
         )
         if workers is None:
             counts = default_workers(spec)
@@ -314,6 +320,7 @@ def time_to_accuracy(
     workload: str,
     *,
     cluster: str = "local",
+    nodes: int | None = None,
     emulation: str | None = None,
     calibrate_from: Sequence[str] = (),
     precision: str = "fp32",
@@ -355,7 +362,12 @@ def time_to_accuracy(
                 f"`trainscale emulate {workload} ...` first"
             )
         spec = resolve_cluster(
-            cluster, opened, device=device, threads_per_worker=threads_per_worker, workload=workload
+            cluster,
+            opened,
+            device=device,
+            threads_per_worker=threads_per_worker,
+            workload=workload,
+            nodes=nodes,
         )
         if algorithm:
             spec = replace(spec, algorithm=algorithm)

@@ -101,16 +101,18 @@ def resolve_cluster(
     threads_per_worker: int | None = None,
     workload: str | None = None,
     env: dict[str, Any] | None = None,
+    nodes: int | None = None,
 ) -> ClusterSpec:
     """A preset, a file, or 'local': this machine, with its stored probe's link if any.
 
     On a CPU, a local worker computes on `threads_per_worker` cores; without it, on as many
     as the newest stored serial run of `workload` on this machine did (else 1), so that
-    the runs the user made calibrate the prediction.
+    the runs the user made calibrate the prediction. `nodes` sets the cluster's node count
+    (a preset of one node type grows to 16 nodes and beyond).
     """
     cluster = resolve_cluster_argument(value)
     if cluster is not None:
-        return cluster
+        return with_nodes(cluster, nodes)
     if env is None:
         from trainscale.hardware.facts import collect_environment
 
@@ -119,7 +121,23 @@ def resolve_cluster(
     if threads_per_worker is None:
         threads_per_worker = _stored_cores(store, workload, env.get("hostname")) or 1
     link = probe_link(store, env.get("hostname"), kind) if store is not None else None
-    return local_cluster(env, device_kind=kind, cores_per_worker=threads_per_worker, intra=link)
+    local = local_cluster(env, device_kind=kind, cores_per_worker=threads_per_worker, intra=link)
+    return with_nodes(local, nodes)
+
+
+def with_nodes(cluster: ClusterSpec, nodes: int | None) -> ClusterSpec:
+    """`cluster` with `nodes` nodes (None: as it is); ConfigError for a cluster without an
+    inter-node link, which has one node only."""
+    if nodes is None:
+        return cluster
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError(f"--nodes must be a whole number >= 1, got {nodes!r}")
+    if nodes > 1 and cluster.inter_node is None:
+        raise ConfigError(
+            f"cluster {cluster.name!r} has no inter-node link, so one node only; --nodes "
+            f"{nodes} needs a cluster file with an [inter_node] section"
+        )
+    return replace(cluster, nodes=nodes)
 
 
 def _stored_cores(store: RunStore | None, workload: str | None, host: str | None) -> int | None:

@@ -1,0 +1,363 @@
+"""Fit the simulator to part of a published scaling table, predict the rest.
+
+A published table (simulate/published.py) gives a model's training throughput on 1, 8, 64,
+... devices of one system. Without a run of our own on that system, the simulator's
+compute comes from the cluster file: training FLOPs / (peak x efficiency) plus a fixed
+per-step overhead, and its communication from the links' nominal bandwidth. Three of those
+figures are what published systems differ in most, so they are the free parameters here:
+
+- `efficiency`: the share of the device's peak that training reaches;
+- `overhead_s`: the per-step time that does not grow with the batch (dispatch, launches,
+  input pipeline stalls, the framework's own bookkeeping);
+- `bandwidth_scale`: achieved / nominal bandwidth, one factor for every link (NCCL or MPI
+  reaching part of a link's rate, a shared network).
+
+They are fitted by least squares on the log of throughput at the chosen points (a table's
+`fit` split: the small configurations a user would have), with a weak pull toward the
+cluster file's values (efficiency, overhead from its per-operator cost, nominal bandwidth)
+so that a parameter the fit points cannot tell apart (bandwidth, from single-node points
+whose communication hides behind backward) keeps its prior instead of wandering. Every
+other point is predicted from the fitted model and compared with the published figure.
+
+A point published only as scaling efficiency (speedup / devices) is compared as one: the
+prediction's throughput at N devices over N times its throughput on one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from trainscale.errors import ConfigError
+from trainscale.simulate.calibrate import (
+    Calibration,
+    calibrate_from_peak,
+    training_flops_per_sample,
+)
+from trainscale.simulate.cluster import ClusterSpec
+from trainscale.simulate.predict import predict_one
+
+PRIOR_WEIGHT = 0.05
+"""Weight of the pull toward the cluster file's values, per unit of log-parameter: small
+enough that a point the fit can match moves a parameter freely (a 10% miss weighs as much as
+a factor of 7 away from the prior), large enough to pin down what no fit point constrains."""
+
+FIT_SAMPLES = 400
+"""Monte Carlo samples per prediction while fitting (stratified and seeded: the objective is
+a deterministic, smooth function of the parameters)."""
+
+BOUNDS = {
+    "efficiency": (0.005, 1.0),
+    "overhead_s": (1e-6, 10.0),
+    "bandwidth_scale": (0.005, 20.0),
+}
+
+
+class PointLike(Protocol):
+    """A published point (simulate/published.py `PublishedPoint`)."""
+
+    devices: int
+    nodes: int
+    batch_per_device: int
+    images_per_s: float | None
+    efficiency: float | None
+
+
+class TableLike(Protocol):
+    """A published table (simulate/published.py `PublishedTable`)."""
+
+    name: str
+    model: str
+    precision: str
+    fit: tuple[int, ...]
+    points: Sequence[PointLike]
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The free parameters of one system and model."""
+
+    efficiency: float
+    overhead_s: float
+    bandwidth_scale: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "efficiency": self.efficiency,
+            "overhead_s": self.overhead_s,
+            "bandwidth_scale": self.bandwidth_scale,
+        }
+
+
+@dataclass(frozen=True)
+class PointFit:
+    """One published point, predicted."""
+
+    devices: int
+    nodes: int
+    batch_per_device: int
+    role: str
+    """'fit' (the parameters were fitted to it) or 'held out' (predicted)."""
+    measure: str
+    """'images/s' or 'efficiency': what the source published."""
+    published: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """predicted / published - 1."""
+        return self.predicted / self.published - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "devices": self.devices,
+            "nodes": self.nodes,
+            "batch_per_device": self.batch_per_device,
+            "role": self.role,
+            "measure": self.measure,
+            "published": self.published,
+            "predicted": self.predicted,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class TableFit:
+    """A table's fitted parameters and every point predicted with them."""
+
+    table: str
+    model: str
+    cluster: str
+    precision: str
+    prior: Parameters
+    fitted: Parameters
+    points: tuple[PointFit, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def held_out(self) -> list[PointFit]:
+        return [p for p in self.points if p.role == "held out"]
+
+    def median_abs_error(self) -> float | None:
+        """Median |error| over the held-out points; None when every point was fitted."""
+        errors = [abs(p.error) for p in self.held_out]
+        return statistics.median(errors) if errors else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "model": self.model,
+            "cluster": self.cluster,
+            "precision": self.precision,
+            "prior": self.prior.to_dict(),
+            "fitted": self.fitted.to_dict(),
+            "median_abs_error_held_out": self.median_abs_error(),
+            "points": [p.to_dict() for p in self.points],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class SystemModel:
+    """What predicting a point needs besides the parameters: the model's layout and compute
+    from the cluster file, and the cluster."""
+
+    base: Calibration
+    layout: Any
+    cluster: ClusterSpec
+    samples: int = FIT_SAMPLES
+    seed: int = 0
+
+    @property
+    def peak_flops_per_sample(self) -> float:
+        """Seconds per sample at efficiency 1 (training FLOPs / peak)."""
+        return self.base.compute_s_per_sample * (self.cluster.device.efficiency or 1.0)
+
+    def prior(self) -> Parameters:
+        return Parameters(
+            efficiency=float(self.cluster.device.efficiency or 0.5),
+            overhead_s=max(self.base.compute_fixed_s, 1e-4),
+            bandwidth_scale=1.0,
+        )
+
+    def throughput(self, params: Parameters, devices: int, nodes: int, batch: int) -> float:
+        """Predicted images/s of `devices` devices over `nodes` nodes at `batch` each."""
+        calibration = replace(
+            self.base,
+            compute_s_per_sample=self.peak_flops_per_sample / params.efficiency,
+            compute_fixed_s=params.overhead_s,
+        )
+        cluster = placed(scaled_links(self.cluster, params.bandwidth_scale), devices, nodes)
+        predicted = predict_one(
+            calibration,
+            self.layout,
+            cluster,
+            devices,
+            batch,
+            samples=self.samples,
+            seed=self.seed,
+            check_fit=False,
+        )
+        return predicted.samples_per_s
+
+    def predict(self, params: Parameters, point: PointLike) -> tuple[str, float, float]:
+        """(measure, published, predicted) for one point."""
+        batch, devices, nodes = point.batch_per_device, point.devices, point.nodes
+        if point.images_per_s is not None:
+            return "images/s", point.images_per_s, self.throughput(params, devices, nodes, batch)
+        assert point.efficiency is not None
+        one = self.throughput(params, 1, 1, batch)
+        scaled = self.throughput(params, devices, nodes, batch)
+        return "efficiency", point.efficiency, scaled / (devices * one)
+
+
+def scaled_links(cluster: ClusterSpec, scale: float) -> ClusterSpec:
+    """`cluster` with every link's bandwidth times `scale` (latencies as they are)."""
+
+    def scaled(link: Any) -> Any:
+        if link is None:
+            return None
+        return replace(link, bandwidth_bytes_per_s=link.bandwidth_bytes_per_s * scale)
+
+    return replace(
+        cluster,
+        intra_node=scaled(cluster.intra_node),
+        inter_node=scaled(cluster.inter_node),
+        server_bandwidth=None
+        if cluster.server_bandwidth is None
+        else cluster.server_bandwidth * scale,
+    )
+
+
+def placed(cluster: ClusterSpec, devices: int, nodes: int) -> ClusterSpec:
+    """`cluster` laid out as a published point ran: `devices` over `nodes` nodes (a table's
+    8 GPUs may be 8 nodes of 1, or one node of 8), with no cap on the node count."""
+    if nodes < 1 or devices % nodes:
+        raise ConfigError(f"{devices} devices do not split evenly over {nodes} nodes")
+    per_node = devices // nodes if nodes > 1 else max(devices, cluster.devices_per_node)
+    if nodes > 1 and cluster.inter_node is None:
+        raise ConfigError(
+            f"cluster {cluster.name!r} has no inter-node link, and a point ran on {nodes} nodes"
+        )
+    return replace(cluster, devices_per_node=per_node, nodes=None)
+
+
+def system_model(
+    model: str,
+    cluster: ClusterSpec,
+    precision: str,
+    *,
+    reference_batch: int,
+    samples: int = FIT_SAMPLES,
+    seed: int = 0,
+) -> SystemModel:
+    """The simulator's view of `model` on `cluster` before any fit (the cluster file's peak
+    and efficiency; ConfigError in one line if the file lacks them)."""
+    from trainscale.simulate.setup import cached_layout
+
+    layout = cached_layout(model, None)
+    base = calibrate_from_peak(
+        model,
+        cluster.device,
+        precision,
+        training_flops_per_sample(model),
+        layout.num_params,
+        reference_batch_size=reference_batch,
+        ops_per_step=layout.ops_per_step,
+    )
+    return SystemModel(base=base, layout=layout, cluster=cluster, samples=samples, seed=seed)
+
+
+def fit_points(
+    system: SystemModel, points: Sequence[PointLike], prior: Parameters | None = None
+) -> Parameters:
+    """The parameters that best reproduce `points` (least squares on log ratios, with the
+    weak pull toward `prior`, the cluster file's values by default)."""
+    from scipy.optimize import least_squares
+
+    prior = prior or system.prior()
+    names = ("efficiency", "overhead_s", "bandwidth_scale")
+    x0 = np.log([clip(name, getattr(prior, name)) for name in names])
+    low = np.log([BOUNDS[name][0] for name in names])
+    high = np.log([BOUNDS[name][1] for name in names])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        params = Parameters(*np.exp(x))
+        misses = []
+        for point in points:
+            _, published, predicted = system.predict(params, point)
+            misses.append(math.log(predicted / published))
+        pulls = PRIOR_WEIGHT * (x - np.log([getattr(prior, n) for n in names]))
+        return np.array([*misses, *pulls])
+
+    found = least_squares(residuals, x0, bounds=(low, high), x_scale=1.0, diff_step=1e-3)
+    return Parameters(*(float(v) for v in np.exp(found.x)))
+
+
+def clip(name: str, value: float) -> float:
+    low, high = BOUNDS[name]
+    return min(max(value, low), high)
+
+
+def fit_table(
+    table: TableLike,
+    cluster: ClusterSpec,
+    *,
+    fit_devices: Sequence[int] | None = None,
+    samples: int = FIT_SAMPLES,
+    seed: int = 0,
+) -> TableFit:
+    """Fit the parameters on the points of `fit_devices` (default: the table's own split)
+    and predict every point of `table` on `cluster`."""
+    chosen = tuple(fit_devices) if fit_devices else tuple(table.fit)
+    known = {point.devices for point in table.points}
+    missing = sorted(set(chosen) - known)
+    if missing:
+        raise ConfigError(
+            f"table {table.name} has no point at {missing[0]} devices; its points: "
+            f"{', '.join(str(d) for d in sorted(known))}"
+        )
+    fit_set = [p for p in table.points if p.devices in chosen]
+    reference = fit_set[0].batch_per_device
+    system = system_model(
+        table.model,
+        cluster,
+        table.precision,
+        reference_batch=reference,
+        samples=samples,
+        seed=seed,
+    )
+    prior = system.prior()
+    fitted = fit_points(system, fit_set, prior)
+    results = []
+    for point in table.points:
+        measure, published, predicted = system.predict(fitted, point)
+        results.append(
+            PointFit(
+                devices=point.devices,
+                nodes=point.nodes,
+                batch_per_device=point.batch_per_device,
+                role="fit" if point.devices in chosen else "held out",
+                measure=measure,
+                published=published,
+                predicted=predicted,
+            )
+        )
+    notes = []
+    if not any(p.devices > 1 for p in fit_set):
+        notes.append("no multi-device point in the fit: bandwidth kept near the cluster file's")
+    return TableFit(
+        table=table.name,
+        model=table.model,
+        cluster=cluster.name,
+        precision=table.precision,
+        prior=prior,
+        fitted=fitted,
+        points=tuple(results),
+        notes=tuple(notes),
+    )
