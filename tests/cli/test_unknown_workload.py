@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainscale.workloads import workload_names
+from trainscale.workloads import architecture_names, workload_names
 
 from tests.helpers.cli import one_error_line, run_cli
 
@@ -33,8 +33,10 @@ def test_unknown_workload_is_the_usual_line(
     code = run_cli([*command, "--store", str(tmp_path / "none.db")])
     assert code == 2
     valid = ", ".join(sorted(workload_names()))
+    architectures = ", ".join(architecture_names())
     assert one_error_line(capsys) == (
-        f"trainscale: error: unknown workload 'nosuch'; valid workloads: {valid}; or your "
+        f"trainscale: error: unknown workload 'nosuch'; valid workloads: {valid}; "
+        f"architectures (synthetic data only): {architectures}; or your "
         "own: FILE.py:ATTR or MODULE:ATTR"
     )
     assert not (tmp_path / "none.db").exists()

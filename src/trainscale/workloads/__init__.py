@@ -1,6 +1,6 @@
 """Workloads: `get_workload(name_or_reference)`, `workload_names()`, `workload_source(name)`.
 
-Three kinds of workload answer to a name:
+Four kinds of workload answer to a name:
 
 - the built-in reference workloads, which register themselves when their modules are
   imported; they are imported here explicitly (not discovered), on the first lookup, so the
@@ -11,7 +11,11 @@ Three kinds of workload answer to a name:
 - a user's own, named by a reference, `path/to/file.py:make_workload` or
   `package.module:attr` (workloads/custom.py). Once loaded, it also answers to its spec's
   name in this process, and `workload_source` gives the canonical reference that workers
-  load it from.
+  load it from;
+- the architecture-only workloads (workloads/architectures.py: ResNet-50 and others, with
+  synthetic data only), consulted after the registered ones and listed apart by
+  `architecture_names()`: they are not reference workloads, so `workload_names()` and
+  `is_builtin` leave them out.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.errors import WorkloadError
 from trainscale.workloads import registry
+from trainscale.workloads.architectures import architecture_names, get_architecture
 from trainscale.workloads.arrays import array_workload
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
@@ -36,6 +41,7 @@ __all__ = [
     "Recipe",
     "TensorData",
     "Workload",
+    "architecture_names",
     "array_workload",
     "command_word",
     "get_workload",
@@ -124,7 +130,11 @@ def get_workload(name: str) -> Workload:
         return _load_custom(name)
     if name in _source_by_name:
         return _custom_by_source[_source_by_name[name]]
-    return registry.get(name)
+    if name not in registry.names():
+        architecture = get_architecture(name)
+        if architecture is not None:
+            return architecture
+    return registry.get(name, architecture_names())
 
 
 def is_builtin(name: str) -> bool:
@@ -171,7 +181,7 @@ def _load_custom(text: str) -> Workload:
     if source in _custom_by_source:
         return _custom_by_source[source]
     spec = load_reference(reference)
-    if spec.name in registry.names():
+    if spec.name in registry.names() or spec.name in architecture_names():
         raise WorkloadError(
             f"{reference.shown} defines workload {spec.name!r}, the name of a registered "
             "workload; give it another name"

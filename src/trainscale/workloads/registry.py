@@ -7,7 +7,7 @@ so no workload module and the registry import each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from trainscale.errors import ConfigError
 from trainscale.workloads.base import Workload
@@ -32,14 +32,16 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> Workload:
-    """The workload spec called `name`; an unknown name fails with the list of valid ones."""
+def get(name: str, architectures: Sequence[str] = ()) -> Workload:
+    """The workload spec called `name`; an unknown name fails with the list of valid ones
+    (and of the `architectures`, the other names that would have answered)."""
     try:
         factory = _REGISTRY[name]
     except KeyError:
         valid = ", ".join(sorted(_REGISTRY))
+        others = f"; architectures (synthetic data only): {', '.join(architectures)}"
         raise ConfigError(
-            f"unknown workload {name!r}; valid workloads: {valid}; or your own: "
-            "FILE.py:ATTR or MODULE:ATTR"
+            f"unknown workload {name!r}; valid workloads: {valid}"
+            f"{others if architectures else ''}; or your own: FILE.py:ATTR or MODULE:ATTR"
         ) from None
     return factory()
