@@ -67,7 +67,12 @@ def _list(as_json: bool) -> int:
 
     tables = load_all()
     if as_json:
-        print(json.dumps([table.describe() for table in tables]))
+        keys = ("name", "system", "model", "precision", "framework", "data", "source", "fit")
+        rows = [
+            {**{key: getattr(t, key) for key in keys}, "devices": [p.devices for p in t.points]}
+            for t in tables
+        ]
+        print(json.dumps(rows))
         return 0
     rows = [
         [
@@ -76,14 +81,13 @@ def _list(as_json: bool) -> int:
             t.system,
             t.precision,
             ",".join(str(p.devices) for p in t.points),
-            ",".join(map(str, t.fit)),
-            t.source,
+            ",".join(map(str, t.fit)) or "-",
         ]
         for t in tables
     ]
     print_table(
-        "published scaling tables (`--fit-to NAME`)",
-        ["name", "model", "system", "precision", "devices", "fit on", "source"],
+        "published scaling tables (`--fit-to NAME`; sources: --json, docs/published-scaling.md)",
+        ["name", "model", "system", "precision", "devices", "fit on"],
         rows,
     )
     return 0

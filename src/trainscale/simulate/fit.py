@@ -29,6 +29,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -265,12 +266,19 @@ def system_model(
         model,
         cluster.device,
         precision,
-        training_flops_per_sample(model),
+        counted_flops(model),
         layout.num_params,
         reference_batch_size=reference_batch,
         ops_per_step=layout.ops_per_step,
     )
     return SystemModel(base=base, layout=layout, cluster=cluster, samples=samples, seed=seed)
+
+
+@lru_cache(maxsize=16)
+def counted_flops(model: str) -> float:
+    """Training FLOPs per sample of `model`, counted once per process (the tables of one
+    model share it; counting runs the model)."""
+    return training_flops_per_sample(model)
 
 
 def fit_points(
