@@ -72,7 +72,7 @@ def test_every_shipped_table_loads_with_a_source():
 @pytest.mark.parametrize("name", published_table_names())
 def test_every_shipped_table_follows_the_fit_rule(name):
     """fit = the 1-device point, plus one full node when the table goes beyond one node;
-    efficiency-only tables calibrate nothing."""
+    efficiency-only tables calibrate nothing themselves: the source's throughput table does."""
     table = load_table(name)
     per_node = load_preset(table.system).devices_per_node
     counts = {p.devices for p in table.points if p.images_per_s is not None}
@@ -83,6 +83,9 @@ def test_every_shipped_table_follows_the_fit_rule(name):
             expected.add(per_node)
     assert set(table.fit) == expected
     assert table.predicted, "a table must leave something to predict"
+    if not table.fit:
+        source = load_table(table.fit_from)
+        assert source.fit and source.system == table.system and source.model == table.model
 
 
 def test_the_tables_asked_for_exist():
@@ -184,6 +187,25 @@ MALFORMED = [
         r"t\.toml: name: must be the file's stem 't', got 'other'",
     ),
     ("no points", GOOD.split("[[points]]")[0], r"t\.toml: points is missing"),
+    (
+        "fit_from with fit points",
+        _replace("fit = [1]", 'fit = [1]\nfit_from = "tf-benchmarks-dgx1-p100-resnet50"'),
+        r"t\.toml: fit: must be \[\] when fit_from names the table that calibrates",
+    ),
+    (
+        "fit_from of another model",
+        _replace("fit = [1]", 'fit = []\nfit_from = "tf-benchmarks-dgx1-p100-vgg16"'),
+        r"t\.toml: fit_from: table tf-benchmarks-dgx1-p100-vgg16 has model 'vgg16', not "
+        r"'resnet50'",
+    ),
+    (
+        "fit_from of a table without fit points",
+        _replace('system = "dgx1-p100"', 'system = "pascal-x4-25gbe-roce"')
+        .replace('model = "resnet50"', 'model = "vgg16"')
+        .replace("fit = [1]", 'fit = []\nfit_from = "horovod-readme-pascal-25gbe-vgg16-efficiency"')
+        .replace("nodes = 2", "nodes = 4"),
+        r"t\.toml: fit_from: table horovod-readme-pascal-25gbe-vgg16-efficiency has no fit points",
+    ),
     ("not TOML", "name = ", r"t\.toml is not valid TOML"),
 ]
 

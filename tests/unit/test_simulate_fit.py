@@ -30,6 +30,7 @@ class Table:
     precision: str
     fit: tuple[int, ...]
     points: tuple[Point, ...]
+    fit_from: str | None = None
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +56,15 @@ def synthetic_table(system, truth: Parameters, layout: list[tuple[int, int, int]
 
 def test_the_fit_recovers_the_parameters_that_made_the_table(slow_network):
     system = system_model(MODEL, slow_network, "fp32", reference_batch=64, samples=200)
-    truth = Parameters(efficiency=0.23, overhead_s=0.004, bandwidth_scale=0.6)
+    truth = Parameters(efficiency=0.23, overhead_s=0.004, straggler_sigma=0.06, bandwidth_scale=0.6)
     layout = [(1, 1, 32), (1, 1, 128), (4, 1, 64), (8, 2, 64), (16, 4, 64), (32, 8, 64)]
-    # Devices 1 appears twice (two batches: efficiency and overhead apart), 4 and 8 fit the
-    # links; 16 and 32 devices over 4 and 8 nodes are held out.
+    # Devices 1 appears twice (two batches: efficiency and overhead apart), 4 devices in one
+    # node show the spread, 8 over 2 nodes the links; 16 and 32 devices are held out.
     table = synthetic_table(system, truth, layout, fit=(1, 4, 8))
     fitted = fit_table(table, slow_network, samples=200)
     assert fitted.fitted.efficiency == pytest.approx(truth.efficiency, rel=0.05)
     assert fitted.fitted.overhead_s == pytest.approx(truth.overhead_s, rel=0.1)
+    assert fitted.fitted.straggler_sigma == pytest.approx(truth.straggler_sigma, rel=0.1)
     assert fitted.fitted.bandwidth_scale == pytest.approx(truth.bandwidth_scale, rel=0.05)
     held_out = fitted.held_out
     assert [p.devices for p in held_out] == [16, 32]
@@ -70,20 +72,23 @@ def test_the_fit_recovers_the_parameters_that_made_the_table(slow_network):
     assert fitted.median_abs_error() < 0.02
 
 
-def test_a_parameter_no_point_constrains_keeps_its_prior(slow_network):
+def test_a_parameter_no_point_shows_keeps_the_cluster_files_value(slow_network):
     system = system_model(MODEL, slow_network, "fp32", reference_batch=64, samples=200)
-    truth = Parameters(efficiency=0.3, overhead_s=0.002, bandwidth_scale=0.5)
+    truth = Parameters(efficiency=0.3, overhead_s=0.002, straggler_sigma=0.05, bandwidth_scale=0.5)
     table = synthetic_table(system, truth, [(1, 1, 32), (1, 1, 128), (8, 2, 64)], fit=(1,))
     fitted = fit_table(table, slow_network, samples=200)
     assert fitted.fitted.efficiency == pytest.approx(0.3, rel=0.05)
-    # One device says nothing of the network: the nominal bandwidth stays.
-    assert fitted.fitted.bandwidth_scale == pytest.approx(1.0, rel=0.02)
-    assert fitted.notes and "bandwidth kept" in fitted.notes[0]
+    # One device says nothing of the spread or the network: the cluster file's stay.
+    assert fitted.fitted.straggler_sigma == fitted.prior.straggler_sigma
+    assert fitted.fitted.bandwidth_scale == 1.0
+    assert fitted.notes == (
+        "kept from the cluster file (no fit point shows them): straggler_sigma, bandwidth_scale",
+    )
 
 
 def test_efficiency_points_are_compared_as_efficiency(slow_network):
     system = system_model(MODEL, slow_network, "fp32", reference_batch=64, samples=200)
-    truth = Parameters(efficiency=0.3, overhead_s=0.002, bandwidth_scale=0.4)
+    truth = Parameters(efficiency=0.3, overhead_s=0.002, straggler_sigma=0.02, bandwidth_scale=0.4)
     one = system.throughput(truth, 1, 1, 64)
     eight = system.throughput(truth, 8, 2, 64)
     table = Table(
@@ -113,3 +118,17 @@ def test_fit_devices_must_be_points_of_the_table(slow_network):
     table = Table("t", MODEL, "fp32", (1,), (Point(1, 1, 64, images_per_s=100.0),))
     with pytest.raises(ConfigError, match="table t has no point at 8 devices; its points: 1"):
         fit_table(table, slow_network, fit_devices=[8])
+
+
+def test_a_table_of_efficiencies_is_fitted_on_its_source_throughput_table():
+    from trainscale.simulate.published import load_table
+
+    efficiency = load_table("horovod-readme-pascal-25gbe-vgg16-efficiency")
+    throughput = load_table(efficiency.fit_from)
+    cluster = load_preset(efficiency.system)
+    fitted = fit_table(efficiency, cluster, samples=200)
+    source = fit_table(throughput, cluster, samples=200)
+    assert fitted.fitted == source.fitted
+    assert fitted.notes[0] == f"fitted on the points [1] of table {throughput.name}"
+    assert [p.role for p in fitted.points] == ["held out", "held out"]
+    assert all(p.measure == "efficiency" and 0 < p.predicted < 1 for p in fitted.points)

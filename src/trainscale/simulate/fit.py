@@ -3,21 +3,29 @@
 A published table (simulate/published.py) gives a model's training throughput on 1, 8, 64,
 ... devices of one system. Without a run of our own on that system, the simulator's
 compute comes from the cluster file: training FLOPs / (peak x efficiency) plus a fixed
-per-step overhead, and its communication from the links' nominal bandwidth. Three of those
-figures are what published systems differ in most, so they are the free parameters here:
+per-step overhead, and its communication from the links' nominal bandwidth. Four figures are
+what published systems differ in most; they are the free parameters here:
 
-- `efficiency`: the share of the device's peak that training reaches;
+- `efficiency`: the share of the device's peak that training reaches, against the model's
+  FLOPs as counted (direct convolution). Winograd and FFT convolution kernels do fewer
+  multiplications than that, so on 3x3-convolution models (VGG-16) it may exceed 1;
 - `overhead_s`: the per-step time that does not grow with the batch (dispatch, launches,
   input pipeline stalls, the framework's own bookkeeping);
-- `bandwidth_scale`: achieved / nominal bandwidth, one factor for every link (NCCL or MPI
-  reaching part of a link's rate, a shared network).
+- `straggler_sigma`: the spread of a device's step time (simulate/stragglers.py); a
+  synchronous step waits for the slowest device, so it costs more the more devices there
+  are (K80 boards sharing power between their two GPUs, input pipelines, PCIe contention);
+- `bandwidth_scale`: achieved / nominal bandwidth of every link (NCCL or MPI reaching part of
+  a link's rate, a shared network).
 
-They are fitted by least squares on the log of throughput at the chosen points (a table's
-`fit` split: the small configurations a user would have), with a weak pull toward the
-cluster file's values (efficiency, overhead from its per-operator cost, nominal bandwidth)
-so that a parameter the fit points cannot tell apart (bandwidth, from single-node points
-whose communication hides behind backward) keeps its prior instead of wandering. Every
-other point is predicted from the fitted model and compared with the published figure.
+Only what the fit points can show is fitted: efficiency and overhead always (overhead is
+told apart from efficiency by points at different batches; otherwise its cluster-file value
+barely moves), the spread when a fit point has several devices, the bandwidth when one spans
+several nodes (inside one node the gradient exchange of these models hides behind backward,
+so single-node points cannot measure the network). The others keep the cluster file's value.
+The fit is least squares on the log of throughput at the chosen points (a table's `fit`
+split: the small configurations a user would have), with a weak pull toward the cluster
+file's values that only matters where the points leave a parameter undetermined. Every other
+point is predicted with the fitted parameters and compared with the published figure.
 
 A point published only as scaling efficiency (speedup / devices) is compared as one: the
 prediction's throughput at N devices over N times its throughput on one.
@@ -43,20 +51,23 @@ from trainscale.simulate.calibrate import (
 from trainscale.simulate.cluster import ClusterSpec
 from trainscale.simulate.predict import predict_one
 
-PRIOR_WEIGHT = 0.05
+PRIOR_WEIGHT = 0.001
 """Weight of the pull toward the cluster file's values, per unit of log-parameter: small
-enough that a point the fit can match moves a parameter freely (a 10% miss weighs as much as
-a factor of 7 away from the prior), large enough to pin down what no fit point constrains."""
+enough that the fit points move a free parameter freely (a 0.1% miss weighs as much as a
+factor of e away from the prior: a stronger pull biased a fitted spread toward its prior),
+enough to settle a parameter they leave undetermined (overhead, from points at one batch)."""
 
 FIT_SAMPLES = 400
 """Monte Carlo samples per prediction while fitting (stratified and seeded: the objective is
 a deterministic, smooth function of the parameters)."""
 
 BOUNDS = {
-    "efficiency": (0.005, 1.0),
+    "efficiency": (0.005, 3.0),
     "overhead_s": (1e-6, 10.0),
+    "straggler_sigma": (1e-3, 1.0),
     "bandwidth_scale": (0.005, 20.0),
 }
+NAMES = tuple(BOUNDS)
 
 
 class PointLike(Protocol):
@@ -77,6 +88,7 @@ class TableLike(Protocol):
     precision: str
     fit: tuple[int, ...]
     points: Sequence[PointLike]
+    fit_from: str | None
 
 
 @dataclass(frozen=True)
@@ -85,14 +97,11 @@ class Parameters:
 
     efficiency: float
     overhead_s: float
+    straggler_sigma: float
     bandwidth_scale: float
 
     def to_dict(self) -> dict[str, float]:
-        return {
-            "efficiency": self.efficiency,
-            "overhead_s": self.overhead_s,
-            "bandwidth_scale": self.bandwidth_scale,
-        }
+        return {name: getattr(self, name) for name in NAMES}
 
 
 @dataclass(frozen=True)
@@ -183,6 +192,7 @@ class SystemModel:
         return Parameters(
             efficiency=float(self.cluster.device.efficiency or 0.5),
             overhead_s=max(self.base.compute_fixed_s, 1e-4),
+            straggler_sigma=max(self.base.straggler_sigma, 1e-3),
             bandwidth_scale=1.0,
         )
 
@@ -192,6 +202,7 @@ class SystemModel:
             self.base,
             compute_s_per_sample=self.peak_flops_per_sample / params.efficiency,
             compute_fixed_s=params.overhead_s,
+            straggler_sigma=params.straggler_sigma,
         )
         cluster = placed(scaled_links(self.cluster, params.bandwidth_scale), devices, nodes)
         predicted = predict_one(
@@ -281,30 +292,46 @@ def counted_flops(model: str) -> float:
     return training_flops_per_sample(model)
 
 
+def free_parameters(points: Sequence[PointLike]) -> tuple[str, ...]:
+    """The parameters `points` can show (see the module's docstring)."""
+    free = ["efficiency", "overhead_s"]
+    if any(point.devices > 1 for point in points):
+        free.append("straggler_sigma")
+    if any(point.nodes > 1 for point in points):
+        free.append("bandwidth_scale")
+    return tuple(free)
+
+
 def fit_points(
     system: SystemModel, points: Sequence[PointLike], prior: Parameters | None = None
 ) -> Parameters:
     """The parameters that best reproduce `points` (least squares on log ratios, with the
-    weak pull toward `prior`, the cluster file's values by default)."""
+    weak pull toward `prior`, the cluster file's values by default); those the points
+    cannot show keep the prior's value."""
     from scipy.optimize import least_squares
 
     prior = prior or system.prior()
-    names = ("efficiency", "overhead_s", "bandwidth_scale")
-    x0 = np.log([clip(name, getattr(prior, name)) for name in names])
-    low = np.log([BOUNDS[name][0] for name in names])
-    high = np.log([BOUNDS[name][1] for name in names])
+    free = free_parameters(points)
+    if not points:
+        return prior
+    start = np.log([clip(name, getattr(prior, name)) for name in free])
+    low = np.log([BOUNDS[name][0] for name in free])
+    high = np.log([BOUNDS[name][1] for name in free])
+    centre = np.log([getattr(prior, name) for name in free])
+
+    def params_at(x: np.ndarray) -> Parameters:
+        return replace(prior, **{name: float(v) for name, v in zip(free, np.exp(x), strict=True)})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        params = Parameters(*np.exp(x))
+        params = params_at(x)
         misses = []
         for point in points:
             _, published, predicted = system.predict(params, point)
             misses.append(math.log(predicted / published))
-        pulls = PRIOR_WEIGHT * (x - np.log([getattr(prior, n) for n in names]))
-        return np.array([*misses, *pulls])
+        return np.array([*misses, *(PRIOR_WEIGHT * (x - centre))])
 
-    found = least_squares(residuals, x0, bounds=(low, high), x_scale=1.0, diff_step=1e-3)
-    return Parameters(*(float(v) for v in np.exp(found.x)))
+    found = least_squares(residuals, start, bounds=(low, high), diff_step=1e-3)
+    return params_at(found.x)
 
 
 def clip(name: str, value: float) -> float:
@@ -322,16 +349,23 @@ def fit_table(
 ) -> TableFit:
     """Fit the parameters on the points of `fit_devices` (default: the table's own split)
     and predict every point of `table` on `cluster`."""
-    chosen = tuple(fit_devices) if fit_devices else tuple(table.fit)
-    known = {point.devices for point in table.points}
+    calibrating = table
+    if getattr(table, "fit_from", None) and not fit_devices:
+        # A table of efficiencies is calibrated by the fit points of its source's throughput
+        # table (simulate/published.py, `fit_from`).
+        from trainscale.simulate.published import load_table
+
+        calibrating = load_table(table.fit_from)
+    chosen = tuple(fit_devices) if fit_devices else tuple(calibrating.fit)
+    known = {point.devices for point in calibrating.points}
     missing = sorted(set(chosen) - known)
     if missing:
         raise ConfigError(
             f"table {table.name} has no point at {missing[0]} devices; its points: "
             f"{', '.join(str(d) for d in sorted(known))}"
         )
-    fit_set = [p for p in table.points if p.devices in chosen]
-    reference = fit_set[0].batch_per_device
+    fit_set = [p for p in calibrating.points if p.devices in chosen]
+    reference = (fit_set or list(table.points))[0].batch_per_device
     system = system_model(
         table.model,
         cluster,
@@ -350,15 +384,21 @@ def fit_table(
                 devices=point.devices,
                 nodes=point.nodes,
                 batch_per_device=point.batch_per_device,
-                role="fit" if point.devices in chosen else "held out",
+                role="fit" if calibrating is table and point.devices in chosen else "held out",
                 measure=measure,
                 published=published,
                 predicted=predicted,
             )
         )
+    free = free_parameters(fit_set)
+    kept = [name for name in NAMES if name not in free]
     notes = []
-    if not any(p.devices > 1 for p in fit_set):
-        notes.append("no multi-device point in the fit: bandwidth kept near the cluster file's")
+    if calibrating is not table:
+        notes.append(f"fitted on the points {list(chosen)} of table {calibrating.name}")
+    if not fit_set:
+        notes.append("no point to fit: every parameter is the cluster file's")
+    elif kept:
+        notes.append(f"kept from the cluster file (no fit point shows them): {', '.join(kept)}")
     return TableFit(
         table=table.name,
         model=table.model,

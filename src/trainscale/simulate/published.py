@@ -14,6 +14,7 @@ framework = "TensorFlow 1.x tf_cnn_benchmarks, variable_update=parameter_server"
 data = "synthetic"                           # synthetic or real (ImageNet)
 source = "full citation: URL, section and table, version"
 fit = [1]                                    # device counts that calibrate; the rest are predicted
+# fit_from = "other-table"                   # with fit = []: that table's fit points calibrate
 
 [[points]]
 devices = 1
@@ -31,9 +32,10 @@ device count (and no single-device throughput of its own to turn it into one),
 themselves: the 1-device point, plus the one-full-node point when the table goes beyond one
 node (the device count of one node of the `system` preset). The other points (a full node
 when the table stays inside one node; every multi-node point) are left to predict. A table
-of efficiencies only has ``fit = []``: its points are ratios, checked against the predicted
-efficiency. `tests/unit/test_published_tables.py` checks every shipped table against this
-rule.
+of efficiencies only has ``fit = []`` and names with `fit_from` the table of the same
+source, system and model whose fit points calibrate it (its own points are ratios, checked
+against the predicted efficiency). `tests/unit/test_published_tables.py` checks every
+shipped table against this rule.
 
 Mistakes raise `PublishedTableError`: one line naming the file, the key path and the reason
 (config/files.py says how).
@@ -112,6 +114,7 @@ class TableFile(TomlFile):
     data: Annotated[Literal[DATA], Expect(f"one of {', '.join(DATA)}")]
     source: Text
     fit: Annotated[list[Whole], Expect("a list of whole numbers >= 1")]
+    fit_from: Text | None = None
     points: Annotated[list[PointSection], Field(min_length=1), Expect("at least one [[points]]")]
 
     @field_validator("system")
@@ -134,6 +137,8 @@ class TableFile(TomlFile):
                 raise ValueError(f"fit: no point has devices = {count}")
         if len(set(self.fit)) != len(self.fit):
             raise ValueError("fit: a device count appears twice")
+        if self.fit_from is not None and self.fit:
+            raise ValueError("fit: must be [] when fit_from names the table that calibrates")
         return self
 
 
@@ -163,6 +168,7 @@ class PublishedTable:
     source: str
     fit: tuple[int, ...]
     """Device counts whose points calibrate; the other points are predicted."""
+    fit_from: str | None
     points: tuple[PublishedPoint, ...]
     """In increasing device count."""
     path: str
@@ -207,6 +213,23 @@ def load_all() -> list[PublishedTable]:
     return [load_table(name) for name in published_table_names()]
 
 
+def _fit_from(file: TableFile, where: str) -> str | None:
+    """The shipped table whose fit points calibrate this one (a table of efficiencies has
+    no point of its own to fit): same system, model and precision, and fitted itself."""
+    if file.fit_from is None:
+        return None
+    other = load_table(file.fit_from)  # an unknown name: one line listing the tables
+    for key in ("system", "model", "precision"):
+        if getattr(other, key) != getattr(file, key):
+            raise PublishedTableError(
+                f"{where}: fit_from: table {other.name} has {key} {getattr(other, key)!r}, "
+                f"not {getattr(file, key)!r}"
+            )
+    if not other.fit:
+        raise PublishedTableError(f"{where}: fit_from: table {other.name} has no fit points")
+    return other.name
+
+
 def _table_of(file: TableFile, path: Path, origin: str | None = None) -> PublishedTable:
     where = f"{TableFile.file_kind} {path}"
     if file.name != path.stem:
@@ -246,6 +269,7 @@ def _table_of(file: TableFile, path: Path, origin: str | None = None) -> Publish
         data=file.data,
         source=file.source,
         fit=tuple(sorted(file.fit)),
+        fit_from=_fit_from(file, where),
         points=tuple(points),
         path=origin or str(path),
     )
