@@ -62,7 +62,8 @@ def print_published(result: Any) -> None:
         print(
             f"fitted: efficiency {fitted.efficiency:.3f} (file {prior.efficiency:.3f}), "
             f"overhead {fitted.overhead_s * 1e3:.2f} ms/step (file "
-            f"{prior.overhead_s * 1e3:.2f}), bandwidth x{fitted.bandwidth_scale:.2f} of nominal"
+            f"{prior.overhead_s * 1e3:.2f}), spread {fitted.straggler_sigma:.3f} (file "
+            f"{prior.straggler_sigma:.3f}), bandwidth x{fitted.bandwidth_scale:.2f} of nominal"
         )
         for note in fit.notes:
             print(f"note: {note}")

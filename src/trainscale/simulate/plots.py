@@ -308,9 +308,9 @@ def published_plots(fits: Sequence[TableFit]) -> list[SimPlot]:
         axes.set_yticks(range(len(labels)))
         axes.set_yticklabels(labels, fontsize="x-small")
         axes.invert_yaxis()
-        axes.set_xlabel("error on held-out published points, predicted / published - 1 (%)")
+        axes.set_xlabel("predicted / published - 1 (%)")
         axes.grid(True, axis="x", alpha=0.3)
-        title = "Simulator against published scaling: held-out points"
+        title = "Held-out published points"
         axes.set_title(title, fontsize="medium")
         out.append(SimPlot("published-errors.png", title, _png(figure)))
     return out
