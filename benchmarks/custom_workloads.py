@@ -22,6 +22,7 @@ and the machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -118,7 +119,9 @@ def export(store: Path, out: Path) -> dict:
         from trainscale.reporting.mlflow_export import export_mlflow
 
         start = time.perf_counter()
-        export_mlflow(runs, tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+        # MLflow puts a local store's artifacts in ./mlruns: keep them in the scratch folder.
+        with contextlib.chdir(out):
+            export_mlflow(runs, tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
         timings["mlflow_s_per_run"] = (time.perf_counter() - start) / len(runs)
     except ConfigError as missing:
         timings["mlflow"] = str(missing)
