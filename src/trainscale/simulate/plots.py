@@ -208,23 +208,42 @@ def validation_plots(report: ValidationReport) -> list[SimPlot]:
     axes.set_title(title, fontsize="medium")
     out.append(SimPlot("validation-scatter.png", title, _png(figure)))
 
-    figure, axes = _figure(max(3.0, 0.22 * len(report.rows) + 1.2))
-    labels = [f"{r.workload} b{r.global_batch} {r.setting} [{r.run_id[:8]}]" for r in report.rows]
-    errors = [100 * r.step_error for r in report.rows]
-    colors = ["tab:red" if r.oversubscribed else "tab:blue" for r in report.rows]
-    axes.barh(range(len(errors)), errors, color=colors)
+    out.append(
+        _error_bars(
+            "validation-errors.png",
+            "Simulator validation: error per held-out run",
+            [f"{r.workload} b{r.global_batch} {r.setting} [{r.run_id[:8]}]" for r in report.rows],
+            [r.step_error for r in report.rows],
+            "step-time error, predicted / measured - 1 (%); red: oversubscribed",
+            band,
+            colors=["tab:red" if r.oversubscribed else "tab:blue" for r in report.rows],
+        )
+    )
+    return out
+
+
+def _error_bars(
+    file_name: str,
+    title: str,
+    labels: Sequence[str],
+    errors: Sequence[float],
+    xlabel: str,
+    band: float,
+    colors: Sequence[str] | str = "tab:blue",
+) -> SimPlot:
+    """One horizontal bar per prediction's relative error (%), with the +-band lines."""
+    figure, axes = _figure(max(3.0, 0.22 * len(labels) + 1.2))
+    axes.barh(range(len(errors)), [100 * e for e in errors], color=colors)
     axes.axvline(0, color="0.3", linewidth=0.8)
     for edge in (-100 * band, 100 * band):
         axes.axvline(edge, **_IDEAL_STYLE)
     axes.set_yticks(range(len(labels)))
     axes.set_yticklabels(labels, fontsize="x-small")
     axes.invert_yaxis()
-    axes.set_xlabel("step-time error, predicted / measured - 1 (%); red: oversubscribed")
+    axes.set_xlabel(xlabel)
     axes.grid(True, axis="x", alpha=0.3)
-    title = "Simulator validation: error per held-out run"
     axes.set_title(title, fontsize="medium")
-    out.append(SimPlot("validation-errors.png", title, _png(figure)))
-    return out
+    return SimPlot(file_name, title, _png(figure))
 
 
 def time_to_accuracy_plot(
@@ -298,19 +317,14 @@ def published_plots(fits: Sequence[TableFit]) -> list[SimPlot]:
         out.append(SimPlot(f"published-{slug(fit.table)}.png", title, _png(figure)))
     held = [(fit, p) for fit in fits for p in fit.held_out]
     if held:
-        figure, axes = _figure(max(3.0, 0.22 * len(held) + 1.2))
-        labels = [f"{fit.table} {p.devices} dev" for fit, p in held]
-        errors = [100 * p.error for _, p in held]
-        axes.barh(range(len(errors)), errors, color="tab:blue")
-        axes.axvline(0, color="0.3", linewidth=0.8)
-        for edge in (-100 * TARGET_MEDIAN_ABS_ERROR, 100 * TARGET_MEDIAN_ABS_ERROR):
-            axes.axvline(edge, **_IDEAL_STYLE)
-        axes.set_yticks(range(len(labels)))
-        axes.set_yticklabels(labels, fontsize="x-small")
-        axes.invert_yaxis()
-        axes.set_xlabel("predicted / published - 1 (%)")
-        axes.grid(True, axis="x", alpha=0.3)
-        title = "Held-out published points"
-        axes.set_title(title, fontsize="medium")
-        out.append(SimPlot("published-errors.png", title, _png(figure)))
+        out.append(
+            _error_bars(
+                "published-errors.png",
+                "Held-out published points",
+                [f"{fit.table} {p.devices} dev" for fit, p in held],
+                [p.error for _, p in held],
+                "predicted / published - 1 (%)",
+                TARGET_MEDIAN_ABS_ERROR,
+            )
+        )
     return out
