@@ -6,6 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from trainscale.cli.architectures_table import (
+    architecture_row,
+    is_architecture,
+    print_architectures,
+)
 from trainscale.cli.common import add_json_argument
 
 
@@ -43,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
     names = args.workloads or workload_names() + architecture_names()
     specs = [get_workload(name) for name in names]
-    architectures = [w for w in specs if _is_architecture(w.name)]
-    specs = [w for w in specs if not _is_architecture(w.name)]
+    architectures = [w for w in specs if is_architecture(w.name)]
+    specs = [w for w in specs if not is_architecture(w.name)]
     if args.json:
         rows = [
             {
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             }
             for w in specs
         ]
-        rows += [_architecture_row(w) for w in architectures]
+        rows += [architecture_row(w) for w in architectures]
         print(json.dumps(rows, indent=2))
         return 0
     from rich.console import Console
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if specs:
         _print_workloads(console, specs)
     if architectures:
-        _print_architectures(console, architectures)
+        print_architectures(console, architectures)
     return 0
 
 
@@ -98,53 +103,6 @@ def _print_workloads(console: Any, specs: list[Any]) -> None:
     console.print(
         f"The built-in workloads train in each framework (--framework): {_frameworks_text()}",
         markup=False,  # the extras are in brackets, which rich would read as styles
-    )
-
-
-def _is_architecture(name: str) -> bool:
-    """Whether `name` answers with an architecture-only workload (a registered workload of
-    the same name would answer first)."""
-    from trainscale.workloads import architecture_names, workload_names
-
-    return name in architecture_names() and name not in workload_names()
-
-
-def _architecture_row(workload: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    from trainscale.workloads.architectures import describe_architecture
-
-    facts = describe_architecture(workload)
-    return {
-        "name": workload.name,
-        "kind": "architecture",
-        "description": workload.description,
-        "num_parameters": facts.num_parameters,
-        "input_shape": list(facts.input_shape),
-        "target_accuracy": workload.target_accuracy,
-        "recipe": asdict(workload.recipe),
-        "frameworks": workload.frameworks,
-    }
-
-
-def _print_architectures(console: Any, specs: list[Any]) -> None:
-    """The architecture-only workloads: synthetic data only, for the simulator."""
-    from rich.table import Table
-
-    table = Table(title="architectures for the simulator and synthetic runs")
-    for column in ("name", "description", "parameters", "input", "default recipe"):
-        table.add_column(column)
-    for w in specs:
-        row = _architecture_row(w)
-        r = w.recipe
-        recipe = f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}"
-        shape = "x".join(str(n) for n in row["input_shape"])
-        table.add_row(w.name, w.description, f"{row['num_parameters']:,}", shape, recipe)
-    console.print(table)
-    console.print(
-        "  These have no dataset: run them with --data synthetic, or predict them with "
-        "`trainscale simulate` (docs/architectures.md). PyTorch only.",
-        markup=False,
     )
 
 
