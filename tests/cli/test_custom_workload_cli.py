@@ -135,7 +135,8 @@ def test_report_and_simulate_take_the_custom_workload(capsys, store_path, tmp_pa
     assert [row["workers"] for row in prediction["predictions"]] == [1, 2, 4]
 
 
-def test_sweep_emulate_and_bench_take_the_custom_workload(capsys, store_path, tmp_path):
+def test_sweep_and_emulate_take_the_custom_workload(capsys, store_path, tmp_path):
+    # (bench takes it too: the example notebook's bench runs it, tests/notebooks.)
     sweep_file = tmp_path / "sweep.toml"
     sweep_file.write_text(
         f'[base]\nworkload = "{EXAMPLE_REF}"\ndata = "synthetic"\nsteps = 6\n\n'
@@ -143,45 +144,15 @@ def test_sweep_emulate_and_bench_take_the_custom_workload(capsys, store_path, tm
     )
     assert run_cli(["sweep", str(sweep_file), "--store", str(store_path)]) == 0
     code = run_cli(
-        [
-            "emulate",
-            EXAMPLE_REF,
-            "--workers",
-            "1,2",
-            "--mode",
-            "sync",
-            "--steps",
-            "6",
-            "--store",
-            str(store_path),
-        ]
-    )
-    assert code == 0
-    code = run_cli(
-        [
-            "bench",
-            "--workload",
-            EXAMPLE_REF,
-            "--quick",
-            "--rounds",
-            "1",
-            "--steps",
-            "6",
-            "--data",
-            "synthetic",
-            "--out",
-            str(tmp_path / "bench.md"),
-            "--store",
-            str(store_path),
-        ]
-    )
+        ["emulate", EXAMPLE_REF, "--workers", "1,2", "--mode", "sync", "--steps", "6",
+         "--store", str(store_path)]
+    )  # fmt: skip
     assert code == 0
     capsys.readouterr()
     with RunStore(store_path) as store:
         runs = store.list_runs()
     assert {run.workload for run in runs} == {"spiral-mlp"}
-    assert all(run.status == "completed" for run in runs)
-    assert "spiral-mlp" in (tmp_path / "bench.md").read_text()
+    assert len(runs) == 4 and all(run.status == "completed" for run in runs)
 
 
 def test_workloads_describes_a_custom_reference(capsys):

@@ -58,5 +58,7 @@ def test_the_example_notebook_runs_bench_and_reports_with_plots_inline(tmp_path,
     sources = {run.config["workload_source"] for run in runs}
     assert sources == {f"{tmp_path / 'my_workload.py'}:make_workload"}
     assert {run.world_size for run in runs if run.tag is None} == {1, 2}
+    # The bench's rungs trained the custom workload too.
+    assert len([run for run in runs if (run.tag or "").startswith("bench:")]) >= 4
     assert all(run.status == "completed" for run in runs)
     assert (tmp_path / "notebook-report" / "report.html").is_file()
