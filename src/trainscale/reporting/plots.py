@@ -77,7 +77,7 @@ def render_plots(data: ReportData) -> tuple[list[Plot], list[SkippedPlot]]:
                     file_name=f"{kind}-{slug(section.workload)}.png",
                     title=f"{PLOT_TITLES[kind]}: {section.workload}",
                     alt=alt,
-                    png=_png(figure),
+                    png=png_bytes(figure),
                 )
             )
     return drawn, skipped
@@ -101,7 +101,7 @@ def _throughput(section: WorkloadSection):
     lines = _core_lines(section, lambda c: c.samples_per_s_median)
     if isinstance(lines, str):
         return lines
-    figure, axes = _figure()
+    figure, axes = new_figure()
     base = section.baseline
     for name, configs in lines:
         xs = [c.cores for c in configs]
@@ -136,7 +136,7 @@ def _speedup(section: WorkloadSection):
     if isinstance(lines, str):
         return lines
     base = section.baseline
-    figure, axes = _figure()
+    figure, axes = new_figure()
     for name, configs in lines:
         ys = [c.speedup for c in configs]
         axes.plot([c.cores for c in configs], ys, marker="o", label=name)
@@ -173,7 +173,7 @@ def _efficiency(section: WorkloadSection):
     lines = _core_lines(section, lambda c: c.efficiency_per_core)
     if isinstance(lines, str):
         return lines
-    figure, axes = _figure()
+    figure, axes = new_figure()
     for name, configs in lines:
         ys = [100 * (c.efficiency_per_core or 0.0) for c in configs]
         axes.plot([c.cores for c in configs], ys, marker="o", label=name)
@@ -191,7 +191,7 @@ def _accuracy(section: WorkloadSection):
     configs = [c for c in section.configurations if c.accuracy_curves]
     if not configs:
         return _no_accuracy_reason(section)
-    figure, axes = _figure()
+    figure, axes = new_figure()
     colors = _colors()
     for config in configs:
         color = next(colors)
@@ -223,7 +223,7 @@ def _time_to_accuracy(section: WorkloadSection):
     if not any(c.time_to_target_s is not None for c in configs):
         target = next((c.target_accuracy for c in configs if c.target_accuracy), None)
         return "no configuration reached the target accuracy" + (f" ({target:g})" if target else "")
-    figure, axes = _figure(height=_bar_height(len(configs)))
+    figure, axes = new_figure(height=_bar_height(len(configs)))
     labels = [_wrap(c.label) for c in configs]
     values = [c.time_to_target_s or 0.0 for c in configs]
     bars = axes.barh(labels, values, color="tab:blue")
@@ -254,7 +254,7 @@ def _breakdown(section: WorkloadSection):
     if not configs:
         return "no run recorded a step-time breakdown"
     parts = list(dict.fromkeys(p for c in configs for p in c.breakdown_s or {}))
-    figure, axes = _figure(height=_bar_height(len(configs)))
+    figure, axes = new_figure(height=_bar_height(len(configs)))
     labels = [_wrap(c.label) for c in configs]
     left = [0.0] * len(configs)
     colors = _colors()
@@ -372,7 +372,8 @@ def _no_accuracy_reason(section: WorkloadSection) -> str:
     return "no real-data run was evaluated"
 
 
-def _figure(height: float = 4.2):
+def new_figure(height: float = 4.2):
+    """A report-styled figure (fixed width and dpi, no pyplot state) and its one axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -381,7 +382,8 @@ def _figure(height: float = 4.2):
     return figure, figure.add_subplot()
 
 
-def _png(figure) -> bytes:
+def png_bytes(figure) -> bytes:
+    """The figure as PNG bytes, reproducibly."""
     buffer = io.BytesIO()
     # No software/date metadata: the same data gives the same bytes.
     figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})

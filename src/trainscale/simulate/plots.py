@@ -7,20 +7,17 @@ data gives the same bytes (no date metadata).
 
 from __future__ import annotations
 
-import io
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainscale.reporting.plots import slug
+from trainscale.reporting.plots import new_figure, png_bytes, slug
 from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.fit import TableFit
 from trainscale.simulate.predict import Prediction
 from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow
 from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
 
-_DPI = 100
-_WIDTH_IN = 7.0
 _IDEAL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.2}
 
 
@@ -31,21 +28,6 @@ class SimPlot:
     file_name: str
     title: str
     png: bytes
-
-
-def _figure(height: float = 4.2):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(_WIDTH_IN, height), dpi=_DPI, layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure, figure.add_subplot()
-
-
-def _png(figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
-    return buffer.getvalue()
 
 
 def _workers_axis(axes, workers: Sequence[int]) -> None:
@@ -98,7 +80,7 @@ def scaling_plots(
     name = f"{slug(workload)}-{slug(cluster)}"
     out = []
 
-    figure, axes = _figure()
+    figure, axes = new_figure()
     # The predicted one-worker throughput, from any row: speedup = samples/s over it.
     base = rows[0].samples_per_s / (rows[0].speedup or 1.0)
     axes.plot(workers, [p.samples_per_s for p in rows], marker="o", label="predicted")
@@ -113,9 +95,9 @@ def scaling_plots(
     title = _say_calibration(
         figure, axes, f"Predicted throughput: {workload} on {cluster}", calibration
     )
-    out.append(SimPlot(f"throughput-{name}.png", title, _png(figure)))
+    out.append(SimPlot(f"throughput-{name}.png", title, png_bytes(figure)))
 
-    figure, axes = _figure()
+    figure, axes = new_figure()
     axes.plot(workers, [p.speedup or 0.0 for p in rows], marker="o", label="predicted speedup")
     axes.plot(workers, workers, label="ideal", **_IDEAL_STYLE)
     _workers_axis(axes, workers)
@@ -128,9 +110,9 @@ def scaling_plots(
     title = _say_calibration(
         figure, axes, f"Predicted speedup: {workload} on {cluster}", calibration
     )
-    out.append(SimPlot(f"speedup-{name}.png", title, _png(figure)))
+    out.append(SimPlot(f"speedup-{name}.png", title, png_bytes(figure)))
 
-    figure, axes = _figure()
+    figure, axes = new_figure()
     positions = list(range(len(rows)))
     parts = (
         ("compute (data, forward, backward)", lambda p: p.data_s + p.forward_s + p.backward_s),
@@ -166,7 +148,7 @@ def scaling_plots(
         f"Predicted step and exposed communication: {workload} on {cluster}",
         calibration,
     )
-    out.append(SimPlot(f"breakdown-{name}.png", title, _png(figure)))
+    out.append(SimPlot(f"breakdown-{name}.png", title, png_bytes(figure)))
     return out
 
 
@@ -175,7 +157,7 @@ def validation_plots(report: ValidationReport) -> list[SimPlot]:
     if not report.rows:
         return []
     out = []
-    figure, axes = _figure(4.8)
+    figure, axes = new_figure(4.8)
     settings = sorted({r.setting for r in report.rows})
     for setting in settings:
         rows = [r for r in report.rows if r.setting == setting]
@@ -206,7 +188,7 @@ def validation_plots(report: ValidationReport) -> list[SimPlot]:
     axes.legend(fontsize="x-small")
     title = "Simulator validation: predicted vs measured step time"
     axes.set_title(title, fontsize="medium")
-    out.append(SimPlot("validation-scatter.png", title, _png(figure)))
+    out.append(SimPlot("validation-scatter.png", title, png_bytes(figure)))
 
     out.append(
         _error_bars(
@@ -232,7 +214,7 @@ def _error_bars(
     colors: Sequence[str] | str = "tab:blue",
 ) -> SimPlot:
     """One horizontal bar per prediction's relative error (%), with the +-band lines."""
-    figure, axes = _figure(max(3.0, 0.22 * len(labels) + 1.2))
+    figure, axes = new_figure(max(3.0, 0.22 * len(labels) + 1.2))
     axes.barh(range(len(errors)), [100 * e for e in errors], color=colors)
     axes.axvline(0, color="0.3", linewidth=0.8)
     for edge in (-100 * band, 100 * band):
@@ -243,7 +225,7 @@ def _error_bars(
     axes.set_xlabel(xlabel)
     axes.grid(True, axis="x", alpha=0.3)
     axes.set_title(title, fontsize="medium")
-    return SimPlot(file_name, title, _png(figure))
+    return SimPlot(file_name, title, png_bytes(figure))
 
 
 def time_to_accuracy_plot(
@@ -257,7 +239,7 @@ def time_to_accuracy_plot(
     reached = [r for r in rows if r.time_to_target_s is not None]
     if not reached:
         return []
-    figure, axes = _figure()
+    figure, axes = new_figure()
     lines: dict[tuple[str, int], list[TimeToAccuracyRow]] = {}
     for row in reached:
         key = (row.setting.mode, row.setting.per_worker_batch_size)
@@ -279,7 +261,7 @@ def time_to_accuracy_plot(
         figure, axes, f"Predicted time to accuracy: {workload} on {cluster}", calibration
     )
     name = f"time-to-accuracy-{slug(workload)}-{slug(cluster)}.png"
-    return [SimPlot(name, title, _png(figure))]
+    return [SimPlot(name, title, png_bytes(figure))]
 
 
 def published_plots(fits: Sequence[TableFit]) -> list[SimPlot]:
@@ -287,7 +269,7 @@ def published_plots(fits: Sequence[TableFit]) -> list[SimPlot]:
     fit points filled and the held-out ones hollow; then every held-out point's error."""
     out = []
     for fit in fits:
-        figure, axes = _figure()
+        figure, axes = new_figure()
         points = sorted(fit.points, key=lambda p: p.devices)
         devices = [p.devices for p in points]
         measure = points[0].measure
@@ -314,7 +296,7 @@ def published_plots(fits: Sequence[TableFit]) -> list[SimPlot]:
         title = f"{fit.table}: {fit.model} on {fit.cluster} ({said})"
         axes.set_title(textwrap.fill(title, 70), fontsize="small")
         axes.legend(fontsize="x-small")
-        out.append(SimPlot(f"published-{slug(fit.table)}.png", title, _png(figure)))
+        out.append(SimPlot(f"published-{slug(fit.table)}.png", title, png_bytes(figure)))
     held = [(fit, p) for fit in fits for p in fit.held_out]
     if held:
         out.append(
