@@ -10,7 +10,9 @@ Side by side on real MNIST, seed by seed, the order alternating from seed to see
   evaluates once an epoch; here it evaluates 4 times an epoch, off the clock, as trainscale
   does by default, so both cross 99.0% at the same granularity;
 - trainscale: `trainscale run mnist-cnn --seed S` with every default (its recipe, precision,
-  workers and threads as the command chooses them).
+  workers and threads as the command chooses them);
+- with `--fp32-too`, also `trainscale run mnist-cnn --seed S --precision fp32`: what the
+  default trains in on a CPU without native bf16 (auto's choice there), measured here.
 
 Each side's figure is its training clock (steps only: no evaluation, no data loading) at the
 first evaluation reaching 99.0% test accuracy; the ratio is examples / trainscale within a
@@ -99,23 +101,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", default="benchmarks/results/mnist_vs_examples.json")
+    parser.add_argument("--fp32-too", action="store_true", help="also trainscale in fp32")
     args = parser.parse_args()
     store = Path(tempfile.mkdtemp()) / "bench.db"
     rows = []
     for index, seed in enumerate(args.seeds):
         row: dict = {"seed": seed}
         sides = ["examples", "trainscale"] if index % 2 == 0 else ["trainscale", "examples"]
+        if args.fp32_too:
+            sides.append("trainscale_fp32")
         for side in sides:
             if side == "examples":
                 row["examples"] = examples_recipe(seed)
             else:
-                result = trainscale_run(["mnist-cnn", "--seed", str(seed)], store)
-                row["trainscale"] = {
+                extra = ["--precision", "fp32"] if side == "trainscale_fp32" else []
+                result = trainscale_run(["mnist-cnn", "--seed", str(seed), *extra], store)
+                row[side] = {
                     key: result.get(key)
                     for key in (
                         "time_to_target_s",
                         "test_accuracy",
                         "precision",
+                        "precision_reason",
                         "world_size",
                         "threads_per_worker",
                         "global_batch_size",
@@ -125,8 +132,13 @@ def main() -> None:
         a, b = row["examples"]["time_to_target_s"], row["trainscale"]["time_to_target_s"]
         row["ratio"] = a / b if a and b else None
         print(f"seed {seed}: examples {a} s, trainscale {b} s, ratio {row['ratio']}")
+        if args.fp32_too:
+            c = row["trainscale_fp32"]["time_to_target_s"]
+            row["ratio_fp32"] = a / c if a and c else None
+            print(f"seed {seed}: trainscale in fp32 {c} s, ratio {row['ratio_fp32']}")
         rows.append(row)
     ratios = [r["ratio"] for r in rows if r["ratio"]]
+    ratios_fp32 = [r["ratio_fp32"] for r in rows if r.get("ratio_fp32")]
     env = collect_environment()
     payload = {
         "command": " ".join(["python", *sys.argv]),
@@ -136,6 +148,7 @@ def main() -> None:
         "seeds": rows,
         "ratio_examples_over_trainscale": spread(ratios) if ratios else None,
         "median_ratio": statistics.median(ratios) if ratios else None,
+        "ratio_examples_over_trainscale_fp32": spread(ratios_fp32) if ratios_fp32 else None,
     }
     write_json(Path(args.out), payload)
     ratio = payload["ratio_examples_over_trainscale"]

@@ -9,6 +9,7 @@ import pytest
 
 import trainscale
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.hardware.precision_choice import choose_precision
 from trainscale.results.export import CSV_COLUMNS, run_to_csv_row
 from trainscale.results.store import RunStore
 
@@ -171,4 +172,8 @@ def test_progress_says_the_batch_split_and_quiet_says_nothing(tmp_path, capsys, 
     assert capsys.readouterr().err == ""
     with pytest.raises(RunFailed, match="quiet=False"):
         trainscale.run("mnist-cnn", store=tmp_path / "s.db", progress=True, **CHEAP)
-    assert capsys.readouterr().err == "trainscale: global batch 16 = 1 worker x 16 per worker\n"
+    choice = choose_precision("auto", "cpu")
+    assert capsys.readouterr().err == (
+        "trainscale: global batch 16 = 1 worker x 16 per worker\n"
+        f"trainscale: precision {choice.precision} ({choice.reason})\n"
+    )

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from trainscale.hardware.precision_choice import choose_precision
 from trainscale.results.store import RunStore
 
 START_TIMEOUT_S = 180  # a loaded 2-core machine takes long to import torch in every worker
@@ -178,7 +179,9 @@ def test_a_stopped_run_says_one_line_exits_128_plus_n_and_is_stored(
     assert code == 128 + signum
     # The split of the batch, said before the run started; then the one line of the stop.
     said = "trainscale: global batch 128 = 2 workers x 64 per worker"
-    assert_quiet(command, said, f"trainscale: run {run_id[:8]} interrupted ({name})")
+    choice = choose_precision("auto", "cpu")
+    precision = f"trainscale: precision {choice.precision} ({choice.reason})"
+    assert_quiet(command, said, precision, f"trainscale: run {run_id[:8]} interrupted ({name})")
     assert "Traceback" not in command.stderr
     with RunStore(store) as runs:
         record = runs.get_run(run_id)

@@ -19,6 +19,9 @@ def tf_config(workload: str = "mnist-cnn", **changes: object) -> RunConfig:
         affinity="none",
         warmup_steps_untimed=1,
         allow_oversubscribe=True,
+        # Tests compare numbers across settings: fp32 on every machine, where auto would
+        # train in bf16 on CPUs that compute it natively.
+        precision="fp32",
     )
     options.update(changes)
     return resolve(RunOptions.from_flat(options))

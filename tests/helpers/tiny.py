@@ -60,6 +60,9 @@ def tiny_config(**changes: object) -> RunConfig:
         global_batch_size=16,
         warmup_steps_untimed=1,
         allow_oversubscribe=True,
+        # Tests compare numbers across settings: fp32 on every machine, where auto would
+        # train in bf16 on CPUs that compute it natively.
+        precision="fp32",
     )
     options.update(changes)
     return resolve(RunOptions.from_flat(options)).with_(channels_last=False)

@@ -115,7 +115,17 @@ def test_an_unknown_key_in_a_flat_config_is_refused():
 def test_the_settings_hash_is_that_of_the_runs_already_stored():
     # Stores written before the options were grouped match repeats and resumed sweeps by
     # these hashes: the grouping must not change them (values computed by that code).
-    serial = RunOptions.of("mnist-cnn", workers=2, threads_per_worker=1, data="synthetic")
+    # Those runs trained in fp32, the default then (auto may choose bf16 on this machine),
+    # with mnist-cnn's recipe of then (2 epochs, 30% warm-up).
+    serial = RunOptions.of(
+        "mnist-cnn",
+        workers=2,
+        threads_per_worker=1,
+        data="synthetic",
+        precision="fp32",
+        epochs=2.0,
+        warmup_fraction=0.3,
+    )
     assert resolve(serial, available_cores=[0, 1]).settings_hash() == "53bcb0f8d4a226d9"
     nodes = RunOptions.of(
         "mnist-dbn",
@@ -125,6 +135,7 @@ def test_the_settings_hash_is_that_of_the_runs_already_stored():
         steps=7,
         tag="x",
         workload_options={"cd_k": "3"},
+        precision="fp32",
     )
     assert resolve(nodes, available_cores=[0, 1]).settings_hash() == "5fcd9c5c1f8aee94"
 

@@ -26,7 +26,14 @@ from trainscale.train.trainer import train
 
 from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
-TINY = dict(workload="mnist-cnn", threads_per_worker=1, affinity="none", warmup_steps_untimed=1)
+# fp32 on every machine: emulation is compared number for number with the serial trainer.
+TINY = dict(
+    workload="mnist-cnn",
+    threads_per_worker=1,
+    affinity="none",
+    warmup_steps_untimed=1,
+    precision="fp32",
+)
 
 
 def setup(mode: str, workers: int, b: int = 8, steps: int = 6, **spec_and_options):

@@ -446,8 +446,10 @@ def test_run_command_round_trips_through_the_real_parser(options):
 def test_run_command_writes_only_non_defaults_unless_asked():
     assert run_command(RunOptions.of(workload="mnist-cnn")) == "trainscale run mnist-cnn"
     options = Candidate(2, 1, "compact", "fp32", 64).options(RunOptions.of(workload="mnist-cnn"))
+    # fp32 is not the default (auto is): it is written even where not asked for.
     assert run_command(options) == (
-        "trainscale run mnist-cnn --workers 2 --threads-per-worker 1 --batch-size 64"
+        "trainscale run mnist-cnn --workers 2 --threads-per-worker 1 --batch-size 64 "
+        "--precision fp32"
     )
     explicit = ("workers", "threads_per_worker", "affinity", "precision", "batch_size")
     command = run_command(options, explicit=explicit)

@@ -49,7 +49,7 @@ def spec_of(**raw):
         ),
         (
             {"base": {"workload": "mnist-cnn", "precision": "fp64"}},
-            "base.precision: input should be 'fp32', 'bf16' or 'fp16', got 'fp64'",
+            "base.precision: input should be 'auto', 'fp32', 'bf16' or 'fp16', got 'fp64'",
         ),
     ],
 )

@@ -271,6 +271,8 @@ def run_bench(
         steps=steps_per_run(steps, rounds),
         # Same global batch on every rung: the same optimisation, so speedups are fair.
         global_batch_size=spec.recipe.batch_size,
+        # Rungs name their precision: fp32, and bf16 on its own rung where it is native.
+        precision="fp32",
         evaluate=False,
         tag=f"bench:{bench_id}",
     )

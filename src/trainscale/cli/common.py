@@ -85,7 +85,8 @@ def add_cluster_argument(target: ArgumentTarget, *, default: str | None, where: 
 
 SIMULATED_PRECISION_HELP = (
     "precision of the predicted training: compute is calibrated from stored runs in it, or "
-    "from a cluster file's peak for it"
+    "from a cluster file's peak for it (auto, a run's choice for this machine, is not "
+    "available here)"
 )
 """--precision of the simulator (the run option, declared in config/options.py), reworded."""
 

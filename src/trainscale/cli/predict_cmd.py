@@ -51,7 +51,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     add_step_model_arguments(parser)
     add_option_arguments(
-        parser, only=("precision",), help_overrides={"precision": SIMULATED_PRECISION_HELP}
+        parser,
+        only=("precision",),
+        help_overrides={"precision": SIMULATED_PRECISION_HELP},
+        defaults={"precision": "fp32"},
     )
     add_monte_carlo_arguments(parser)
     add_store_argument(parser)

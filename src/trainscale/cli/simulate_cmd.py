@@ -71,6 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "precision": SIMULATED_PRECISION_HELP,
             "bucket_cap_mb": "DDP bucket size in MiB, > 0 (default: torch's 25, first bucket 1)",
         },
+        defaults={"precision": "fp32"},
     )
     add_monte_carlo_arguments(parser)
     parser.add_argument(

@@ -29,6 +29,7 @@ DataKind = Literal["real", "synthetic"]
 DeviceChoice = Literal["cpu", "cuda", "auto"]
 Device = Literal["cpu", "cuda"]
 Precision = Literal["fp32", "bf16", "fp16"]
+PrecisionRequest = Literal["auto", "fp32", "bf16", "fp16"]
 LrScaling = Literal["none", "linear", "sqrt"]
 Optimizer = Literal["sgd", "adam", "adamw"]
 Schedule = Literal["constant", "onecycle", "cosine", "step"]
@@ -246,9 +247,10 @@ class OptimisationOptions:
     """lr schedule (default: the workload's recipe)"""
     weight_decay: float | None = option(None, metavar="WD")
     """L2 weight decay, >= 0 (default: the workload's recipe)"""
-    precision: Precision = option("fp32")
-    """bf16 = autocast to bfloat16 (fast on GPUs, and on CPUs with native bf16); fp16 =
-    autocast to float16 with loss scaling (GPU only)"""
+    precision: PrecisionRequest = option("auto")
+    """auto = bf16 where the device computes bf16 natively (GPUs from Ampere on; CPUs with
+    AVX512-BF16 or AMX), else fp32 (the choice and its reason are printed and stored); bf16
+    = autocast to bfloat16; fp16 = autocast to float16 with loss scaling (GPU only)"""
     compile: bool = option(False)
     """torch.compile the model (compilation is timed apart, off the training clock)"""
     epochs: float | None = option(None, exclusive="length")
@@ -519,6 +521,9 @@ class OptimisationConfig:
     steps: int | None
     """Total optimizer steps; overrides epochs when given."""
     seed: int
+    precision_reason: str | None = option(None, setting=False)
+    """Why the run trains in `precision` ('auto: this CPU computes bf16 natively ...');
+    None for runs stored before the choice was recorded. Not a setting: the precision is."""
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,11 @@ def _bf16_native(flags: frozenset[str] | None) -> bool:
     return _mkldnn_bf16_supported()
 
 
+def cpu_bf16_native(proc_root: Path | None = None) -> bool:
+    """Whether this CPU computes bf16 natively (its flags, read from cpuinfo)."""
+    return _bf16_native(read_cpuinfo(proc_root).flags)
+
+
 def _mkldnn_bf16_supported() -> bool:
     """oneDNN's own answer (native or emulated), False when this torch build cannot say."""
     import torch

@@ -31,7 +31,7 @@ from trainscale.parallel.interrupts import (
 )
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.record import SweepSlot, create_run_row, new_run_id
-from trainscale.runner.resolve import batch_split, prepare
+from trainscale.runner.resolve import batch_split, precision_line, prepare
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ def start_run(
         config = prepare(opts)
         if announce is not None:
             announce(batch_split(config))
+            announce(precision_line(config))
     return execute_run(opts, Path(store_path) if store_path else None, quiet, config=config)
 
 

@@ -87,7 +87,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
             workload_options=dict(opts.data.workload_options),
         ),
         parallel=parallel,
-        optimisation=_resolve_optimisation(opts, workload),
+        optimisation=_resolve_optimisation(opts, workload, device),
         measurement=measurement,
         nodes=_resolve_nodes(opts.nodes),
         tag=opts.tag,
@@ -110,6 +110,8 @@ def check_framework(opts: RunOptions, device: str) -> None:
             "--single-process puts --workers N > 1 replicas in one process, on one node"
         )
     if name == PYTORCH:
+        if opts.optimisation.compile and device == "cpu":
+            check_cpu_compiler()
         return
     label = get_framework(name).label
     torch_only = {
@@ -154,8 +156,9 @@ def _check_workload_options(workload: Workload, values: dict[str, str] | Any) ->
         workload.check_options(values)
 
 
-def _resolve_optimisation(opts: RunOptions, workload: Workload) -> OptimisationConfig:
-    """Batch sizes, lr and schedule from the options and the workload's recipe."""
+def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> OptimisationConfig:
+    """Batch sizes, lr, schedule and precision from the options and the workload's recipe."""
+    from trainscale.hardware.precision_choice import choose_precision
     from trainscale.train.lr import scaled_lr
 
     opt, recipe = opts.optimisation, workload.recipe
@@ -178,6 +181,7 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload) -> OptimisationC
         # A scaled-up lr needs a gradual warm-up to be stable (Goyal et al. 2017).
         if opt.lr_scaling != "none" and global_batch > recipe.batch_size:
             warmup = max(warmup, 0.1)
+    choice = choose_precision(opt.precision, device, framework=opts.parallel.framework)
     return OptimisationConfig(
         batch_size=batch_size,
         global_batch_size=global_batch,
@@ -192,11 +196,12 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload) -> OptimisationC
         nesterov=recipe.nesterov,
         weight_decay=opt.weight_decay if opt.weight_decay is not None else recipe.weight_decay,
         label_smoothing=recipe.label_smoothing,
-        precision=opt.precision,
+        precision=choice.precision,
         compile=opt.compile,
         epochs=opt.epochs if opt.epochs is not None else recipe.epochs,
         steps=opt.steps,
         seed=opt.seed,
+        precision_reason=choice.reason,
     )
 
 
@@ -299,6 +304,20 @@ def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = N
     return config
 
 
+def check_cpu_compiler() -> None:
+    """`--compile` on the CPU builds C++ kernels (TorchInductor) with $CXX, else g++: say so
+    in one line when there is none, before any worker starts and fails in the compiler."""
+    from trainscale.train.compile import inductor_cpu_compiler
+
+    name, path = inductor_cpu_compiler()
+    if path is None:
+        raise ConfigError(
+            f"--compile on the CPU needs a C++ compiler: TorchInductor builds its kernels with "
+            f"{name!r} ($CXX, else g++), which is not on PATH; install one (g++ or clang++) "
+            "and set CXX to it, or drop --compile"
+        )
+
+
 def batch_split(config: RunConfig) -> str:
     """How the global batch is split: 'global batch 128 = 2 workers x 64 per worker'."""
     opt, workers, nnodes = config.optimisation, config.parallel.workers, config.nodes.nnodes
@@ -308,6 +327,13 @@ def batch_split(config: RunConfig) -> str:
         f"global batch {opt.global_batch_size} = {nodes}{workers} worker{plural} x "
         f"{opt.batch_size} per worker"
     )
+
+
+def precision_line(config: RunConfig) -> str:
+    """The precision a run trains in and why: 'precision bf16 (auto: this CPU ...)'."""
+    opt = config.optimisation
+    reason = f" ({opt.precision_reason})" if opt.precision_reason else ""
+    return f"precision {opt.precision}{reason}"
 
 
 def locate_data(

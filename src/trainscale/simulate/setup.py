@@ -168,6 +168,11 @@ def calibrate(
     """Calibrate `workload` for `cluster`'s device from the given or the matching runs."""
     from trainscale.workloads import get_workload
 
+    if precision == "auto":  # auto picks for this machine's run, not for a simulated device
+        raise ConfigError(
+            "--precision auto chooses for a run on this machine; name the precision to "
+            "simulate (fp32 or bf16)"
+        )
     get_workload(workload)  # an unknown name fails here, with the list of names
     given = load_runs(store, run_ids)
     for record in given:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 
 import torch
@@ -37,3 +39,12 @@ def compile_model(
         for name, buffer in model.named_buffers():
             buffer.copy_(buffers[name])
     return compiled, seconds
+
+
+def inductor_cpu_compiler() -> tuple[str, str | None]:
+    """(the C++ compiler TorchInductor uses for CPU kernels, its path or None if absent).
+
+    Inductor runs `$CXX`, else `g++` (torch/_inductor/config.py, `cpp.cxx`).
+    """
+    name = os.environ.get("CXX") or "g++"
+    return name, shutil.which(name)

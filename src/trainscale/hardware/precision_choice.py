@@ -1,0 +1,63 @@
+"""What `--precision auto` (the default) trains in on a device, and why.
+
+bf16 autocast where the device computes bf16 natively (a GPU with bf16 tensor cores; a CPU
+with AVX512-BF16 or AMX), fp32 elsewhere: on a CPU without those instructions oneDNN
+emulates bf16 through fp32 and it runs slower than fp32. The same holds for TensorFlow
+(Keras' mixed_bfloat16 policy, oneDNN); JAX stays in fp32, as XLA's CPU backend ran bf16
+slower than fp32 even on a CPU with native bf16. The accuracy cost of bf16 is measured per
+workload in docs/workloads.md; `--precision fp32` asks for fp32 anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainscale.config.options import Precision
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a run trains in and the one-line reason it was chosen."""
+
+    precision: Precision
+    reason: str
+
+
+def choose_precision(
+    requested: str,
+    device: str,
+    *,
+    framework: str = "pytorch",
+    cpu_bf16: bool | None = None,
+    cuda_bf16: bool | None = None,
+) -> PrecisionChoice:
+    """Resolve `requested` ('auto' or a precision) on `device` ('cpu' or 'cuda').
+
+    `cpu_bf16` / `cuda_bf16` say whether the device computes bf16 natively; None reads the
+    machine (the CPU's flags; torch's answer for the GPU).
+    """
+    if requested != "auto":
+        return PrecisionChoice(requested, f"--precision {requested}")  # type: ignore[arg-type]
+    if framework == "jax":  # measured: docs/frameworks.md
+        return PrecisionChoice(
+            "fp32", "auto: fp32 with jax, whose CPU backend (XLA) runs bf16 slower than fp32"
+        )
+    if device == "cuda":
+        if cuda_bf16 is None:
+            import torch
+
+            cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported(
+                including_emulation=False
+            )
+        if cuda_bf16:
+            return PrecisionChoice("bf16", "auto: this GPU computes bf16 natively")
+        return PrecisionChoice("fp32", "auto: this GPU has no native bf16 (before Ampere)")
+    if cpu_bf16 is None:
+        from trainscale.hardware.facts import cpu_bf16_native
+
+        cpu_bf16 = cpu_bf16_native()
+    if cpu_bf16:
+        return PrecisionChoice("bf16", "auto: this CPU computes bf16 natively (AVX512-BF16 or AMX)")
+    return PrecisionChoice(
+        "fp32", "auto: this CPU has no native bf16 (AVX512-BF16 or AMX); emulated bf16 is slower"
+    )
