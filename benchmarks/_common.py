@@ -27,6 +27,18 @@ def spread(values: list[float]) -> str:
     )
 
 
+MACHINE_KEYS = ("cpu_model", "usable_cores", "bf16_native", "cpu_capability", "torch_version")
+"""The facts of `trainscale env` a benchmark's results name their machine by."""
+
+
+def machine_facts() -> dict:
+    """This machine as a benchmark's results record it (see MACHINE_KEYS)."""
+    from trainscale.hardware.facts import collect_environment
+
+    env = collect_environment()
+    return {key: env.get(key) for key in MACHINE_KEYS}
+
+
 def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2))

@@ -22,9 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import trainscale_run, write_json  # noqa: E402
-
-from trainscale.hardware.facts import collect_environment  # noqa: E402
+from _common import machine_facts, trainscale_run, write_json  # noqa: E402
 
 
 def data_flags(workload: str, data_dir: Path) -> list[str]:
@@ -82,12 +80,9 @@ def main() -> None:
                     f"at {row['time_to_target_s']} s",
                     flush=True,
                 )
-    env = collect_environment()
     payload = {
         "command": " ".join(["python", *sys.argv]),
-        "machine": {
-            k: env.get(k) for k in ("cpu_model", "usable_cores", "bf16_native", "torch_version")
-        },
+        "machine": machine_facts(),
         "runs": rows,
     }
     write_json(Path(args.out), payload)

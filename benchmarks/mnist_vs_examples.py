@@ -29,9 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import spread, trainscale_run, write_json  # noqa: E402
-
-from trainscale.hardware.facts import collect_environment  # noqa: E402
+from _common import machine_facts, spread, trainscale_run, write_json  # noqa: E402
 
 TARGET = 0.99
 EVALS_PER_EPOCH = 4
@@ -139,12 +137,9 @@ def main() -> None:
         rows.append(row)
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     ratios_fp32 = [r["ratio_fp32"] for r in rows if r.get("ratio_fp32")]
-    env = collect_environment()
     payload = {
         "command": " ".join(["python", *sys.argv]),
-        "machine": {
-            k: env.get(k) for k in ("cpu_model", "usable_cores", "bf16_native", "torch_version")
-        },
+        "machine": machine_facts(),
         "seeds": rows,
         "ratio_examples_over_trainscale": spread(ratios) if ratios else None,
         "median_ratio": statistics.median(ratios) if ratios else None,

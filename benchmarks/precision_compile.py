@@ -24,9 +24,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import trainscale_run, write_json  # noqa: E402
+from _common import machine_facts, trainscale_run, write_json  # noqa: E402
 
-from trainscale.hardware.facts import collect_environment  # noqa: E402
 from trainscale.workloads import get_workload, workload_names  # noqa: E402
 
 
@@ -65,7 +64,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default="benchmarks/results/precision_compile.json")
     args = parser.parse_args()
-    env = collect_environment()
+    env = machine_facts()
     compiler = compiler_text()
     store = Path(tempfile.mkdtemp()) / "bench.db"
     measured = settings(bool(env["bf16_native"]))
@@ -124,10 +123,7 @@ def main() -> None:
         rows.append(row)
     payload = {
         "command": " ".join(["python", *sys.argv]),
-        "machine": {
-            k: env.get(k)
-            for k in ("cpu_model", "usable_cores", "bf16_native", "cpu_capability", "torch_version")
-        },
+        "machine": machine_facts(),
         "cxx_compiler": compiler,
         "steps": args.steps,
         "rounds": args.rounds,

@@ -79,9 +79,8 @@ for _name in CANDIDATES:  # the workload references: recipe_search.py:<candidate
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import trainscale_run, write_json
+    from _common import machine_facts, trainscale_run, write_json
 
-    from trainscale.hardware.facts import collect_environment
     from trainscale.results.store import RunStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -123,14 +122,11 @@ def main() -> None:
                 f"({result['time_to_target_s']} s), final {result['test_accuracy']:.4f}",
                 flush=True,
             )
-    env = collect_environment()
     write_json(
         Path(args.out),
         {
             "command": " ".join(["python", *sys.argv]),
-            "machine": {
-                k: env.get(k) for k in ("cpu_model", "usable_cores", "bf16_native", "torch_version")
-            },
+            "machine": machine_facts(),
             "runs": rows,
         },
     )
