@@ -214,3 +214,32 @@ def test_rounds_are_checked_before_any_rung(monkeypatch):
     with pytest.raises(ConfigError, match="--rounds 40 is more than the 30 steps a rung trains"):
         run_bench(data="synthetic", quick=True, rounds=40)
     assert not runs.options
+
+
+def test_rungs_name_their_precision_and_a_faster_bf16_trains_the_accuracy_run(
+    monkeypatch, tmp_path
+):
+    # Where bf16 is native and fastest, the accuracy run trains in it; every throughput
+    # rung names its precision, so the default (auto) never turns an fp32 rung into bf16.
+    monkeypatch.setattr(
+        "trainscale.hardware.facts.collect_environment",
+        lambda *a, **k: {**FOUR_CORES, "bf16_native": True},
+    )
+    runs = Runs()
+
+    def faster_in_bf16(options, *args, **kwargs):
+        result = runs(options, *args, **kwargs)
+        if options.optimisation.precision == "bf16":
+            result["samples_per_s"] *= 2
+        return result
+
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", faster_in_bf16)
+    data = write_random_mnist(tmp_path / "mnist", 256, 64)
+    heard = Heard()
+    result = run_bench(data="real", data_dir=str(data), download=False, listener=heard)
+    assert {o.optimisation.precision for o in runs.options} == {"fp32", "bf16"}
+    assert heard.events[-1] == ("full", "4 pinned workers x 1 thread, bf16")
+    full = result.results[-1]
+    assert isinstance(full, RungResult) and not isinstance(full.rung, Skipped)
+    assert full.rung.options.optimisation.precision == "bf16"
+    assert full.rung.options.measurement.evaluate
