@@ -29,6 +29,7 @@ def test_sync_emulation_of_two_workers_matches_two_worker_ddp():
         steps=steps,
         lr_scaling=lr_scaling,
         warmup_steps_untimed=1,
+        precision="fp32",  # as tiny_config's: compared number for number
     )
     emu_cfg = emulation_config(options, spec, locate_data=False).with_(channels_last=False)
     # The same optimisation as the real run: lr scaled to the same global batch, same
