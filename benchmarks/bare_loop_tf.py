@@ -34,6 +34,7 @@ def main() -> None:
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import keras
+
     from trainscale.frameworks.tensorflow.models import build_model
 
     rng = np.random.default_rng(0)
