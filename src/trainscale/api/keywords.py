@@ -1,15 +1,48 @@
-"""Keyword arguments of the API functions, checked as the CLI checks its flags: an unknown
-name is a ConfigError naming it, the nearest valid name, and every valid name."""
+"""Keyword arguments of the API functions, checked as the CLI checks its flags, before
+anything starts or is stored.
+
+An unknown name is a ConfigError naming it, the nearest valid name and every valid name. A
+value is checked strictly against its declared type: run options against their declarations
+in config/options.py, through the same pydantic models that check a sweep file's tables
+(config/tables.py), and every other keyword against the annotations of the API function's
+signature and of the library function it is passed on to. A str is not a number, a string
+is not a bool, None is taken only where the type allows it; a float may be given as an int,
+a path as a str or an os.PathLike. A wrong value is one ConfigError line naming the
+function, the keyword, what it must be and what was given:
+
+    trainscale.run() option seed: input should be a valid integer, got 'x'
+"""
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import os
+import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from trainscale.config.files import Expect, describe
 from trainscale.config.options import RunOptions
+from trainscale.config.tables import option_type, run_options_table
 from trainscale.errors import ConfigError
+
+Source = tuple[Callable[..., Any], tuple[str, ...]]
+"""A function whose parameters are keywords of an API function, less those left out (the
+ones the API fills in itself)."""
+
+
+class Keywords(BaseModel):
+    """The keyword arguments of one API function: declared names only, strict types."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, arbitrary_types_allowed=True
+    )
 
 
 def check_keywords(function: str, given: Mapping[str, Any], valid: Iterable[str]) -> None:
@@ -38,13 +71,132 @@ def parameters(*functions: Callable[..., Any], leave_out: Iterable[str] = ()) ->
     ]
 
 
-def run_options(function: str, workload: str, options: Mapping[str, Any]) -> RunOptions:
+def check_arguments(function: str, given: Mapping[str, Any], *sources: Source) -> dict[str, Any]:
+    """`given`, the arguments of `trainscale.<function>()` by name, checked against the
+    parameters of `sources`: an unknown name or a value of the wrong type is a ConfigError.
+
+    Returns the values to pass on: as given, except that a keyword named as a run option
+    (`data_dir`, `workload_options`) comes back as the run option takes it (a path as
+    text, (KEY, VALUE) pairs as a dict)."""
+    model = _signature_model(function, sources)
+    check_keywords(function, given, model.model_fields)
+    checked = _validate(function, model, given, _positional(sources))
+    options = RunOptions.flat_fields()
+    return {key: getattr(checked, key) if key in options else given[key] for key in given}
+
+
+def run_options(
+    function: str, workload: str, options: Mapping[str, Any], *sources: Source
+) -> RunOptions:
     """The RunOptions the CLI builds from the same flags: `options` by flat name (the flags
-    without dashes, e.g. `global_batch_size=128`, `evaluate=False` for --no-eval)."""
-    valid = [key for key in RunOptions.flat_fields() if key != "workload"]
-    check_keywords(function, options, [*valid, "store", "progress"])
-    flat = dict(options)
-    pairs = flat.get("workload_options")
-    if pairs is not None and not isinstance(pairs, Mapping):  # (KEY, VALUE) pairs, as -o
-        flat["workload_options"] = dict(pairs)
-    return RunOptions.of(workload, **flat)
+    without dashes, e.g. `global_batch_size=128`, `evaluate=False` for --no-eval), each
+    checked against its declaration, with the keywords of `sources` (`store`, `progress`)."""
+    model = _run_model(function, sources)
+    check_keywords(function, options, [*_run_option_names(), *_names(sources)])
+    table = _validate(function, model, options, _positional(sources))
+    return RunOptions.of(workload, **table.given())
+
+
+# -- the models ------------------------------------------------------------------------------
+
+
+@cache
+def _signature_model(function: str, sources: tuple[Source, ...]) -> type[BaseModel]:
+    return create_model(f"{function}_keywords", __base__=Keywords, **_fields(sources))
+
+
+@cache
+def _run_model(function: str, sources: tuple[Source, ...]) -> type[BaseModel]:
+    base = run_options_table(f"{function}_run_options", python=True)
+    return create_model(f"{function}_keywords", __base__=base, **_fields(sources))
+
+
+@cache
+def _run_option_names() -> tuple[str, ...]:
+    return tuple(key for key in RunOptions.flat_fields() if key != "workload")
+
+
+def _fields(sources: tuple[Source, ...]) -> dict[str, Any]:
+    """Each parameter's declared type, as a model field; every one optional, since only
+    the keywords given are checked."""
+    fields: dict[str, Any] = {}
+    for function, leave_out in sources:
+        hints = _hints(function)
+        for name in _names(((function, leave_out),)):
+            fields[name] = (_keyword_type(name, hints.get(name, Any)), Field(None))
+    return fields
+
+
+def _names(sources: Iterable[Source]) -> list[str]:
+    return [
+        name
+        for function, leave_out in sources
+        for name in parameters(function, leave_out=leave_out)
+    ]
+
+
+def _positional(sources: Iterable[Source]) -> set[str]:
+    """The parameters that may be given by position: 'argument', not 'option', in messages."""
+    return {
+        name
+        for function, _ in sources
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+    }
+
+
+def _hints(function: Callable[..., Any]) -> dict[str, Any]:
+    """The function's annotations, evaluated; one that cannot be (a name imported for type
+    checking only) is Any."""
+    try:
+        return get_type_hints(function)
+    except NameError:
+        pass
+    hints: dict[str, Any] = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        annotation = parameter.annotation
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, getattr(function, "__globals__", {}))
+            except NameError:
+                annotation = Any
+        hints[name] = Any if annotation is parameter.empty else annotation
+    return hints
+
+
+def _keyword_type(name: str, annotation: Any) -> Any:
+    """What a keyword is checked as: a keyword named as a run option that is a path or
+    KEY=VALUE pairs takes that option's conversions; a path says what it may be."""
+    leaf = RunOptions.flat_fields().get(name)
+    metadata = (leaf.item.metadata or {}) if leaf is not None else {}
+    if leaf is not None and (metadata.get("path") or metadata.get("pairs")):
+        return option_type(replace(leaf, annotation=annotation), python=True)
+    if _is_path(annotation):
+        optional = " or None" if type(None) in get_args(annotation) else ""
+        return Annotated[annotation, Expect(f"a str or os.PathLike{optional}")]
+    return annotation
+
+
+def _is_path(annotation: Any) -> bool:
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
+    return any(
+        get_origin(kind) is os.PathLike
+        or kind is os.PathLike
+        or (isinstance(kind, type) and issubclass(kind, Path))
+        for kind in kinds or (annotation,)
+    )
+
+
+# -- one line per mistake ----------------------------------------------------------------------
+
+
+def _validate(
+    function: str, model: type[BaseModel], given: Mapping[str, Any], positional: set[str]
+) -> Any:
+    try:
+        return model.model_validate(dict(given))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = error["loc"]
+        word = "argument" if loc and loc[0] in positional else "option"
+        raise ConfigError(f"trainscale.{function}() {word} {describe(model, error)}") from None

@@ -53,6 +53,7 @@ def option(
     negate: bool = False,
     exclusive: str | None = None,
     pairs: bool = False,
+    path: bool = False,
     setting: bool = True,
 ) -> Any:
     """A dataclass field that is also a command-line option.
@@ -67,6 +68,7 @@ def option(
         negate: a boolean whose flag turns it off (`--no-eval` sets `evaluate` to False).
         exclusive: options sharing this name are mutually exclusive on the command line.
         pairs: a repeatable KEY=VALUE option collected into a dict.
+        path: a file or directory, kept as its text (from Python, an os.PathLike is taken).
         setting: False for fields that label or launch a run without changing how it trains
             (left out of `RunConfig.settings_hash`).
     """
@@ -79,6 +81,7 @@ def option(
         "negate": negate,
         "exclusive": exclusive,
         "pairs": pairs,
+        "path": path,
         "setting": setting,
     }
     if pairs:
@@ -107,7 +110,7 @@ def _key_value(text: str) -> tuple[str, str]:
 # -- checks shared by the groups' __post_init__ ---------------------------------------------
 
 
-def check_positive(name: str, value: float | None, *, integer: bool = False) -> None:
+def check_positive(name: str, value: object, *, integer: bool = False) -> None:
     """ConfigError naming `--name` unless `value` is None or a positive (whole) number."""
     if value is None:
         return
@@ -158,7 +161,7 @@ class DataOptions:
     kind: DataKind = option("real", flag="--data", key="data")
     """real dataset files, or random tensors of the same shapes (throughput only: no accuracy
     is reported)"""
-    data_dir: str | None = option(None, metavar="DIR")
+    data_dir: str | None = option(None, metavar="DIR", path=True)
     """directory with the dataset files; when given, the only place looked in (else
     $TRAINSCALE_DATA_DIR, the cache, other tools' folders)"""
     download: bool = option(True, flag="--no-download", negate=True)
@@ -384,7 +387,7 @@ class _Grouped:
     @classmethod
     def flat_fields(cls) -> dict[str, FlatField]:
         """Every leaf by its flat name, in declaration order."""
-        return _cached_leaves(cls)
+        return _cached_leaves(cls)  # type: ignore[arg-type]  # a class is hashable
 
     def flat(self) -> dict[str, Any]:
         """Every leaf's value by flat name (the stored form of a config)."""

@@ -6,13 +6,17 @@ type (checked strictly: `workers = "2"` or `workers = true` is refused, a TOML i
 number), and its spellings. A key may be the flat name (`threads_per_worker`), the same with
 dashes (`threads-per-worker`) or the command-line flag's name (`timeout`, `warmup-steps`);
 flags that turn an option off (`--no-eval`) are not spellings of it.
+
+The Python API checks its run options with the same models (`python=True`): there a path
+option also takes an os.PathLike and KEY=VALUE options also take (KEY, VALUE) pairs.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import (
     AfterValidator,
@@ -25,7 +29,7 @@ from pydantic import (
 )
 
 from trainscale.config.files import Expect, TomlTable
-from trainscale.config.options import RunOptions, flag_name
+from trainscale.config.options import FlatField, RunOptions, flag_name
 
 _OLD_SPELLINGS = {"workload_options": ("options",)}
 """Spellings sweep files used before the flags had their present names."""
@@ -73,35 +77,88 @@ def option_spellings() -> dict[str, str]:
 
 
 @cache
-def run_options_table(name: str, *, axes: bool = False) -> type[RunOptionsTable]:
-    """A model of a table of run options, every one optional (subclass it to add keys).
+def run_options_table(
+    name: str, *, axes: bool = False, python: bool = False
+) -> type[RunOptionsTable]:
+    """A model of a table of run options, every one optional (subclass it to add keys). A
+    value given must still be of the option's declared type: None only where it allows None.
 
     Args:
         name: the model's name.
         axes: each value is a non-empty list of values (a sweep's [grid]).
+        python: the values come from Python code (the API's keywords): see `option_type`.
     """
     by_key: dict[str, list[str]] = {}
     for spelling, key in option_spellings().items():
         by_key.setdefault(key, []).append(spelling)
     fields: dict[str, Any] = {}
     for key, leaf in RunOptions.flat_fields().items():
-        value_type = leaf.annotation
-        if (leaf.item.metadata or {}).get("pairs"):
-            value_type = Annotated[value_type, BeforeValidator(_pairs_as_text)]
+        value_type = option_type(leaf, python=python)
         if axes:
             value_type = Annotated[
-                list[value_type], AfterValidator(_an_axis), Expect("a list of values")
+                list[value_type],  # type: ignore[valid-type]  # built at run time
+                AfterValidator(_an_axis),
+                Expect("a list of values"),
             ]
         fields[key] = (value_type, Field(None, validation_alias=AliasChoices(*by_key[key])))
     return create_model(name, __base__=RunOptionsTable, **fields)
+
+
+def option_type(leaf: FlatField, *, python: bool = False) -> Any:
+    """The type a run option's value is validated as (strictly): its declared type, with
+    KEY=VALUE options' values taken as text. With `python`, a path option (`data_dir`) also
+    takes an os.PathLike, kept as its text, and KEY=VALUE options also take a sequence of
+    (KEY, VALUE) pairs; errors then say what a Python caller may pass."""
+    metadata = leaf.item.metadata or {}
+    value_type = leaf.annotation
+    optional = " or None" if _allows_none(value_type) else ""
+    if metadata.get("pairs"):
+        if not python:
+            return Annotated[value_type, BeforeValidator(_pairs_as_text)]
+        expect = Expect(f"a dict of KEY: VALUE, or (KEY, VALUE) pairs{optional}")
+        return Annotated[value_type, BeforeValidator(_pairs_from_python), expect]
+    if metadata.get("path") and python:
+        expect = Expect(f"a str or os.PathLike{optional}")
+        return Annotated[value_type, BeforeValidator(_path_as_text), expect]
+    return value_type
+
+
+def _allows_none(annotation: Any) -> bool:
+    return annotation is None or type(None) in get_args(annotation)
+
+
+def _path_as_text(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _pairs_from_python(value: Any) -> Any:
+    # (KEY, VALUE) pairs, as repeated `-o KEY=VALUE` give them, or a dict; numbers and
+    # booleans are written as the command line would; other values are left for the type
+    # check to refuse.
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in value
+    ):
+        try:
+            value = dict(value)
+        except TypeError:  # a key that cannot be one (a list): refused below
+            return value
+    if isinstance(value, Mapping):
+        return {
+            k: _as_text(v) if isinstance(v, (bool, int, float)) else v for k, v in value.items()
+        }
+    return value
 
 
 def _pairs_as_text(value: Any) -> Any:
     # KEY=VALUE options travel as text, as `-o KEY=VALUE` gives them: TOML numbers and
     # booleans are fine here, written as the command line would.
     if isinstance(value, Mapping):
-        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return {str(k): _as_text(v) for k, v in value.items()}
     return value
+
+
+def _as_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _an_axis(values: list[Any]) -> list[Any]:
