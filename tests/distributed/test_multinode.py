@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,7 +237,21 @@ def _ip(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def two_namespaces():
-    """Two network namespaces, 10.77.0.1/24 and 10.77.0.2/24, joined by a veth pair.
+    """Two network namespaces, 10.77.0.1/24 and 10.77.0.2/24, joined by a veth pair."""
+    with veth_namespaces("10.77.0") as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def two_namespaces_200():
+    """Two network namespaces, 10.200.0.1/24 and 10.200.0.2/24, joined by a veth pair."""
+    with veth_namespaces("10.200.0") as nodes:
+        yield nodes
+
+
+@contextlib.contextmanager
+def veth_namespaces(subnet: str) -> Iterator[list[tuple[str, str, str]]]:
+    """Two network namespaces, SUBNET.1/24 and SUBNET.2/24, joined by a veth pair.
 
     Yields [(namespace, interface, address)] for each; always removed afterwards.
     """
@@ -245,7 +260,7 @@ def two_namespaces():
     if shutil.which("ip") is None:
         pytest.skip("`ip` (iproute2) is not installed")
     tag = uuid.uuid4().hex[:6]
-    nodes = [(f"ts-{tag}-{i}", f"tsv{tag}{i}", f"10.77.0.{i + 1}") for i in range(2)]
+    nodes = [(f"ts-{tag}-{i}", f"tsv{tag}{i}", f"{subnet}.{i + 1}") for i in range(2)]
     created: list[str] = []
     try:
         for namespace, _, _ in nodes:
@@ -320,6 +335,77 @@ def test_two_nodes_in_network_namespaces(tmp_path, two_namespaces):
     assert workers[0]["addr"] == two_namespaces[holder][2]
 
 
+# A host name that resolves to loopback (Debian's 127.0.1.1) in each node's own UTS and mount
+# namespaces: a private host name, and a hosts file bind-mounted over /etc/hosts there only.
+ON_LOOPBACK = 'hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
+
+
+def on_loopback(namespace: str, hostname: str, hosts: Path) -> list[str]:
+    """The command prefix that runs a node in NAMESPACE, its host name resolving to 127.0.1.1."""
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.1.1 {hostname}\n")
+    return ["ip", "netns", "exec", namespace, "unshare", "--uts", "sh", "-c", ON_LOOPBACK]
+
+
+@pytest.mark.parametrize("launcher", ["trainscale", "torchrun"])
+def test_nodes_whose_host_name_resolves_to_loopback_train_over_the_network(
+    launcher, tmp_path, monkeypatch, two_namespaces_200
+):
+    # gloo, left to itself, would advertise 127.0.1.1 to the other node and fail after a
+    # timeout; each node finds that before its workers start (trainscale run) or before its
+    # process group forms (under torchrun) and names the veth interface.
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    if shutil.which("unshare") is None:
+        pytest.skip("`unshare` (util-linux) is not installed")
+    probe_cmd = [sys.executable, "-c", "import socket; print(socket.gethostbyname('tsnode'))"]
+    (namespace, _, _) = two_namespaces_200[0]
+    prefix = on_loopback(namespace, "tsnode", tmp_path / "probe.hosts")
+    probe = subprocess.run(
+        [*prefix, "sh", "tsnode", str(tmp_path / "probe.hosts"), *probe_cmd],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe.returncode != 0 or probe.stdout.strip() != "127.0.1.1":
+        pytest.skip(f"cannot give a namespace its own host name and hosts file: {probe.stderr}")
+
+    endpoint = f"{two_namespaces_200[0][2]}:29500"
+    rdzv_id = job_id()
+    agents = []
+    try:
+        for index, (namespace, _, address) in enumerate(two_namespaces_200):
+            hosts, name = tmp_path / f"node{index}.hosts", f"tsnode{index}"
+            # --timeout: a gloo that cannot connect fails within the test, not after 300 s.
+            run = [*run_cmd(steps=6), "--no-eval", "--timeout", "30"]
+            run += ["--store", str(tmp_path / f"node{index}.db")]
+            nodes = ["--nnodes", "2", "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
+            if launcher == "trainscale":
+                node = [sys.executable, *run, *nodes, "--workers", "1", "--rdzv-timeout", "60"]
+            else:  # torchrun's agent hosts the store where told, and names a node by address
+                torchrun = [sys.executable, "-m", "torch.distributed.run", *nodes]
+                torchrun += ["--nproc-per-node", "1", "--rdzv-backend", "c10d"]
+                torchrun += ["--local-addr", address, "--rdzv-conf", f"is_host={index == 0}"]
+                node = [*torchrun, *run]
+            prefix = on_loopback(namespace, name, hosts)
+            agents.append(start_agent([*prefix, "sh", name, str(hosts), *node], tmp_path, name))
+        codes = wait_all(agents, timeout_s=120)
+    finally:
+        stop(agents)
+    assert codes == [0, 0], [a.stderr[-2000:] for a in agents]
+
+    for agent, (_, interface, _) in zip(agents, two_namespaces_200, strict=True):
+        said = [line for line in agent.stderr.splitlines() if "GLOO_SOCKET_IFNAME" in line]
+        assert len(said) == 1 and said[0].startswith("trainscale: warning: "), agent.stderr
+        assert "127.0.1.1" in said[0] and f"GLOO_SOCKET_IFNAME={interface} " in said[0]
+    stored = []
+    for index in range(2):
+        with RunStore(tmp_path / f"node{index}.db") as runs:
+            stored.extend(runs.list_runs())
+    (record,) = stored
+    assert record.status == "completed" and record.world_size == 2
+    addresses = {w["addr"] for w in record.summary["workers"]}
+    assert addresses == {address for _, _, address in two_namespaces_200}
+
+
 # -- faults ---------------------------------------------------------------------------------
 
 
@@ -330,7 +416,12 @@ def test_two_nodes_in_network_namespaces(tmp_path, two_namespaces):
         pytest.param("192.0.2.1", id="endpoint-unreachable"),  # TEST-NET-1: never answers
     ],
 )
-def test_rendezvous_that_never_forms_fails_in_time_with_one_line(host, tmp_path, store_path, capfd):
+def test_rendezvous_that_never_forms_fails_in_time_with_one_line(
+    host, tmp_path, store_path, capfd, monkeypatch
+):
+    # gloo's interface chosen by the user: where the host name resolves to loopback, the run
+    # would otherwise add its warning line about gloo (tested on its own).
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     endpoint = f"{host}:{free_port()}"
     start = time.monotonic()
     code = run_main(
@@ -438,8 +529,9 @@ def run_main(*args: str) -> int:
     """main()'s exit status, whether it returns it or argparse exits with it."""
     try:
         return main(list(args))
-    except SystemExit as exit_:
-        return int(exit_.code)
+    except SystemExit as exit_:  # as Python exits: None is 0, a message is 1
+        code = exit_.code
+        return code if isinstance(code, int) else 0 if code is None else 1
 
 
 @pytest.mark.parametrize(

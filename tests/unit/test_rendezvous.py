@@ -1,7 +1,9 @@
-"""Multi-node options: endpoint parsing, the job id, the world size, and failure records."""
+"""Multi-node options: endpoint parsing, the job id, the world size, failure records, and
+the network interface gloo is given."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import time
@@ -10,11 +12,17 @@ import pytest
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.parallel import rendezvous as rdzv
 from trainscale.parallel.rendezvous import (
+    GlooInterface,
     Rendezvous,
     RendezvousFailed,
+    _can_bind,
     default_job_id,
+    gloo_for_workers,
+    gloo_interface,
     local_address,
+    master_endpoint,
     parse_endpoint,
     store_role,
     wait_for_endpoint,
@@ -145,3 +153,138 @@ def test_waiting_for_an_endpoint_is_bounded_and_names_it():
     with pytest.raises(RendezvousFailed, match=re.escape(listening.endpoint)):
         wait_for_endpoint(listening, time.monotonic() + 1)  # closed now: refused
     assert time.monotonic() - start < 3
+
+
+# -- the interface gloo listens on: a fake resolver, routes and interfaces ----------------
+
+HOSTS = {
+    "localhost": ["127.0.0.1", "::1"],
+    "node001": ["10.0.0.1"],
+    "debian": ["127.0.1.1"],  # the host name as Debian's installer writes /etc/hosts
+    "v6only": ["::1"],
+    "good": ["10.0.0.2"],
+    "elsewhere": ["10.9.9.9"],  # resolves to an address of no interface here
+    "mixed": ["10.9.9.9", "127.0.1.1", "10.0.0.2"],
+}
+HERE = {"lo": ["127.0.0.1", "::1"], "eth0": ["192.168.1.5"], "ib0": ["10.0.0.2", "fd00::2"]}
+
+
+def choose(endpoint, hostname, environ=None, route="10.0.0.2", interfaces=HERE):
+    def resolve(host):
+        if host in HOSTS:
+            return HOSTS[host]
+        return [host] if host[0].isdigit() or ":" in host else []
+
+    return gloo_interface(
+        endpoint,
+        {} if environ is None else environ,
+        hostname=lambda: hostname,
+        resolve=resolve,
+        can_bind=lambda address: (
+            any(address in a for a in interfaces.values()) or address.startswith("127.")
+        ),  # all of 127/8 is on the loopback interface
+        route_source=lambda host, port: route,
+        interfaces=lambda: interfaces,
+    )
+
+
+def test_a_host_name_on_loopback_gives_gloo_the_interface_that_reaches_the_endpoint():
+    choice = choose("node001:29500", "debian")
+    assert choice.name == "ib0"
+    assert "\n" not in choice.note
+    assert "127.0.1.1" in choice.note and "'debian'" in choice.note
+    assert "GLOO_SOCKET_IFNAME=ib0" in choice.note and "10.0.0.2" in choice.note
+
+
+@pytest.mark.parametrize(
+    "hostname",
+    [
+        pytest.param("debian", id="resolves-to-127.0.1.1"),
+        pytest.param("v6only", id="resolves-to-::1"),
+        pytest.param("elsewhere", id="no-bindable-address-gloo-falls-back-to-127.0.0.1"),
+        pytest.param("unknown", id="does-not-resolve-gloo-falls-back-to-127.0.0.1"),
+        pytest.param("mixed", id="first-bindable-address-is-loopback"),
+    ],
+)
+def test_every_way_gloo_ends_up_on_loopback_is_found(hostname):
+    assert choose("node001:29500", hostname).name == "ib0"
+
+
+def test_a_host_name_on_the_network_leaves_gloo_alone():
+    assert choose("node001:29500", "good") == GlooInterface()
+
+
+@pytest.mark.parametrize("endpoint", ["127.0.0.1:29500", "localhost:29500", "[::1]:29500"])
+def test_an_endpoint_on_loopback_leaves_gloo_alone(endpoint):
+    # Every node is on this machine: loopback is the right network.
+    assert choose(endpoint, "debian") == GlooInterface()
+
+
+def test_the_users_interface_always_wins():
+    def never(*_):
+        raise AssertionError("nothing is looked up when the user chose")
+
+    choice = gloo_interface(
+        "node001:29500",
+        {"GLOO_SOCKET_IFNAME": "eth0"},
+        hostname=never,
+        resolve=never,
+        can_bind=never,
+        route_source=never,
+        interfaces=never,
+    )
+    assert choice == GlooInterface()
+    assert choose("node001:29500", "debian", environ={"GLOO_SOCKET_IFNAME": " "}).name == "ib0"
+
+
+def test_an_ipv6_route_picks_the_interface_holding_that_address():
+    assert choose("[fd00::1]:29500", "debian", route="fd00::2").name == "ib0"
+
+
+@pytest.mark.parametrize(
+    ("route", "interfaces"),
+    [
+        pytest.param(None, HERE, id="no-route-to-the-endpoint"),
+        pytest.param("10.0.0.7", HERE, id="route-source-on-no-interface"),
+    ],
+)
+def test_without_an_interface_to_pick_one_line_names_the_variable(route, interfaces):
+    choice = choose("node001:29500", "debian", route=route, interfaces=interfaces)
+    assert choice.name is None
+    assert "\n" not in choice.note
+    assert "127.0.1.1" in choice.note and "GLOO_SOCKET_IFNAME=<interface>" in choice.note
+
+
+def test_binding_is_checked_on_this_machine():
+    assert _can_bind("127.0.0.1")
+    assert not _can_bind("192.0.2.1")  # TEST-NET-1: no interface here holds it
+
+
+def test_workers_get_the_interface_while_they_start_and_the_environment_is_restored(
+    monkeypatch, caplog
+):
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    picked = GlooInterface("ib0", "gloo would listen on 127.0.1.1 ...")
+    monkeypatch.setattr(rdzv, "gloo_interface", lambda endpoint, environ: picked)
+    with caplog.at_level("WARNING", logger="trainscale"), gloo_for_workers("n:1") as choice:
+        assert choice == picked and os.environ["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert "GLOO_SOCKET_IFNAME" not in os.environ
+    assert [r.getMessage() for r in caplog.records] == [picked.note]
+    caplog.clear()
+    with gloo_for_workers("n:1", say=False):  # another worker of this node: set, not said
+        assert os.environ["GLOO_SOCKET_IFNAME"] == "ib0"
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", " ")  # blank: not a choice, but put back after
+    with gloo_for_workers("n:1", say=False):
+        assert os.environ["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert os.environ.pop("GLOO_SOCKET_IFNAME") == " "
+    for endpoint, uses_gloo in [("n:1", False), (None, True)]:  # NCCL; no endpoint known
+        with gloo_for_workers(endpoint, uses_gloo) as choice:
+            assert choice == GlooInterface() and "GLOO_SOCKET_IFNAME" not in os.environ
+    assert not caplog.records
+
+
+def test_an_external_launchers_master_is_the_endpoint_its_workers_check():
+    assert master_endpoint({"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}) == "10.0.0.1:29500"
+    assert master_endpoint({"MASTER_ADDR": "fd00::1", "MASTER_PORT": "1"}) == "[fd00::1]:1"
+    assert master_endpoint({"MASTER_ADDR": "node001"}) is None
+    assert master_endpoint({}) is None

@@ -5,22 +5,36 @@ PyTorch's elastic agent on each node joins a c10d rendezvous at HOST:PORT (a TCP
 hosted by the node whose address HOST is); once N nodes have joined, every agent starts its
 workers with global ranks. This module holds what trainscale adds around that engine:
 parsing and checking the endpoint, a default job id under SLURM, waiting (boundedly) for an
-endpoint hosted elsewhere, and one-line errors instead of the store's C++ retry log.
+endpoint hosted elsewhere, one-line errors instead of the store's C++ retry log, and the
+network interface gloo uses where the host name would give it a loopback address.
 
 Nothing here imports torch at module level: the CLI validates options before torch loads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import logging
 import math
+import os
 import re
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+from torch.distributed.elastic.rendezvous import (
+    RendezvousClosedError,
+    RendezvousConnectionError,
+    RendezvousTimeoutError,
+)
+
 from trainscale.errors import ConfigError, TrainscaleError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_RDZV_TIMEOUT_S = 300.0
 """How long a node waits for the endpoint and for the other nodes to join, by default."""
@@ -119,7 +133,9 @@ def store_role(rendezvous: Rendezvous) -> tuple[bool, bool | None]:
 
 def _agent_would_host(host: str) -> bool:
     try:
-        from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
+        from torch.distributed.elastic.rendezvous.utils import (  # noqa: PLC0415 (private to torch)
+            _matches_machine_hostname,
+        )
     except ImportError:  # moved in some torch release: the common cases
         return host in ("localhost", socket.gethostname()) or host.startswith("127.")
     try:
@@ -130,8 +146,6 @@ def _agent_would_host(host: str) -> bool:
 
 def _is_local_address(host: str) -> bool:
     """Whether HOST (a name or an address) is an address of one of this machine's interfaces."""
-    import psutil
-
     try:
         wanted = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
     except OSError:
@@ -180,16 +194,61 @@ def wait_for_endpoint(rendezvous: Rendezvous, deadline: float) -> None:
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
 
+def _tcp_addresses(host: str) -> list[str]:
+    """The addresses HOST resolves to for TCP, in the resolver's order; [] if none."""
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return [str(info[4][0]) for info in found]
+
+
+def _can_bind(address: str) -> bool:
+    """Whether a TCP socket can bind ADDRESS (port 0) on this machine, as gloo checks."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+            return True
+    except OSError:
+        return False
+
+
+def _interface_addresses() -> dict[str, list[str]]:
+    """Each network interface's IPv4 and IPv6 addresses (scope suffixes dropped)."""
+    return {
+        name: [
+            a.address.split("%")[0]
+            for a in addresses
+            if a.family in (socket.AF_INET, socket.AF_INET6)
+        ]
+        for name, addresses in psutil.net_if_addrs().items()
+    }
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
 def local_address(rendezvous: Rendezvous) -> str | None:
     """This node's address as the other nodes should see it: the one it reaches HOST from.
 
     The elastic agent otherwise names a node by `socket.getfqdn()`, and the node that gets
     rank 0 hands that name to every worker as MASTER_ADDR. On machines whose host name only
     resolves locally (or to 127.0.1.1) that name is useless to the others; the source
-    address of the route to the endpoint is on the network they share. No packet is sent
-    (a UDP socket's connect only picks the route).
+    address of the route to the endpoint is on the network they share.
     """
-    host, port = parse_endpoint(rendezvous.endpoint)
+    return _route_source(*parse_endpoint(rendezvous.endpoint))
+
+
+def _route_source(host: str, port: int) -> str | None:
+    """The local address this machine sends from to HOST:PORT; None without a route.
+
+    No packet is sent (a UDP socket's connect only picks the route).
+    """
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
         with socket.socket(family, kind, proto) as probe:
@@ -197,6 +256,111 @@ def local_address(rendezvous: Rendezvous) -> str | None:
             return str(probe.getsockname()[0])
     except OSError:
         return None  # let the agent fall back to its own choice
+
+
+GLOO_IFNAME = "GLOO_SOCKET_IFNAME"
+"""The variable naming the network interface gloo listens on (and advertises to its peers)."""
+
+
+@dataclass(frozen=True)
+class GlooInterface:
+    """What the workers' gloo should listen on in a run over several nodes."""
+
+    name: str | None = None
+    """The interface to give the workers as GLOO_SOCKET_IFNAME; None: leave gloo's choice."""
+    note: str | None = None
+    """One line for the user when gloo's own choice would not reach the other nodes."""
+
+
+def gloo_interface(
+    endpoint: str,
+    environ: Mapping[str, str],
+    *,
+    hostname: Callable[[], str] = socket.gethostname,
+    resolve: Callable[[str], list[str]] = _tcp_addresses,
+    can_bind: Callable[[str], bool] = _can_bind,
+    route_source: Callable[[str, int], str | None] = _route_source,
+    interfaces: Callable[[], Mapping[str, list[str]]] = _interface_addresses,
+) -> GlooInterface:
+    """Whether gloo would advertise a loopback address to the other nodes, and what then.
+
+    Without GLOO_SOCKET_IFNAME, gloo (torch's default device) listens on the first address
+    the host name resolves to (TCP, any family) that it can bind, or on 127.0.0.1 when
+    there is none, and tells its peers that address. Where the host name resolves to
+    127.0.x.x (common: Debian's 127.0.1.1), the other nodes would connect to their own
+    loopback and the job would fail after a timeout. Then the interface carrying this
+    node's route to the rendezvous endpoint is on the network the nodes share: the workers
+    get it as GLOO_SOCKET_IFNAME. The user's own GLOO_SOCKET_IFNAME always stands, and an
+    endpoint on loopback (every node on this machine) needs nothing.
+    """
+    if environ.get(GLOO_IFNAME, "").strip():
+        return GlooInterface()
+    host, port = parse_endpoint(endpoint)
+    endpoint_addresses = resolve(host)
+    if not endpoint_addresses or all(_is_loopback(a) for a in endpoint_addresses):
+        return GlooInterface()  # unresolvable (said when waiting for it) or one machine
+    name = hostname()
+    gloo_address = next((a for a in resolve(name) if can_bind(a)), "127.0.0.1")
+    if not _is_loopback(gloo_address):
+        return GlooInterface()
+    problem = (
+        f"gloo would listen on {gloo_address}, the loopback address host name {name!r} "
+        "resolves to, which the other nodes cannot reach"
+    )
+    source = route_source(host, port)
+    owner = None
+    if source is not None and not _is_loopback(source):
+        wanted = source.split("%")[0]
+        owner = next((i for i, addresses in interfaces().items() if wanted in addresses), None)
+    if owner is None:
+        return GlooInterface(
+            note=f"{problem}: set {GLOO_IFNAME}=<interface> on every node, the interface on "
+            f"the network the nodes share (the one that reaches {host})"
+        )
+    return GlooInterface(
+        name=owner,
+        note=f"{problem}: the workers use {GLOO_IFNAME}={owner} ({source}, the interface "
+        f"that reaches {host}) instead; set {GLOO_IFNAME} to choose another",
+    )
+
+
+@contextlib.contextmanager
+def gloo_for_workers(
+    endpoint: str | None, uses_gloo: bool = True, say: bool = True
+) -> Iterator[GlooInterface]:
+    """While this node's workers start (or, under an external launcher, while this worker
+    forms its process group): GLOO_SOCKET_IFNAME in this process's environment (spawned
+    workers inherit it) where `gloo_interface` picks one for ENDPOINT (HOST:PORT, where the
+    nodes meet), said in one warning line unless `say` is off; the environment as it was
+    afterwards. Runs whose collectives are not gloo's (NCCL on GPUs) are left alone."""
+    choice = GlooInterface()
+    if uses_gloo and endpoint:
+        choice = gloo_interface(endpoint, os.environ)
+    if choice.note and say:
+        log.warning(choice.note)
+    before = os.environ.get(GLOO_IFNAME)  # unset, or blank
+    if choice.name:
+        os.environ[GLOO_IFNAME] = choice.name
+    try:
+        yield choice
+    finally:
+        if choice.name:
+            if before is None:
+                os.environ.pop(GLOO_IFNAME, None)
+            else:
+                os.environ[GLOO_IFNAME] = before
+
+
+def master_endpoint(environ: Mapping[str, str]) -> str | None:
+    """MASTER_ADDR:MASTER_PORT as an endpoint (IPv6 in brackets), as an external launcher
+    sets them for its workers; None where they are missing or not an address and port."""
+    host, port = environ.get("MASTER_ADDR", "").strip(), environ.get("MASTER_PORT", "").strip()
+    endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        parse_endpoint(endpoint)
+    except ConfigError:
+        return None
+    return endpoint
 
 
 def launch_settings(rendezvous: Rendezvous) -> dict[str, Any]:
@@ -228,12 +392,6 @@ def launch_settings(rendezvous: Rendezvous) -> dict[str, Any]:
 
 def describe_failure(rendezvous: Rendezvous, error: BaseException) -> str:
     """One line for a rendezvous error the elastic agent raised (joining, or mid-run)."""
-    from torch.distributed.elastic.rendezvous import (
-        RendezvousClosedError,
-        RendezvousConnectionError,
-        RendezvousTimeoutError,
-    )
-
     where = f"the rendezvous at {rendezvous.endpoint} (--rdzv-id {rendezvous.job_id})"
     if isinstance(error, RendezvousTimeoutError):
         return (
