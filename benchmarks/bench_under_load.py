@@ -6,7 +6,7 @@
 Runs the bench twice in one invocation: first as the machine is, then with a CPU-burning
 process (a Python busy loop) pinned to the last usable core for the whole second bench. For
 every rung it sets the two verdicts side by side. The rule the bench must keep: the busy
-bench agrees with the quiet one, or says it cannot tell ("cannot tell: busy machine", "no
+bench agrees with the quiet one, or says it cannot tell ("not trusted: busy machine", "no
 difference measurable here"); it never gives a confident opposite verdict ("faster" where
 the quiet bench found "slower", or the reverse). Both tables and the comparison are written
 to the JSON file.
@@ -53,7 +53,7 @@ def verdicts(table: str) -> dict[str, str]:
 
 def direction(verdict: str) -> str | None:
     """'faster' / 'slower' for a confident verdict, None for anything else."""
-    if verdict.startswith("cannot tell") or "no difference" in verdict:
+    if verdict.startswith(("cannot tell", "not trusted")) or "no difference" in verdict:
         return None
     return next((word for word in CONFIDENT if re.search(rf"\b{word}\b", verdict)), None)
 

@@ -191,3 +191,47 @@ def test_a_size_too_slow_for_the_budget_is_skipped_and_says_so() -> None:
     assert [row["n"] for row in rows] == [32, 512]  # small to large
     assert "flops_per_s" in rows[0] and "would take" in rows[1]["skipped"]
     assert result["precisions"]["fp32"]["best_size"] == 32
+
+
+class FakeSampler:
+    """Stands in for the contention sampler: the verdict it was given, without sampling."""
+
+    verdict = "busy"
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.started = self.stopped = False
+
+    def start(self):
+        self.started = True
+        return self
+
+    def stop(self):
+        from trainscale.hardware.contention import Contention
+
+        reason = f"other processes used {0.9 if self.verdict == 'busy' else 0.0:.2f} cores"
+        return Contention(verdict=self.verdict, reason=reason, other_cores_busy_run_cores=0.9)
+
+
+@pytest.mark.parametrize("verdict", ["busy", "quiet"])
+def test_a_probe_measures_contention_stores_it_and_warns_when_busy(
+    capsys, tmp_path: Path, monkeypatch, verdict
+) -> None:
+    from trainscale.hardware.contention import OtherProcess
+
+    monkeypatch.setattr(FakeSampler, "verdict", verdict)
+    monkeypatch.setattr("trainscale.probe.run.ContentionSampler", FakeSampler)
+    neighbour = [OtherProcess(pid=4242, name="stress", cpu_percent=97.0)]
+    monkeypatch.setattr("trainscale.probe.run.busiest_processes", lambda: neighbour)
+    store = tmp_path / "s.db"
+    argv = ["probe", "--device", "cpu", "--only", "matmul", "--threads", "1", "--store", str(store)]
+    argv += ["--matmul-sizes", "32", "--precisions", "fp32", "--repeats", "2", "--quick"]
+    assert main(argv) == 0  # the figures are measured and stored either way
+    out = " ".join(capsys.readouterr().out.split())
+    with RunStore(store) as opened:
+        probe = opened.latest_probe("matmul")
+        assert probe is not None and probe.result["contention"]["verdict"] == verdict
+    if verdict == "busy":
+        assert "not trusted: busy machine: other processes used 0.90 cores" in out
+        assert "stress (pid 4242) 97% CPU: stop that work, or probe again" in out
+    else:
+        assert "busy" not in out

@@ -243,3 +243,123 @@ def test_rungs_name_their_precision_and_a_faster_bf16_trains_the_accuracy_run(
     assert isinstance(full, RungResult) and not isinstance(full.rung, Skipped)
     assert full.rung.options.optimisation.precision == "bf16"
     assert full.rung.options.measurement.evaluate
+
+
+BUSY = {"contention": {"verdict": "busy", "reason": "other processes used 0.90 cores"}}
+QUIET = {"contention": {"verdict": "quiet", "reason": "other processes used 0.01 cores"}}
+
+
+class Neighbours(Runs):
+    """Runs on a machine some other work shares: the rounds in `busy` ran busy (every rung's
+    run of those rounds), the others quiet; no rung fails."""
+
+    def __init__(self, busy: set[int]) -> None:
+        super().__init__()
+        self.busy = busy
+
+    def __call__(self, options, store_path=None, *args, repeat_index=None, **kwargs):
+        options = (
+            options.with_(affinity="compact") if options.parallel.affinity == "none" else options
+        )
+        out = super().__call__(options, store_path, repeat_index=repeat_index)
+        return out | (BUSY if repeat_index in self.busy else QUIET)
+
+
+class HeardBusy(Heard):
+    def busy_round(self, result, busiest, again) -> None:
+        self.events.append(("busy", again, result.busy_round_line(busiest, again)))
+
+
+@pytest.fixture
+def neighbour(monkeypatch):
+    from trainscale.hardware.contention import OtherProcess
+
+    found = [OtherProcess(pid=4242, name="stress", cpu_percent=97.0)]
+    monkeypatch.setattr("trainscale.hardware.contention.busiest_processes", lambda: found)
+
+
+def test_a_busy_round_is_measured_again_and_named_as_it_waits(monkeypatch, neighbour):
+    runs = Neighbours(busy={0})
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
+    heard = HeardBusy()
+    result = run_bench(data="synthetic", quick=True, out=None, listener=heard)
+    assert result.rounds == 2 and result.extra_rounds == 1 and result.max_extra_rounds == 2
+    assert runs.rounds == [r for r in range(3) for _ in range(4)]  # round 3 (index 2) added
+    ((_, again, line),) = [e for e in heard.events if e[0] == "busy"]
+    assert again
+    assert "stress (pid 4242) 97% CPU" in line
+    assert "0 of 2 rounds quiet so far: measuring one more round (1 of at most 2 extra)" in line
+    rows = {row["setting"]: row for row in result.rows}
+    # The busy round is out of every pair: the two quiet rounds give a verdict.
+    assert rows["4 pinned workers x 1 thread"]["verdict"] == "faster than serial"
+    assert result.busy_lines[0].startswith("busy machine: 1 of 3 round(s) had a run")
+    assert len(result.busy_lines) == 1  # nothing untrusted
+
+
+def test_every_round_busy_stops_at_the_budget_and_shows_the_ratios_not_trusted(
+    monkeypatch, neighbour
+):
+    runs = Neighbours(busy=set(range(10)))
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
+    heard = HeardBusy()
+    result = run_bench(data="synthetic", quick=True, max_extra_rounds=1, out="t.md", listener=heard)
+    assert result.extra_rounds == 1 and sorted(set(runs.rounds)) == [0, 1, 2]
+    # Round 1 busy: 2 quiet rounds are out of reach at once, so one is added (the budget).
+    assert [e[1] for e in heard.events if e[0] == "busy"] == [True, False, False]
+    rows = {row["setting"]: row for row in result.rows}
+    pinned = rows["4 pinned workers x 1 thread"]
+    assert pinned["speedup"] == "4.00x [4.00, 4.00]"  # the ratio as measured
+    assert pinned["verdict"] == "not trusted: busy machine"
+    untrusted = result.busy_lines[1]
+    assert untrusted.startswith("not trusted (a busy run in every round): 1 process, 4 threads")
+    assert "Using the cores: stress (pid 4242) 97% CPU: stop it" in untrusted
+    assert "--rounds 5" in untrusted
+    assert f"**{untrusted}**" in (Path("t.md")).read_text()
+
+
+def test_a_quiet_machine_measures_the_rounds_planned_and_says_nothing_of_busy(monkeypatch):
+    runs = Neighbours(busy=set())
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
+
+    def never(*args, **kwargs):
+        raise AssertionError("neighbours are looked for only after a busy round")
+
+    monkeypatch.setattr("trainscale.hardware.contention.busiest_processes", never)
+    result = run_bench(data="synthetic", quick=True, out=None)
+    assert result.extra_rounds == 0 and sorted(set(runs.rounds)) == [0, 1]
+    assert result.busy_lines == [] and "busy" not in result.markdown()
+
+
+def test_max_extra_rounds_zero_never_adds_a_round_and_a_negative_one_is_refused(
+    monkeypatch, neighbour
+):
+    runs = Neighbours(busy={0, 1})
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
+    with pytest.raises(ConfigError, match="--max-extra-rounds must be a whole number >= 0"):
+        run_bench(data="synthetic", quick=True, max_extra_rounds=-1)
+    assert not runs.options
+    result = run_bench(data="synthetic", quick=True, max_extra_rounds=0, out=None)
+    assert result.extra_rounds == 0 and sorted(set(runs.rounds)) == [0, 1]
+
+
+def test_the_cli_prints_the_busy_lines_under_the_table_and_exits_0(monkeypatch, neighbour, capsys):
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", Neighbours(busy={0, 1, 2}))
+    code = run_cli(["bench", "--data", "synthetic", "--quick", "--max-extra-rounds", "1"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "not trusted (a busy run in every round)" in " ".join(out.split())
+    assert "measuring one more round (1 of at most 1 extra)" in " ".join(err.split())
+
+
+def test_the_api_bench_carries_the_busy_lines(monkeypatch, neighbour, tmp_path):
+    import trainscale
+
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", Neighbours(busy={0, 1, 2}))
+    # The stand-in runs are not stored: no per-configuration figures to read back.
+    monkeypatch.setattr("trainscale.api.calls._configurations", lambda *a, **k: [])
+    found = trainscale.bench(
+        data="synthetic", quick=True, max_extra_rounds=1, out=None, store=tmp_path / "s.db"
+    )
+    assert found.extra_rounds == 1
+    assert found.busy[1].startswith("not trusted (a busy run in every round)")
+    assert {row["verdict"] for row in found.table} >= {"not trusted: busy machine"}

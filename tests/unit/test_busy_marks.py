@@ -134,18 +134,76 @@ def test_bench_rounds_on_a_busy_machine_are_left_out_of_the_speedup():
     )
     assert rows[1]["speedup"].startswith("2.00x")
     assert "busy machine in 1 of 3 rounds" in rows[1]["note"]
-    # Every round busy: no verdict at all, and the table says why.
+    assert "1 round(s) with a busy run here or in the serial run left out" in rows[1]["note"]
+    assert rows[1]["verdict"] == "faster than serial"  # from the 2 quiet rounds
+    # Every round busy: the ratio as measured, no verdict, and the table says why.
     rows = table_rows(
         [
             RungResult(serial, [run(100, BUSY), run(100, BUSY)]),
-            RungResult(other, [run(20, BUSY), run(25, BUSY)]),
+            RungResult(other, [run(20, BUSY), run(40, BUSY)]),
         ]
     )
-    assert rows[1]["verdict"] == "cannot tell: busy machine"
-    assert rows[1]["speedup"] == "-"
+    assert rows[1]["verdict"] == "not trusted: busy machine"
+    assert rows[1]["speedup"] == "0.30x [0.20, 0.40]"
+    assert "speedup not trusted" in rows[1]["note"]
 
 
-def test_the_pitfall_line_cannot_tell_when_every_round_was_busy():
+def test_a_round_busy_in_the_baseline_only_is_left_out_of_every_pair():
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    serial, other = ladder[0], ladder[1]
+
+    def run(rate, contention):
+        return {
+            "threads_per_worker": 1,
+            "world_size": 1,
+            "samples_per_s": rate,
+            "step_time_s_median": 1 / rate,
+            "step_time_s_iqr": 0.0,
+        } | contention
+
+    rows = table_rows(
+        [
+            RungResult(serial, [run(100, QUIET), run(10, BUSY), run(100, QUIET)]),
+            RungResult(other, [run(150, QUIET), run(150, QUIET), run(150, QUIET)]),
+        ]
+    )
+    # The busy serial round (15x) is out: two quiet rounds at 1.5x.
+    assert rows[1]["speedup"] == "1.50x [1.50, 1.50]"
+    assert rows[1]["verdict"] == "faster than serial"
+    assert "busy machine in" not in rows[1]["note"]  # its own runs were quiet
+    assert "1 round(s) with a busy run here or in the serial run left out" in rows[1]["note"]
+
+
+def test_the_accuracy_row_is_against_the_quiet_serial_rounds_and_marked_when_busy():
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    serial = ladder[0]
+    full = Rung("full recipe", RunOptions.of(workload="mnist-cnn"), cores=2)
+
+    def run(rate, contention):
+        return {
+            "threads_per_worker": 1,
+            "world_size": 2,
+            "samples_per_s": rate,
+            "step_time_s_median": 1 / rate,
+            "step_time_s_iqr": 0.0,
+        } | contention
+
+    base = RungResult(serial, [run(100, QUIET), run(50, BUSY), run(100, QUIET)])
+    rows = table_rows([base, RungResult(full, [run(150, QUIET)], in_rounds=False)])
+    # 150 / 100 (the quiet serial rounds), not 150 / 100 over a median the busy round pulls.
+    assert rows[1]["speedup"] == "1.50x"
+    assert rows[1]["verdict"] == "-"
+    assert "speedup against the serial rung's quiet rounds" in rows[1]["note"]
+    rows = table_rows([base, RungResult(full, [run(150, BUSY)], in_rounds=False)])
+    assert rows[1]["speedup"] == "1.50x"  # the figure stays
+    assert rows[1]["verdict"] == "not trusted: busy machine"
+    assert "speedup not trusted" in rows[1]["note"]
+    every = RungResult(serial, [run(100, BUSY), run(120, BUSY)])
+    rows = table_rows([every, RungResult(full, [run(150, QUIET)], in_rounds=False)])
+    assert rows[1]["verdict"] == "not trusted: busy machine"
+
+
+def test_the_pitfall_line_is_not_trusted_when_every_round_was_busy():
     from trainscale.benchmark.run import BenchResult
 
     ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
@@ -161,4 +219,42 @@ def test_the_pitfall_line_cannot_tell_when_every_round_was_busy():
         RungResult(naive, [run(90), run(80)]),
     ]
     (line,) = result.pitfall_lines
-    assert line.endswith("cannot tell: no round measured both on a quiet machine")
+    # The ratio as measured, no verdict.
+    assert "0.28x [0.26, 0.30] (2 rounds, every one on a busy machine)" in line
+    assert line.endswith(": not trusted: busy machine")
+    assert "faster" not in line and "slower" not in line
+
+
+def _rows_by_label(path):
+    return {row[0].split(" (busy")[0]: row for row in sweep_summary(path, SWEEP).rows}
+
+
+def test_sweep_and_report_leave_busy_rounds_out_of_the_paired_verdict(tmp_path):
+    path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
+    with RunStore(path) as opened:
+        assert opened.add_to_summary(run_id(1, 0), BUSY)  # 4 threads, round 0
+    row = _rows_by_label(path)["cnn 1 process x 4 threads"]
+    assert row[0] == "cnn 1 process x 4 threads (busy: 1 of 3)"
+    # Rounds 1 and 2 only: 260/102 and 255/98, not round 0's 250/100.
+    assert row[5] == "2.58x [2.55, 2.60] (2 rounds) (1 busy round(s) left out)"
+    assert row[6] == "faster than the baseline"
+    threads = _config(load_report_data(path, sweep_id=SWEEP), "cnn 1 process x 4 threads")
+    assert threads.paired_trusted and threads.paired_rounds == 2
+    assert "paired speedup: 1 busy round(s) left out" in threads.notes
+
+
+def test_sweep_and_report_give_no_verdict_where_every_shared_round_was_busy(tmp_path):
+    path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
+    with RunStore(path) as opened:
+        for repeat in range(3):  # the baseline ran busy in every round
+            assert opened.add_to_summary(run_id(0, repeat), BUSY)
+    rows = _rows_by_label(path)
+    for label in ("cnn 1 process x 4 threads", "cnn 4 pinned workers x 1 thread"):
+        speedup, verdict = rows[label][5], rows[label][6]
+        assert speedup.startswith(("2.", "3."))  # the ratio as measured stays
+        assert verdict == "not trusted: busy machine"
+    data = load_report_data(path, sweep_id=SWEEP)
+    threads = _config(data, "cnn 1 process x 4 threads")
+    assert not threads.paired_trusted
+    assert threads.paired_verdict == "not trusted: busy machine"
+    assert "paired speedup: every shared round had a busy run, not trusted" in threads.notes

@@ -54,3 +54,33 @@ def test_compare_checks_its_numbers_before_reading_the_store(tmp_path):
     with pytest.raises(TrainscaleError, match="--resamples"):
         compare("a", "b", resamples=1, store=missing)
     assert not missing.exists()
+
+
+def test_a_busy_run_on_either_side_is_warned_of_and_never_significant(tmp_path, capsys):
+    store = _store(tmp_path / "s.db", {"aaaa0001": 0.06, "bbbb0001": 0.05, "cccc0001": 0.04})
+    with RunStore(store) as opened:
+        assert opened.add_to_summary("bbbb0001", {"contention": {"verdict": "busy"}})
+    quiet = compare("aaaa", "cccc", resamples=500, store=store)
+    assert quiet.rows[0]["significant"] and quiet.rows[0]["trusted"]
+    for a, b in (("aaaa", "bbbb"), ("bbbb", "aaaa")):
+        (row,) = compare(a, b, resamples=500, store=store).rows
+        # The same figures as a quiet pair would give, but no verdict rests on them.
+        assert abs(row["throughput_ratio"] - 1) > 0.1
+        assert row["trusted"] is False and row["significant"] is False
+        side = "B" if b == "bbbb" else "A"
+        assert f"{side}: 1 of 1 run(s) ran on a busy machine" in " ".join(row["warnings"])
+        assert row[f"{side.lower()}_busy_runs"] == 1
+    assert main(["compare", "aaaa", "bbbb", "--store", str(store), "--resamples", "500"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not trusted" in out and "warning: B: 1 of 1 run(s) ran on a busy machine" in out
+
+
+def test_the_api_comparison_says_whether_it_is_trusted(tmp_path):
+    import trainscale
+
+    store = _store(tmp_path / "s.db", {"aaaa0001": 0.06, "bbbb0001": 0.05})
+    assert trainscale.compare("aaaa", "bbbb", store=store, resamples=500).trusted is True
+    with RunStore(store) as opened:
+        opened.add_to_summary("aaaa0001", {"contention": {"verdict": "busy"}})
+    found = trainscale.compare("aaaa", "bbbb", store=store, resamples=500)
+    assert found.trusted is False and found.significant is False

@@ -177,3 +177,37 @@ def test_an_error_in_a_later_sample_gives_unknown(monkeypatch, tmp_path):
     stat.write_text("garbage\n")  # the last sample finds no cpu line
     result = sampler.stop()
     assert result.verdict == UNKNOWN and "no aggregate 'cpu' line" in result.reason
+
+
+def test_the_busiest_other_processes_are_ranked_by_cpu_and_this_tree_is_left_out():
+    from trainscale.hardware.contention import rank_processes
+
+    before = {
+        (10, 1.0): ("stress", 5.0),
+        (11, 1.0): ("idle-daemon", 1.0),
+        (12, 1.0): ("trainscale", 3.0),  # this process's tree
+        (13, 1.0): ("make", 2.0),
+        (14, 9.0): ("reused-pid", 0.0),
+    }
+    after = {
+        (10, 1.0): ("stress", 5.98),
+        (11, 1.0): ("idle-daemon", 1.01),  # 2%: below the floor, not named
+        (12, 1.0): ("trainscale", 4.0),
+        (13, 1.0): ("make", 2.5),
+        (14, 2.0): ("reused-pid", 1.0),  # a new process under an old pid: no interval
+        (15, 1.0): ("new", 9.0),
+    }
+    found = rank_processes(before, after, 1.0, exclude={12})
+    assert [p.text() for p in found] == ["stress (pid 10) 98% CPU", "make (pid 13) 50% CPU"]
+    assert rank_processes(before, after, 1.0, exclude={12}, limit=1)[0].name == "stress"
+    assert rank_processes(before, after, 0.0) == []
+
+
+def test_busiest_processes_never_raises(monkeypatch):
+    import psutil
+
+    def broken(*args, **kwargs):
+        raise psutil.AccessDenied()
+
+    monkeypatch.setattr(psutil, "process_iter", broken)
+    assert contention.busiest_processes(interval_s=0.0) == []

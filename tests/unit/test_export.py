@@ -148,3 +148,37 @@ def test_export_json_without_epochs_source() -> None:
 def test_export_unknown_format() -> None:
     with pytest.raises(ValueError, match="csv, json"):
         export_runs([], "xml", io.StringIO())
+
+
+def test_exports_carry_the_contention_verdict_sweep_and_repeat_of_each_run() -> None:
+    from trainscale.hardware.contention import Contention
+    from trainscale.results.export import CONTENTION_COLUMNS, CONTENTION_FIELDS
+
+    assert set(CONTENTION_FIELDS) <= set(Contention.__dataclass_fields__)  # typed fields
+    busy = Contention(
+        verdict="busy",
+        reason="other processes used 0.90 cores",
+        other_cores_busy_run_cores=0.9,
+        other_cores_busy=1.1,
+        steal_fraction=0.0,
+    )
+    record = _record(
+        summary={"samples_per_s": 10.0, **busy.summary()},
+        sweep_id="5eed",
+        config_hash="c0ffee",
+        repeat_index=2,
+    )
+    row = run_to_csv_row(record)
+    assert set(CONTENTION_COLUMNS) | {"sweep_id", "config_hash", "repeat_index"} <= set(CSV_COLUMNS)
+    assert (row["sweep_id"], row["config_hash"], row["repeat_index"]) == ("5eed", "c0ffee", 2)
+    assert row["contention_verdict"] == "busy"
+    assert row["contention_other_cores_busy_run_cores"] == 0.9
+    assert row["contention_reason"] == "other processes used 0.90 cores"
+    out = io.StringIO()
+    export_runs([record, _record("old")], "csv", out)
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert [r["contention_verdict"] for r in rows] == ["busy", ""]  # none stored: empty
+    assert [r["repeat_index"] for r in rows] == ["2", ""]
+    flat = run_to_json_dict(record)
+    assert flat["contention_verdict"] == "busy" and flat["repeat_index"] == 2
+    assert run_to_json_dict(_record("old"))["contention_verdict"] is None

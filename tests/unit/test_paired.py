@@ -131,3 +131,36 @@ def test_arguments_are_checked():
         paired_ratio(STEADY, "A", "B", num_resamples=5)
     with pytest.raises(ValueError, match="measure"):
         paired_ratio(STEADY, "A", "B", measure="speed")  # type: ignore[arg-type]
+
+
+def test_busy_rounds_are_left_out_while_a_quiet_round_remains():
+    # Round 2 ran busy on A's side: 0.5x there would pull the median down.
+    rounds = [{"A": 100.0, "B": 160.0}, {"A": 100.0, "B": 50.0}, {"A": 100.0, "B": 170.0}]
+    busy = [{"A": False, "B": False}, {"A": True, "B": False}, {"A": False, "B": False}]
+    paired = paired_ratio(rounds, "A", "B", busy=busy)
+    assert paired.trusted and paired.busy_rounds == 1
+    assert paired.rounds_used == (0, 2) and paired.median == pytest.approx(1.65)
+    assert paired.direction == "faster" and paired.verdict == "B is faster"
+    assert paired.rounds_note.endswith("; 1 busy round(s) left out")
+    assert paired.to_dict()["trusted"] is True and paired.to_dict()["busy_rounds"] == 1
+    # Without the marks, the same rounds give the median with the busy round in.
+    assert paired_ratio(rounds, "A", "B").median == pytest.approx(1.6)
+
+
+def test_every_round_busy_gives_the_ratio_with_no_verdict():
+    rounds = [{"A": 100.0, "B": 160.0}, {"A": 100.0, "B": 170.0}, {"A": 100.0, "B": 165.0}]
+    busy = [{"A": True}, {"B": True}, {"A": True, "B": True}]
+    paired = paired_ratio(rounds, "A", "B", busy=busy)
+    assert not paired.trusted and paired.busy_rounds == 3
+    assert paired.median == pytest.approx(1.65) and paired.ci is not None  # shown as measured
+    assert paired.direction is None  # the interval excludes 1, but no verdict rests on it
+    assert paired.verdict == "not trusted: busy machine"
+    assert paired.verdict_against("serial") == "not trusted: busy machine"
+    assert paired.rounds_note == "3 rounds, every one on a busy machine"
+
+
+def test_a_failed_round_is_not_a_busy_one():
+    rounds = [{"A": 100.0, "B": None}, {"A": 100.0, "B": 150.0}]
+    busy = [{"A": True, "B": False}, {"A": False, "B": False}]
+    paired = paired_ratio(rounds, "A", "B", busy=busy)
+    assert paired.trusted and paired.busy_rounds == 0 and paired.rounds_used == (1,)

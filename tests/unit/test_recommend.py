@@ -11,7 +11,7 @@ from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.recommend.run import summary_lines
-from trainscale.recommend.search import SearchSettings, run_search
+from trainscale.recommend.search import SearchSettings, round_up_s, run_search
 from trainscale.recommend.space import (
     BF16_SKIP_REASON,
     Candidate,
@@ -378,10 +378,30 @@ def test_a_busy_baseline_trial_gives_no_speedup_but_the_search_goes_on():
     assert result.baseline_samples_per_s is None and result.speedup is None
 
 
-def test_every_trial_busy_says_so_and_how_to_go_on():
+def test_every_trial_busy_ranks_them_anyway_marked_not_trusted(monkeypatch):
+    from trainscale.hardware.contention import OtherProcess
+
+    neighbour = OtherProcess(pid=4242, name="stress", cpu_percent=97.0)
+    monkeypatch.setattr("trainscale.recommend.search.busiest_processes", lambda: [neighbour])
     everyone = BusyTrials(SPACE, RATES, set(RATES))
-    with pytest.raises(TrainscaleError, match="ran on a busy machine.*--include-busy"):
-        search(everyone, accuracy=False)
+    result = search(everyone, accuracy=False)
+    # The ranking of the busy measurements: the same best as on a quiet machine here.
+    assert result.best.label == "2w x 1t compact fp32 b128"
+    assert not result.trusted and result.speedup is not None
+    payload = _payload(result)
+    assert payload["trusted"] is False and payload["busy_left_out"] == 0
+    first = summary_lines(payload)[0]
+    assert first.startswith("not trusted: busy machine: every measured throughput trial")
+    assert "stress (pid 4242) 97% CPU" in first and "run again when the machine is quiet" in first
+
+
+def test_a_trusted_search_says_so_and_names_no_neighbour(monkeypatch):
+    def never():
+        raise AssertionError("neighbours are looked for only where nothing quiet was left")
+
+    monkeypatch.setattr("trainscale.recommend.search.busiest_processes", never)
+    result = search(BusyTrials(SPACE, BUSY_RATES, {BUSY_LABEL}), accuracy=False)
+    assert result.trusted and _payload(result)["trusted"] is True
 
 
 def test_without_busy_trials_the_summary_starts_as_before():
@@ -503,3 +523,40 @@ def test_a_rung_cut_short_does_not_change_the_ranking():
     assert result.best.label == "2w x 1t compact fp32 b128"
     assert result.best_rung == 0
     assert result.speedup == pytest.approx(2.0)
+
+
+def test_a_budget_too_small_says_so_before_and_after_and_calls_nothing_best():
+    fake = FakeTrials(SPACE, RATES)
+    # The baseline's accuracy run (19 s here) kept in reserve leaves room for one trial.
+    result = search(fake, SearchSettings(budget_s=45))
+    total = len(SPACE.candidates)
+    assert result.candidates_measured == 1 and result.candidates_total == total
+    assert result.only_baseline and result.budget_needed_s is not None
+    needed = round_up_s(result.budget_needed_s)
+    # Before the budget is spent: right after the first throughput trial measured it.
+    first = next(n for n in result.notes if n.startswith("budget: measuring all"))
+    assert result.notes.index(first) == 0
+    assert f"takes about {needed} s here" in first and f"--budget-s {needed}" in first
+    assert (
+        f"budget: measured 1 of {total} candidates; a budget of about {needed} s would "
+        "measure all" in result.notes
+    )
+    lines = summary_lines(_payload(result))
+    assert not any(line.startswith("best:") for line in lines)
+    assert not any("1.00x" in line for line in lines)
+    assert any(
+        line.startswith("no recommendation: only the serial baseline") and f"1 of {total}" in line
+        for line in lines
+    )
+    # The estimate is enough: that budget measures every candidate.
+    full = search(FakeTrials(SPACE, RATES), SearchSettings(budget_s=needed))
+    assert full.candidates_measured == total and not full.stopped_by_budget
+    assert not any(n.startswith("budget:") for n in full.notes)
+
+
+def test_a_budget_that_fits_says_nothing_of_budgets():
+    result = search(FakeTrials(SPACE, RATES))
+    assert not result.only_baseline
+    assert not any(n.startswith("budget:") for n in result.notes)
+    lines = summary_lines(_payload(result))
+    assert any(line.startswith("best: 2w x 1t compact fp32 b128") for line in lines)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.hardware.contention import Contention
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.figures import HardwareFigures
 from trainscale.parallel.distenv import DistEnv
@@ -80,8 +81,11 @@ def test_export_columns_are_fields_of_the_typed_result() -> None:
         "run_id", "created_at", "finished_at", "workload", "status", "data", "world_size",
         "threads_per_worker", "affinity", "precision", "global_batch_size", "tag", "error",
         "peak_memory_bytes_max",  # derived: the largest of the per-worker figures
+        "sweep_id", "config_hash", "repeat_index",
     }  # fmt: skip
-    assert set(CSV_COLUMNS) - run_columns <= typed
+    # The contention columns are `Contention` fields, each prefixed.
+    contention = {f"contention_{f.name}" for f in fields(Contention)}
+    assert set(CSV_COLUMNS) - run_columns <= typed | contention
     assert set(SUMMARY_KEYS) == {f.name for f in fields(RunMetrics)}
     assert {"mfu", "flops_per_sample", "cpu_model", "torch_version"} <= set(CSV_COLUMNS)
     # One number a cell: lists and tables stay in the JSON export.

@@ -270,6 +270,30 @@ def test_validation_holds_out_repeats_and_parallel_runs(store):
     assert run_id(5) in {run for run, _ in explicit.skipped}
 
 
+def test_busy_runs_neither_calibrate_nor_count_as_held_out_errors(store):
+    busy = {"contention": {"verdict": "busy", "reason": "other processes used 0.90 cores"}}
+    # The oldest serial run ran busy (and slow): the next quiet one calibrates instead.
+    add_measured_run(store, run_id(1), step_s=0.3, breakdown=BREAKDOWN)
+    add_measured_run(store, run_id(2), step_s=0.1, breakdown=BREAKDOWN, repeat=1)
+    add_measured_run(store, run_id(3), step_s=0.11, breakdown=BREAKDOWN, repeat=2)
+    add_measured_run(store, run_id(4), workers=2, batch_size=32, step_s=0.06)
+    assert store.add_to_summary(run_id(1), busy)
+    assert store.add_to_summary(run_id(4), busy)
+    report = validate_runs(store.list_runs(), lambda w, cap: tiny_layout())
+    assert report.calibration_run_ids == (run_id(2),)
+    assert {r.run_id for r in report.rows} == {run_id(3)}
+    skipped = dict(report.skipped)
+    assert set(skipped) == {run_id(1), run_id(4)}
+    assert skipped[run_id(1)].startswith("ran on a busy machine")
+    # Given explicitly, a busy run calibrates, and its calibration says it is not trusted.
+    given = validate_runs(
+        store.list_runs(), lambda w, cap: tiny_layout(), calibrate_from=[store.get_run(run_id(1))]
+    )
+    (cal,) = given.calibrations
+    assert any(note.endswith("not trusted: busy machine") for note in cal.notes)
+    assert run_id(1) not in dict(given.skipped)
+
+
 def test_a_multi_worker_calibration_run_fits_an_effective_network(store):
     add_measured_run(store, run_id(1), step_s=0.1, breakdown=BREAKDOWN)
     add_measured_run(store, run_id(2), workers=2, batch_size=32, step_s=0.09)

@@ -68,6 +68,7 @@ def plan_ladder(
         )
         ladder.append(pinned)
     best_cpu = ladder[-1]
+    assert isinstance(best_cpu, Rung)  # the serial rung or the pinned one: none skipped yet
     if bf16_native:
         ladder.append(
             Rung(

@@ -12,11 +12,23 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder, rotation
-from trainscale.benchmark.table import RungResult, markdown_table, pitfall_comparisons, table_rows
+from trainscale.benchmark.table import (
+    RungResult,
+    baseline_lines,
+    markdown_table,
+    pitfall_comparisons,
+    quiet_rounds,
+    speedups,
+    table_rows,
+)
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.frameworks import get_framework, require
+from trainscale.hardware.contention import OtherProcess
 from trainscale.metrics.paired import FEW_ROUNDS
+from trainscale.metrics.run_flags import ran_busy
+from trainscale.results.outputs import check_out_file, write_atomically
+from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.data_choice import DataChoice, prepare_real
 
 DEFAULT_STEPS = 100
@@ -29,6 +41,9 @@ QUICK_ROUNDS = 2
 """Rounds of the ladder with `quick`."""
 DEFAULT_OUT = "trainscale-bench.md"
 """Where the Markdown table is written by default."""
+BUSY_HINT = "stop it, or run the bench again when the machine is quiet"
+"""What to do about other work on the cores (said where a busy round is measured again,
+and under a table whose ratios are not trusted)."""
 
 
 class BenchListener:
@@ -48,6 +63,11 @@ class BenchListener:
 
     def rung_failed(self, rung: Rung, error: str) -> None:
         """A rung's run failed in a round (it is stored as failed; the bench goes on)."""
+
+    def busy_round(self, result: BenchResult, busiest: list[OtherProcess], again: bool) -> None:
+        """The last round had a run on a busy machine: `busiest` are the other processes
+        using the most CPU just after it, and `again` says whether another round is measured
+        to replace it (`result.extra_rounds` counts those added so far)."""
 
     def full_recipe_started(self, fastest: Rung) -> None:
         """The accuracy run starts, on the fastest setting."""
@@ -75,6 +95,12 @@ class BenchResult:
     results: list[RungResult] = field(default_factory=list)
     out: Path | None = None
     """The Markdown file written, or None."""
+    max_extra_rounds: int = 0
+    """Most rounds added to replace rounds with a run on a busy machine."""
+    extra_rounds: int = 0
+    """Rounds added (each rung once more) because a round had a run on a busy machine."""
+    busiest: list[OtherProcess] = field(default_factory=list)
+    """The other processes that used the most CPU after the last busy round."""
 
     @property
     def in_framework(self) -> str:
@@ -100,6 +126,32 @@ class BenchResult:
         return steps_per_run(self.steps, self.rounds)
 
     @property
+    def quiet_rounds(self) -> int:
+        """Rounds measured with no run on a busy machine."""
+        return quiet_rounds(self.results)
+
+    def busy_round_line(self, busiest: list[OtherProcess], again: bool) -> str:
+        """The line a listener prints after a round with a busy run: the quiet rounds so
+        far, what used the cores, and whether a round is measured again."""
+        neighbours = ", ".join(p.text() for p in busiest) or "no single process stands out"
+        text = (
+            f"busy machine: other work used the cores ({neighbours}); {self.quiet_rounds} of "
+            f"{self.rounds} rounds quiet so far"
+        )
+        if not again:
+            return text
+        return (
+            f"{text}: measuring one more round ({self.extra_rounds} of at most "
+            f"{self.max_extra_rounds} extra); {BUSY_HINT}"
+        )
+
+    @property
+    def baseline_lines(self) -> list[str]:
+        """Which baseline the speedups answer, and each setting against 1 process x all
+        cores as threads (`bench.table.baseline_lines`)."""
+        return baseline_lines(self.results)
+
+    @property
     def pitfall_lines(self) -> list[str]:
         """Each sound setting against its naive pitfall, paired over the rounds, as a line."""
         return [
@@ -107,11 +159,35 @@ class BenchResult:
             + (
                 p.verdict_against("the naive setting")
                 if p.median is not None
-                # A round drops out of a pair when either run failed or ran on a busy machine.
-                else "cannot tell: no round measured both on a quiet machine"
+                # A round drops out of a pair when either run failed.
+                else "cannot tell: no round measured both"
             )
             for p in pitfall_comparisons(self.results)
         ]
+
+    @property
+    def busy_lines(self) -> list[str]:
+        """What busy rounds did to the table, and what to do: [] on a quiet machine."""
+        if not any(r.busy_runs for r in self.results):
+            return []
+        total = self.rounds + self.extra_rounds
+        lines = [
+            f"busy machine: {total - self.quiet_rounds} of {total} round(s) had a run that "
+            "shared its cores with other work"
+            + (f" ({self.extra_rounds} extra round(s) measured)" if self.extra_rounds else "")
+            + "; each speedup leaves them out while quiet rounds remain"
+        ]
+        untrusted = [name for name, p in speedups(self.results).items() if not p.trusted]
+        untrusted += [p.b for p in pitfall_comparisons(self.results) if not p.trusted]
+        if untrusted:
+            names = ", ".join(dict.fromkeys(untrusted))
+            neighbours = ", ".join(p.text() for p in self.busiest) or "other processes"
+            lines.append(
+                f"not trusted (a busy run in every round): {names}; their ratios are shown "
+                f"as measured. Using the cores: {neighbours}: {BUSY_HINT} "
+                f"(--rounds {max(self.rounds, FEW_ROUNDS)})"
+            )
+        return lines
 
     @property
     def all_failed(self) -> bool:
@@ -149,8 +225,11 @@ class BenchResult:
             if self.data_missing:
                 lines += [f"Where the data was looked for: {self.data_missing}", ""]
         lines += [markdown_table(self.rows), ""]
+        lines += [f"- {line}" for line in self.baseline_lines] + [""]
         if self.pitfall_lines:
             lines += [f"- {line}" for line in self.pitfall_lines] + [""]
+        if self.busy_lines:
+            lines += [f"**{line}**" for line in self.busy_lines] + [""]
         lines += [
             f"Runs are stored with tag `bench:{self.bench_id}` "
             f"(`trainscale runs list --tag bench:{self.bench_id}`).",
@@ -179,6 +258,16 @@ def bench_rounds(rounds: int | None, quick: bool, steps: int) -> int:
             "runs each rung for at least one step"
         )
     return rounds
+
+
+def bench_extra_rounds(max_extra_rounds: int | None, rounds: int) -> int:
+    """Most rounds added to replace busy ones: `max_extra_rounds` (a whole number >= 0),
+    else as many as the rounds planned (a busy machine at most doubles the bench)."""
+    if max_extra_rounds is None:
+        return rounds
+    if max_extra_rounds < 0:
+        raise ConfigError(f"--max-extra-rounds must be a whole number >= 0, got {max_extra_rounds}")
+    return max_extra_rounds
 
 
 def steps_per_run(steps: int, rounds: int) -> int:
@@ -225,6 +314,7 @@ def run_bench(
     download: bool = True,
     steps: int | None = None,
     rounds: int | None = None,
+    max_extra_rounds: int | None = None,
     quick: bool = False,
     store: str | Path | None = None,
     out: str | Path | None = DEFAULT_OUT,
@@ -237,15 +327,17 @@ def run_bench(
     30) at the recipe's global batch, split over `rounds` rounds (default 5, `quick` 2):
     every round runs each rung once, back to back, starting at rung r mod n in round r, and
     each run is stored with its round as its `repeat_index`. Speedups are paired within
-    rounds (`metrics.paired`). Then, unless `quick` or on synthetic data, the setting with
-    the highest median throughput over the rounds (the pitfall aside) trains the full recipe
+    rounds (`metrics.paired`). A round with a run on a busy machine (other work on its
+    cores) is measured again, every rung once more, until as many rounds as planned are
+    quiet or `max_extra_rounds` rounds were added (default: as many as `rounds`; 0: never);
+    the listener hears each one with the busiest other processes. Then, unless `quick` or on
+    synthetic data, the setting with the highest median throughput over the rounds (on a
+    quiet machine where it was measured on one; the pitfall aside) trains the full recipe
     for accuracy. A run that fails is stored as failed and in the table. The Markdown table
     is written to `out` (None: not written). `framework` trains every rung (docs/frameworks.md).
     """
     from trainscale.hardware.facts import collect_environment
-    from trainscale.results.outputs import check_out_file, write_atomically
-    from trainscale.results.store import RunStore, default_store_path
-    from trainscale.runner.launch import RunFailed, execute_run
+    from trainscale.runner.launch import RunFailed, execute_run, local_result
     from trainscale.workloads import get_workload
 
     listener = listener or BenchListener()
@@ -254,10 +346,11 @@ def run_bench(
     require(framework)  # every rung needs it: one line now, not a table of failed rungs
     steps = bench_steps(steps, quick)
     rounds = bench_rounds(rounds, quick, steps)
+    max_extra = bench_extra_rounds(max_extra_rounds, rounds)
     out_path = Path(out) if out is not None else None
     if out_path is not None:
         check_out_file(out_path)
-    store_path = store or default_store_path()
+    store_path = Path(store) if store else default_store_path()
     # Every rung writes to the store: one that cannot be used fails now, in one line, not
     # once per rung with a table of failures written anyway.
     RunStore(store_path).close()
@@ -289,6 +382,7 @@ def run_bench(
         rounds,
         data_note,
         data_missing,
+        max_extra_rounds=max_extra,
     )
     ladder = plan_ladder(base, len(env["usable_cores"]), bool(env["bf16_native"]), len(env["gpus"]))
     result.results = [RungResult(rung) for rung in ladder]
@@ -300,33 +394,50 @@ def run_bench(
         assert isinstance(item.rung, Rung)
         try:
             # Each rung must be able to divide the global batch among its workers.
-            item.runs.append(execute_run(item.rung.options, store_path, repeat_index=round_index))
+            result = execute_run(item.rung.options, store_path, repeat_index=round_index)
+            item.runs.append(local_result(result))
             return None
         except (RunFailed, TrainscaleError) as error:
             item.runs.append(None)
             item.errors.append(str(error))
             return str(error)
 
-    index = 0
-    for round_index, order in enumerate(rotation(measured, rounds)):
-        listener.round_started(round_index + 1, rounds, [item.rung for item in order])
+    orders = rotation(measured, rounds + max_extra)
+    index = round_index = 0
+    while round_index < rounds + result.extra_rounds:
+        order = orders[round_index]
+        total = rounds + result.extra_rounds
+        listener.round_started(round_index + 1, total, [item.setting for item in order])
         for item in order:
             index += 1
-            listener.rung_started(index, rounds * len(measured), item.rung)
+            listener.rung_started(index, total * len(measured), item.setting)
             error = measure(item, round_index)
             if error is not None:
-                listener.rung_failed(item.rung, error)
+                listener.rung_failed(item.setting, error)
+        round_index += 1
+        if any(item.runs[-1] is not None and ran_busy(item.runs[-1]) for item in order):
+            from trainscale.hardware.contention import busiest_processes
+
+            result.busiest = busiest_processes()
+            # One more round while the rounds left could no longer make as many quiet rounds
+            # as planned, up to the most extra rounds allowed.
+            left = rounds + result.extra_rounds - round_index
+            again = result.quiet_rounds + left < rounds and result.extra_rounds < max_extra
+            if again:
+                result.extra_rounds += 1
+            listener.busy_round(result, result.busiest, again)
     if not quick and base.data.kind == "real":
-        finished = [r for r in measured if r.completed and not r.rung.pitfall]
+        finished = [r for r in measured if r.completed and not r.setting.pitfall]
         if finished:
-            best = max(finished, key=lambda r: r.samples_per_s or 0.0)
+            # The fastest on a quiet machine where it was measured on one.
+            best = max(finished, key=lambda r: r.quiet_samples_per_s or r.samples_per_s or 0.0)
             full = Rung(
-                f"{best.rung.name}, full recipe ({spec.recipe.epochs:g} epoch)",
-                best.rung.options.with_(steps=None, evaluate=True),
-                cores=best.rung.cores,
+                f"{best.setting.name}, full recipe ({spec.recipe.epochs:g} epoch)",
+                best.setting.options.with_(steps=None, evaluate=True),
+                cores=best.setting.cores,
                 note="accuracy run: fastest setting above",
             )
-            listener.full_recipe_started(best.rung)
+            listener.full_recipe_started(best.setting)
             accuracy = RungResult(full, in_rounds=False)
             result.results.append(accuracy)
             measure(accuracy, None)

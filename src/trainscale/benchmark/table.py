@@ -3,7 +3,9 @@
 A rung ran once per round. Its samples/s and step time are medians over its rounds; its
 speedup is paired (`metrics.paired`): the ratio to the serial rung within each round, the
 median over rounds and a 95% bootstrap interval across rounds, with a verdict only where the
-interval excludes 1.
+interval excludes 1. Busy runs follow the busy rule (`metrics.run_flags`): a round with a
+busy run is left out of its pairs while quiet rounds remain; with none, the ratio over the
+busy rounds is shown, marked not trusted, with no verdict.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from trainscale.benchmark.ladder import Rung, Skipped
 from trainscale.metrics import stats
 from trainscale.metrics.paired import PairedRatio, paired_ratio
-from trainscale.metrics.run_flags import ran_busy, stall_text
+from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy, stalls_note
 
 NOISY_STEPS = 0.10
 """A rung's typical within-run step-time IQR above this share of the median is noted."""
@@ -34,6 +36,13 @@ class RungResult:
     """Measured in the rounds (False: the accuracy run, made once after them)."""
 
     @property
+    def setting(self) -> Rung:
+        """The rung of a result that is measured (TypeError for a skipped one)."""
+        if not isinstance(self.rung, Rung):
+            raise TypeError(f"{self.rung.name} was skipped: it has no setting to measure")
+        return self.rung
+
+    @property
     def completed(self) -> list[dict[str, Any]]:
         """The runs that completed."""
         return [run for run in self.runs if run is not None]
@@ -44,19 +53,55 @@ class RungResult:
         rates = [run["samples_per_s"] for run in self.completed]
         return stats.median(rates) if rates else None
 
+    @property
+    def busy_runs(self) -> int:
+        """Completed runs that ran on a busy machine."""
+        return sum(ran_busy(run) for run in self.completed)
+
+    @property
+    def quiet_samples_per_s(self) -> float | None:
+        """Median throughput over the rounds on a quiet machine (None without one)."""
+        rates = [run["samples_per_s"] for run in self.completed if not ran_busy(run)]
+        return stats.median(rates) if rates else None
+
+
+def _measured(results: list[RungResult]) -> list[RungResult]:
+    return [r for r in results if r.in_rounds and not isinstance(r.rung, Skipped)]
+
+
+def _run_in(item: RungResult, index: int) -> dict[str, Any] | None:
+    return item.runs[index] if index < len(item.runs) else None
+
 
 def rounds_of(results: list[RungResult]) -> list[dict[str, float | None]]:
-    """Each round's throughput per rung name: None where that round's run failed or ran on
-    a busy machine (other work on its cores says nothing about the setting, so the pairs
-    that need it drop that round; docs/methodology.md, "Contention")."""
-    measured = [r for r in results if r.in_rounds and not isinstance(r.rung, Skipped)]
+    """Each round's throughput per rung name: None where that round's run failed."""
+    measured = _measured(results)
     num_rounds = max((len(r.runs) for r in measured), default=0)
 
     def rate(item: RungResult, index: int) -> float | None:
-        run = item.runs[index] if index < len(item.runs) else None
-        return None if run is None or ran_busy(run) else run["samples_per_s"]
+        run = _run_in(item, index)
+        return None if run is None else run["samples_per_s"]
 
     return [{r.rung.name: rate(r, i) for r in measured} for i in range(num_rounds)]
+
+
+def busy_rounds_of(results: list[RungResult]) -> list[dict[str, bool]]:
+    """Each round's busy marks per rung name, beside `rounds_of`: other work on a run's
+    cores says nothing about the setting, so the pairs that need it drop that round while
+    quiet rounds remain (docs/methodology.md, "Contention")."""
+    measured = _measured(results)
+    num_rounds = max((len(r.runs) for r in measured), default=0)
+
+    def busy(item: RungResult, index: int) -> bool:
+        run = _run_in(item, index)
+        return run is not None and ran_busy(run)
+
+    return [{r.rung.name: busy(r, i) for r in measured} for i in range(num_rounds)]
+
+
+def quiet_rounds(results: list[RungResult]) -> int:
+    """Rounds in which no run ran on a busy machine (a failed run is not busy)."""
+    return sum(not any(marks.values()) for marks in busy_rounds_of(results))
 
 
 def baseline_of(results: list[RungResult]) -> RungResult | None:
@@ -71,9 +116,9 @@ def speedups(results: list[RungResult], seed: int = 0) -> dict[str, PairedRatio]
     base = baseline_of(results)
     if base is None:
         return {}
-    rounds = rounds_of(results)
+    rounds, busy = rounds_of(results), busy_rounds_of(results)
     return {
-        r.rung.name: paired_ratio(rounds, base.rung.name, r.rung.name, seed=seed)
+        r.rung.name: paired_ratio(rounds, base.rung.name, r.rung.name, seed=seed, busy=busy)
         for r in results
         if r.in_rounds and r.completed and r is not base
     }
@@ -81,16 +126,58 @@ def speedups(results: list[RungResult], seed: int = 0) -> dict[str, PairedRatio]
 
 def pitfall_comparisons(results: list[RungResult], seed: int = 0) -> list[PairedRatio]:
     """Each sound rung against its naive pitfall (pinned workers / naive DDP), paired."""
-    rounds = rounds_of(results)
+    rounds, busy = rounds_of(results), busy_rounds_of(results)
     done = {r.rung.name for r in results if r.in_rounds and r.completed}
     return [
-        paired_ratio(rounds, r.rung.name, r.rung.pitfall_of, seed=seed)
+        paired_ratio(rounds, r.rung.name, r.rung.pitfall_of, seed=seed, busy=busy)
         for r in results
         if isinstance(r.rung, Rung)
         and r.rung.pitfall_of in done
         and r.rung.name in done
         and r.in_rounds
     ]
+
+
+def baseline_lines(results: list[RungResult], seed: int = 0) -> list[str]:
+    """Which baseline the speedups answer, and the other question's answer: each setting
+    against the machine's default use (1 process, all cores as threads), paired the same
+    way. "How much faster on N workers?" flips with the baseline (a small model can be
+    several times faster than 1 process x N threads and slower than 1 pinned core), so
+    both are said, each naming its baseline."""
+    base = baseline_of(results)
+    if base is None:
+        return []
+    lines = [
+        f"speedup, verdict and efficiency: against '{base.rung.name}' (1 worker x 1 thread, "
+        "fp32) in the same round: how much faster than one core"
+    ]
+    done = [r for r in results if r.in_rounds and r.completed]
+    threads = next(
+        (
+            r
+            for r in done
+            if isinstance(r.rung, Rung)
+            and r.rung.options.parallel.workers == 1
+            and r.rung.cores > 1
+        ),
+        None,
+    )
+    if threads is None:
+        return lines
+    rounds, busy = rounds_of(results), busy_rounds_of(results)
+    against = []
+    for item in done:
+        if item is base or item is threads:
+            continue
+        ratio = paired_ratio(rounds, threads.rung.name, item.rung.name, seed=seed, busy=busy)
+        if ratio.median is not None:
+            against.append(f"{item.rung.name} {ratio.text()}")
+    if against:
+        lines.append(
+            f"against '{threads.rung.name}' (how `trainscale run` uses this machine by "
+            f"default) instead, paired the same way: {'; '.join(against)}"
+        )
+    return lines
 
 
 def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
@@ -148,13 +235,10 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
             notes.append(f"{failed}: {item.errors[0]}")
         if spread > NOISY_STEPS:
             notes.append("noisy: step-time IQR > 10% of median")
-        busy = sum(ran_busy(run) for run in done)
-        if busy:
-            notes.append(
-                f"busy machine in {busy} of {len(done)} rounds: other work used its cores; "
-                "those rounds are left out of the speedup"
-            )
-        notes += [text for run in done if (text := stall_text(run))][:1]
+        notes += _busy_notes(item, base, None if item is base else paired.get(item.rung.name))
+        # The row's median step (over rounds), not the stalled round's own: note and row agree.
+        if stalls := stalls_note(done, median_s=med):
+            notes.append(stalls)
         row["note"] = "; ".join(notes)
         rows.append(row)
     return rows
@@ -173,16 +257,47 @@ def _speedup_cells(
         row["speedup"], row["verdict"] = "1.00x", "baseline"
         return 1.0
     if paired is None:  # the accuracy run: one run after the rounds, a plain ratio
-        value = stats.speedup(base.samples_per_s, item.samples_per_s or 0.0)
+        # Against the serial rung's quiet rounds, as the paired speedups are; a busy run on
+        # either side leaves the ratio without a verdict (the busy rule).
+        serial = base.quiet_samples_per_s or base.samples_per_s
+        value = stats.speedup(serial, item.samples_per_s or 0.0)
         row["speedup"] = f"{value:.2f}x"
+        if item.busy_runs or base.quiet_samples_per_s is None:
+            row["verdict"] = NOT_TRUSTED
         return value
     row["speedup"] = paired.text()
     if paired.median is None:
-        busy = any(ran_busy(run) for run in item.completed + base.completed)
-        row["verdict"] = "cannot tell: busy machine" if busy else "no round with the serial run"
+        row["verdict"] = "no round with the serial run"
         return None
     row["verdict"] = paired.verdict_against("serial")
     return paired.median
+
+
+def _busy_notes(item: RungResult, base: RungResult | None, paired: PairedRatio | None) -> list[str]:
+    """What busy runs did to a row: how many of its rounds were busy, and whether its
+    speedup left them out (quiet rounds remain) or rests on them (not trusted)."""
+    notes = []
+    if item.busy_runs:
+        notes.append(
+            f"busy machine in {item.busy_runs} of {len(item.completed)} "
+            f"{'rounds' if item.in_rounds else 'run'}: other work used its cores"
+        )
+    if paired is not None and paired.busy_rounds:
+        if paired.trusted:
+            notes.append(
+                f"{paired.busy_rounds} round(s) with a busy run here or in the serial run "
+                "left out of the speedup"
+            )
+        else:
+            notes.append(
+                "every round had a busy run here or in the serial run: speedup not trusted"
+            )
+    elif paired is None and base is not None and item is not base and not item.in_rounds:
+        if item.busy_runs or base.quiet_samples_per_s is None:
+            notes.append("speedup not trusted: a busy run here or in every serial round")
+        elif base.busy_runs:
+            notes.append("speedup against the serial rung's quiet rounds")
+    return notes
 
 
 def markdown_table(rows: list[dict[str, str]]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from trainscale.benchmark.run import (
     DEFAULT_OUT,
@@ -11,15 +10,10 @@ from trainscale.benchmark.run import (
     DEFAULT_STEPS,
     QUICK_ROUNDS,
     QUICK_STEPS,
-    BenchListener,
 )
+from trainscale.cli.bench_progress import Progress
 from trainscale.cli.common import add_data_choice_argument, add_store_argument
 from trainscale.config.cli import add_option_arguments
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-    from trainscale.benchmark import BenchResult, Rung
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +32,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "for accuracy and time to target. Every run is stored; the table is printed and "
             "written as Markdown."
         ),
-        epilog="About 5 minutes on a 2-core machine; --quick takes about 1 minute. Without "
+        epilog="About 5 minutes on a quiet 2-core machine with MNIST, --quick about 1 minute "
+        "(measured: docs/benchmarks.md); from the second round on, the progress says how long "
+        "the remaining rounds take, from the rounds measured here. On a busy "
+        "machine busy rounds are measured again, so up to twice that (--max-extra-rounds). Without "
         "real data (auto) the bench measures synthetic data, throughput only, and says so in "
         "its first line; give it MNIST with --data-dir DIR or TRAINSCALE_DATA_DIR=DIR.",
     )
@@ -54,6 +51,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="rounds to split each rung's steps over, every rung once a round (default: "
         f"{DEFAULT_ROUNDS}; --quick {QUICK_ROUNDS}); more rounds, a narrower interval",
+    )
+    parser.add_argument(
+        "--max-extra-rounds",
+        type=int,
+        metavar="N",
+        help="on a busy machine (other work on the cores), measure up to N more rounds "
+        "until as many rounds as planned are quiet (default: as many as --rounds; 0: "
+        "never); busy rounds are left out of the speedups, and where none is quiet the "
+        "ratios are shown marked not trusted",
     )
     add_data_choice_argument(
         parser, help="auto = real data when found, else synthetic with a warning"
@@ -77,44 +83,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-class Progress(BenchListener):
-    """The bench's progress on stderr: the plan, a rule per rung, failures."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    def data_note(self, note: str) -> None:
-        # One line however narrow the terminal: it is the first thing a bench says.
-        self.console.print(note, style="bold red", soft_wrap=True, markup=False)
-
-    def started(self, result: BenchResult, runnable: int) -> None:
-        env = result.env
-        self.console.print(
-            f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}{result.in_framework}, "
-            f"{env['cpu_model']}, {len(env['usable_cores'])} usable cores, {runnable} settings "
-            f"x {result.rounds} rounds x {result.steps_per_run} steps, global batch "
-            f"{result.global_batch_size}, data {result.options.data.kind}"
-        )
-
-    def round_started(self, index: int, rounds: int, order: list[Rung]) -> None:
-        self.console.print(f"[bold]round {index}/{rounds}[/]")
-
-    def rung_started(self, index: int, total: int, rung: Rung) -> None:
-        self.console.rule(f"[{index}/{total}] {rung.name}")
-
-    def rung_failed(self, rung: Rung, error: str) -> None:
-        self.console.print(f"[red]{rung.name} failed: {error}[/]")
-
-    def full_recipe_started(self, fastest: Rung) -> None:
-        self.console.rule(f"full recipe on the fastest setting: {fastest.name}")
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
     from trainscale.benchmark import run_bench
-    from trainscale.cli.console import emit, stdout_console
+    from trainscale.cli.console import emit, stdout_console, uncut
 
     console = Console(stderr=True)
     result = run_bench(
@@ -125,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         download=args.download,
         steps=args.steps,
         rounds=args.rounds,
+        max_extra_rounds=args.max_extra_rounds,
         quick=args.quick,
         store=args.store,
         out=args.out,
@@ -138,13 +113,17 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         table.add_row(*(row[h] for h in headers))
     out = stdout_console()  # piped: whole rows, no wrapping at 80 columns
-    emit(out, table)
+    emit(out, uncut(table))
     # Notes go under the table: in a column they would fold it beyond reading on 80 columns.
     for row in rows:
         if row["note"]:
             out.print(f"  {row['setting']}: {row['note']}")
+    for line in result.baseline_lines:  # which baseline answers which question
+        out.print(f"  {line}", markup=False, soft_wrap=True)
     for line in result.pitfall_lines:
         out.print(f"  {line}")
+    for line in result.busy_lines:
+        out.print(line, style="yellow", markup=False)
     console.print(f"table written to {result.out}")
     # Partial failures are in the table and the store; only "nothing ran" fails the command.
     return 1 if result.all_failed else 0

@@ -25,8 +25,8 @@ one configuration (SWEEP: an id, unique prefix or name; LABEL: exactly as its re
 it). A side's step time is the median over its runs of each run's median step, its
 throughput the median over its runs of each run's samples/s, as in reports. Ratios are B
 over A; the interval is a percentile bootstrap of those figures (runs, then steps, when a
-side has repeats); significant: the throughput interval excludes 1.0. Sides whose runs
-stalled (mean step far above the median) are flagged. See docs/compare-and-recommend.md.
+side has repeats); significant: the throughput interval excludes 1.0 ("not trusted" where a
+run ran on a busy machine). Stalled sides are flagged. See docs/compare-and-recommend.md.
 """
 
 
@@ -120,7 +120,7 @@ def _print_table(comparison: RunComparison) -> None:
             _side_cell(row["b"], row.get("b_stalls")),
             f"{row['step_time_ratio']:.3f} [{slow:.3f}, {shigh:.3f}]",
             f"{row['throughput_ratio']:.3f} [{low:.3f}, {high:.3f}]",
-            "yes" if row["significant"] else "no",
+            "not trusted" if not row["trusted"] else "yes" if row["significant"] else "no",
             f"{row['rank_biserial']:+.2f} (p={row['mann_whitney_p']:.2g})",
         )
     console.print(table)

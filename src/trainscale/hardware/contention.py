@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from trainscale.hardware.cpulist import format_cpulist
 from trainscale.hardware.facts import usable_cores
 
@@ -343,8 +345,6 @@ class ContentionSampler:
                     "use was not sampled"
                 )
                 return self
-            import psutil
-
             self._psutil = psutil
             self._root = psutil.Process()
             cores = self._run_cores or tuple(usable_cores())
@@ -427,3 +427,74 @@ def _allowed_cores(proc: Any, psutil: Any) -> set[int]:
         return set(proc.cpu_affinity())
     except (AttributeError, psutil.Error):  # no affinity call here: count it on the run
         return set()
+
+
+@dataclass(frozen=True)
+class OtherProcess:
+    """A process outside the run's tree, and the CPU it used over a short interval."""
+
+    pid: int
+    name: str
+    cpu_percent: float
+    """Percent of one core (200 is two cores' worth)."""
+
+    def text(self) -> str:
+        """'stress (pid 4242) 98% CPU'."""
+        return f"{self.name} (pid {self.pid}) {self.cpu_percent:.0f}% CPU"
+
+
+BUSIEST_MIN_PERCENT = 5.0
+"""Processes using less than this share of one core are not named as neighbours."""
+
+
+def rank_processes(
+    before: Mapping[tuple[int, float], tuple[str, float]],
+    after: Mapping[tuple[int, float], tuple[str, float]],
+    interval_s: float,
+    *,
+    exclude: Collection[int] = (),
+    limit: int = 3,
+    min_percent: float = BUSIEST_MIN_PERCENT,
+) -> list[OtherProcess]:
+    """The busiest processes between two readings, each {(pid, creation time): (name, CPU
+    seconds)}, most CPU first; `exclude` the pids of this process's tree. Pure."""
+    if interval_s <= 0:
+        return []
+    found = []
+    for key, (name, cpu_s) in after.items():
+        if key[0] in exclude or key not in before:
+            continue
+        percent = 100.0 * max(0.0, cpu_s - before[key][1]) / interval_s
+        if percent >= min_percent:
+            found.append(OtherProcess(pid=key[0], name=name, cpu_percent=round(percent, 1)))
+    found.sort(key=lambda p: (-p.cpu_percent, p.pid))
+    return found[:limit]
+
+
+def busiest_processes(interval_s: float = 0.5, limit: int = 3) -> list[OtherProcess]:
+    """The processes outside this process's tree that used the most CPU over `interval_s`
+    (psutil, two readings); [] where they cannot be read. Never raises: naming the
+    neighbours is a courtesy, never a reason to fail."""
+    try:
+        me = psutil.Process()
+        exclude = {me.pid, *(child.pid for child in me.children(recursive=True))}
+
+        def reading() -> dict[tuple[int, float], tuple[str, float]]:
+            out: dict[tuple[int, float], tuple[str, float]] = {}
+            for proc in psutil.process_iter(["name", "cpu_times", "create_time"]):
+                info = proc.info
+                times = info.get("cpu_times")
+                if times is None or info.get("create_time") is None:
+                    continue
+                key = (proc.pid, float(info["create_time"]))
+                out[key] = (str(info.get("name") or "?"), times.user + times.system)
+            return out
+
+        first, started = reading(), time.monotonic()
+        time.sleep(interval_s)
+        second = reading()
+        return rank_processes(
+            first, second, time.monotonic() - started, exclude=exclude, limit=limit
+        )
+    except Exception:  # noqa: BLE001 - a courtesy, never a failure
+        return []

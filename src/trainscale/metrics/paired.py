@@ -16,6 +16,10 @@ varies from round to round, and that spread is what the interval shows.
   replacement, take the median, read the 2.5th and 97.5th percentiles for 95%), seeded, in
   the style of `metrics.compare`;
 - a round where A or B has no measurement (its run failed) is dropped for that pair only;
+- a round where A or B ran on a busy machine (`busy`) is dropped for that pair too, and the
+  figure rests on the quiet rounds; where no quiet round is left, the figure is taken over
+  the busy rounds and marked not trusted, with no verdict (the busy rule,
+  `metrics.run_flags`);
 - the verdict: B is faster (or slower) only where the interval excludes 1.0; otherwise "no
   difference measurable here". One round gives no interval and no verdict. With fewer
   than `FEW_ROUNDS` rounds the bootstrap can only pick among a handful of ratios, so the
@@ -33,6 +37,7 @@ import numpy as np
 
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 from trainscale.metrics.compare import bootstrap_medians
+from trainscale.metrics.run_flags import NOT_TRUSTED
 
 Measure = Literal["throughput", "step_time"]
 """What a round holds per setting: higher is faster (throughput) or lower is (step time)."""
@@ -63,7 +68,13 @@ class PairedRatio:
     num_resamples: int
     seed: int
     direction: Literal["faster", "slower"] | None
-    """Whether B is faster or slower than A: set only where the interval excludes 1.0."""
+    """Whether B is faster or slower than A: set only where the interval excludes 1.0 and
+    the figure is trusted."""
+    trusted: bool = True
+    """False where every round the figure rests on had a run on a busy machine."""
+    busy_rounds: int = 0
+    """Rounds that measured both settings with a run on a busy machine: left out of the
+    figure where it is trusted, the whole of it where it is not."""
 
     @property
     def num_rounds(self) -> int:
@@ -77,12 +88,17 @@ class PairedRatio:
 
     @property
     def verdict(self) -> str:
-        """'B is faster', 'B is slower' or 'no difference measurable here'."""
+        """'B is faster', 'B is slower', 'no difference measurable here', or
+        'not trusted: busy machine'."""
+        if not self.trusted:
+            return NOT_TRUSTED
         return NO_DIFFERENCE if self.direction is None else f"{self.b} is {self.direction}"
 
     def verdict_against(self, what: str) -> str:
         """The verdict as a table cell: 'faster than WHAT', 'slower than WHAT' or no
-        difference."""
+        difference (or 'not trusted: busy machine')."""
+        if not self.trusted:
+            return NOT_TRUSTED
         return NO_DIFFERENCE if self.direction is None else f"{self.direction} than {what}"
 
     @property
@@ -91,11 +107,17 @@ class PairedRatio:
         n = self.num_rounds
         if n == 0:
             return "no round measured both settings"
+        if not self.trusted:
+            return f"{n} round{'s' if n > 1 else ''}, every one on a busy machine"
         if n == 1:
-            return "1 round: no interval"
-        if self.few_rounds:
-            return f"{n} rounds: with fewer than {FEW_ROUNDS} rounds the interval is wide"
-        return f"{n} rounds"
+            text = "1 round: no interval"
+        elif self.few_rounds:
+            text = f"{n} rounds: with fewer than {FEW_ROUNDS} rounds the interval is wide"
+        else:
+            text = f"{n} rounds"
+        if self.busy_rounds:
+            text += f"; {self.busy_rounds} busy round(s) left out"
+        return text
 
     def text(self, spec: str = ".2f", suffix: str = "x") -> str:
         """'1.62x [1.41, 1.80]' (the median and its interval), '1.62x' with one round, '-'
@@ -122,6 +144,8 @@ class PairedRatio:
             "num_resamples": self.num_resamples,
             "seed": self.seed,
             "verdict": self.verdict,
+            "trusted": self.trusted,
+            "busy_rounds": self.busy_rounds,
         }
 
 
@@ -134,10 +158,14 @@ def paired_ratio(
     confidence: float = 0.95,
     num_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    busy: Sequence[Mapping[str, bool]] | None = None,
 ) -> PairedRatio:
     """B against A from `rounds`, each a mapping setting -> measurement made back to back.
 
     A round whose A or B is missing, None or NaN (a failed run) is dropped for this pair.
+    `busy`, round by round beside `rounds`, says which settings ran on a busy machine: a
+    round where A or B did is dropped too while a quiet round measured both; with none, the
+    figure is taken over the busy rounds and is not trusted (no verdict).
     Measurements must otherwise be positive. `measure` says which way is faster: a
     throughput ratio above 1 means B is faster, a step-time ratio above 1 that B is slower.
     """
@@ -149,14 +177,19 @@ def paired_ratio(
         )
     if measure not in ("throughput", "step_time"):
         raise ValueError(f"measure must be 'throughput' or 'step_time', got {measure!r}")
-    ratios: list[float] = []
-    used: list[int] = []
+    quiet: list[tuple[int, float]] = []
+    noisy: list[tuple[int, float]] = []
     for index, measured in enumerate(rounds):
         value_a, value_b = _value(measured, a), _value(measured, b)
         if value_a is None or value_b is None:
             continue
-        ratios.append(value_b / value_a)
-        used.append(index)
+        marks = busy[index] if busy is not None and index < len(busy) else {}
+        kept = noisy if marks.get(a) or marks.get(b) else quiet
+        kept.append((index, value_b / value_a))
+    is_trusted = bool(quiet) or not noisy
+    chosen = quiet if is_trusted else noisy
+    used = [index for index, _ in chosen]
+    ratios = [ratio for _, ratio in chosen]
     median = float(np.median(ratios)) if ratios else None
     ci = None
     if len(ratios) >= 2:
@@ -176,7 +209,9 @@ def paired_ratio(
         confidence=confidence,
         num_resamples=num_resamples,
         seed=seed,
-        direction=_direction(ci, measure),
+        direction=_direction(ci, measure) if is_trusted else None,
+        trusted=is_trusted,
+        busy_rounds=len(noisy),
     )
 
 

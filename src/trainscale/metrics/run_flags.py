@@ -9,11 +9,28 @@ recommend all mark it the same way:
 - **busy**: the contention sampler judged that other work used the machine while the run
   trained (`summary["contention"]["verdict"] == "busy"`). Such a run's speed says as much
   about the neighbours as about the setting.
+
+The busy rule, the same in every command (docs/methodology.md, "Contention"):
+
+1. a busy run's figures are always kept and shown, marked `busy`;
+2. no verdict (faster, slower, significant) rests on a busy run. Where settings were
+   measured in paired rounds (`metrics.paired`: the bench, a sweep's repeats, reports), a
+   round in which either side ran busy is left out of that pair and the verdict stands on
+   the quiet rounds; where no quiet round is left, the ratio over the busy rounds is shown
+   with `NOT_TRUSTED` in place of a verdict;
+3. a comparison that is not paired (`trainscale compare`, a plain ratio of medians) with a
+   busy run on either side gets `NOT_TRUSTED` in place of its verdict (`judged`);
+4. what is fitted or ranked from runs (the simulator's calibration, `recommend`'s ranking)
+   leaves busy runs out and says how many; where nothing quiet is left, the busy runs are
+   used and the result is marked `NOT_TRUSTED`.
+
+A run whose verdict is `unknown` (no /proc/stat, an external launcher) is not busy: nothing
+was seen against it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from trainscale.metrics.stats import is_positive_number
@@ -45,6 +62,26 @@ def ran_busy(summary: Mapping[str, Any]) -> bool:
     return isinstance(contention, Mapping) and contention.get("verdict") == "busy"
 
 
+NOT_TRUSTED = "not trusted: busy machine"
+"""What stands in the place of a verdict that would rest on a busy run (rule 2 and 3)."""
+
+
+def busy_count(summaries: Iterable[Mapping[str, Any]]) -> int:
+    """How many of these runs' summaries say they ran on a busy machine."""
+    return sum(ran_busy(summary) for summary in summaries)
+
+
+def trusted(*groups: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a figure resting on these groups of runs' summaries may carry a verdict: no
+    run of any group ran busy."""
+    return not any(busy_count(group) for group in groups)
+
+
+def judged(verdict: str, *groups: Iterable[Mapping[str, Any]]) -> str:
+    """`verdict` where no run of `groups` ran busy, else `NOT_TRUSTED` (the busy rule, 3)."""
+    return verdict if trusted(*groups) else NOT_TRUSTED
+
+
 def run_flags(summary: Mapping[str, Any]) -> list[str]:
     """The marks a run's summary earns, in a fixed order ([] for a clean run)."""
     return [name for name, on in ((STALLS, has_stalls(summary)), (BUSY, ran_busy(summary))) if on]
@@ -64,17 +101,22 @@ def stall_text(summary: Mapping[str, Any]) -> str | None:
     return None if figures is None else f"{STALLS}: {_mean_vs_median(*figures)}"
 
 
-def stalls_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
+def stalls_note(
+    summaries: Sequence[Mapping[str, Any]], median_s: float | None = None
+) -> str | None:
     """What a configuration's runs say of stalls, None when none stalled: 'stalls: mean step
-    120.6 ms vs median 33.0 ms in 1 of 3 runs' (with several, the worst run's figures)."""
+    120.6 ms vs median 33.0 ms in 1 of 3 runs' (with several, the worst run's figures).
+
+    `median_s` is the median step the row beside the note shows (a median over the runs):
+    given, the note quotes it rather than the stalled run's own, so note and row agree."""
     stalled = [f for f in (stall_figures(s) for s in summaries) if f is not None]
     if not stalled:
         return None
     mean, median = max(stalled, key=lambda f: f[0] / f[1])
     worst = "" if len(stalled) == 1 else "worst "
     return (
-        f"{STALLS}: {worst}{_mean_vs_median(mean, median)} in {len(stalled)} of "
-        f"{len(summaries)} run{'' if len(summaries) == 1 else 's'}"
+        f"{STALLS}: {worst}{_mean_vs_median(mean, median if median_s is None else median_s)} "
+        f"in {len(stalled)} of {len(summaries)} run{'' if len(summaries) == 1 else 's'}"
     )
 
 

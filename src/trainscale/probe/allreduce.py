@@ -13,9 +13,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.metrics.comm import algorithm_bandwidth, bus_bandwidth, fit_alpha_beta
+from trainscale.parallel import launcher
+from trainscale.parallel.distenv import DistEnv, exit_with_parent
+from trainscale.parallel.interrupts import exit_quietly_on_signals
+from trainscale.parallel.loopback import pin_gloo_to_loopback
 
 BYTES_PER_ELEMENT = 4  # float32, the dtype of DDP's gradient buckets in fp32 training
 
@@ -31,13 +37,6 @@ def allreduce_worker(
     backend: str, sizes_bytes: Sequence[int], repeats: int, target_bytes: int, timeout_s: float
 ) -> list[dict[str, float]] | None:
     """One probe worker: time all-reduces of every size; rank 0 returns the rows."""
-    import torch
-    import torch.distributed as dist
-
-    from trainscale.parallel.distenv import DistEnv, exit_with_parent
-    from trainscale.parallel.interrupts import exit_quietly_on_signals
-    from trainscale.parallel.loopback import pin_gloo_to_loopback
-
     exit_with_parent()
     exit_quietly_on_signals()
     pin_gloo_to_loopback()  # the probe's workers all run on this machine
@@ -117,9 +116,7 @@ def measure_allreduce(
     timeout_s: float,
 ) -> dict[str, Any]:
     """Launch `workers` processes, time all-reduces, fit alpha-beta; raises WorkersFailed."""
-    from trainscale.parallel.launcher import launch_workers
-
-    returned = launch_workers(
+    returned = launcher.launch_workers(
         allreduce_worker, (backend, list(sizes_bytes), repeats, target_bytes, timeout_s), workers
     )
     rows = returned.get(0)

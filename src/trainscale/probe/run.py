@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.hardware.contention import BUSY, ContentionSampler, busiest_processes
+from trainscale.hardware.facts import read_cpu_facts, usable_cores
+from trainscale.hardware.peaks import cpu_peak, gpu_peak
+from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
+from trainscale.parallel.affinity import oversubscription_message
+from trainscale.results.store import RunStore, default_store_path
 
 KINDS = ("matmul", "transfer", "allreduce")
 KIB, MIB = 1024, 1024 * 1024
@@ -102,8 +108,6 @@ def _visible_gpus() -> int:
 
 def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = None) -> ProbePlan:
     """Resolve and check `opts`; `gpus` and `cores` replace the machine's counts (tests)."""
-    from trainscale.hardware.facts import usable_cores
-
     gpus = _visible_gpus() if gpus is None else gpus
     cores = len(usable_cores()) if cores is None else cores
     if opts.device not in ("cpu", "cuda", "auto"):
@@ -220,8 +224,6 @@ def check_probe_memory(plan: ProbePlan, available: int | None = None) -> None:
     A matmul of size n holds A, B and C (and A and B once more in fp32 while they are cast):
     4 n^2 x 4 bytes at most. Each all-reduce worker holds its message and gloo a copy of it.
     """
-    from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
-
     if "matmul" in plan.kinds:
         n = max(plan.matmul_sizes)
         check_memory(
@@ -245,7 +247,6 @@ def _check_cpu_workers(workers: int, cores: int, allow_oversubscribe: bool) -> N
     than cores oversubscribe the machine (refused unless allowed), and never more processes
     than the machine can start."""
     from trainscale.hardware.resources import check_worker_count, open_file_limit
-    from trainscale.parallel.affinity import oversubscription_message
 
     if workers > cores and not allow_oversubscribe:
         raise ConfigError(
@@ -272,7 +273,6 @@ def probe_device_name(device_type: str, gpu_index: int = 0) -> str:
         import torch
 
         return torch.cuda.get_device_name(gpu_index)
-    from trainscale.hardware.facts import read_cpu_facts
 
     # The same name a run's MFU looks its probe up by (trainscale.hardware.figures).
     return read_cpu_facts().model_name or "cpu"
@@ -282,9 +282,6 @@ def theoretical_peaks(
     device_type: str, device_name: str, precisions: Sequence[str], cores: int | None
 ) -> dict[str, dict[str, Any] | None]:
     """The table's peak for each probed precision (one GPU, or the cores the probe used)."""
-    from trainscale.hardware.facts import read_cpu_facts
-    from trainscale.hardware.peaks import cpu_peak, gpu_peak
-
     peaks: dict[str, dict[str, Any] | None] = {}
     facts = read_cpu_facts() if device_type == "cpu" else None
     for precision in precisions:
@@ -302,7 +299,6 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
     import torch
 
     from trainscale.hardware.facts import collect_environment
-    from trainscale.results.store import RunStore, default_store_path
 
     say = progress or (lambda message: None)
     file = Path(store_path) if store_path else default_store_path()
@@ -321,71 +317,81 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
         "skipped": dict(plan.skipped),
     }
     measured: list[tuple[str, dict[str, Any], int | None]] = []
+    # What else used the machine while the probe measured: a busy probe's figures are the
+    # neighbours' as much as the machine's (the busy rule, metrics/run_flags.py).
+    sampler = ContentionSampler().start()
+    try:
+        if "matmul" in plan.kinds:
+            sizes = ", ".join(map(str, plan.matmul_sizes))
+            say(f"matmul: {', '.join(plan.precisions)} at n = {sizes}")
+            from trainscale.probe.matmul import measure_matmul
 
-    if "matmul" in plan.kinds:
-        say(f"matmul: {', '.join(plan.precisions)} at n = {', '.join(map(str, plan.matmul_sizes))}")
-        from trainscale.probe.matmul import measure_matmul
+            threads_before = torch.get_num_threads()
+            if plan.threads is not None:
+                torch.set_num_threads(plan.threads)
+            try:
+                result = measure_matmul(
+                    device,
+                    plan.precisions,
+                    plan.matmul_sizes,
+                    plan.repeats,
+                    plan.min_batch_s,
+                    plan.budget_s,
+                )
+            finally:
+                torch.set_num_threads(threads_before)
+            result["threads"] = plan.threads
+            peaks = theoretical_peaks(device_type, name, plan.precisions, plan.threads)
+            result["theoretical_peak"] = peaks
+            for precision, figures in result["precisions"].items():
+                peak = peaks.get(precision)
+                figures["fraction_of_theoretical_peak"] = (
+                    figures["best_flops_per_s"] / (peak["tflops"] * 1e12) if peak else None
+                )
+            measured.append(("matmul", result, None))
+            out["matmul"] = result
 
-        threads_before = torch.get_num_threads()
-        if plan.threads is not None:
-            torch.set_num_threads(plan.threads)
-        try:
-            result = measure_matmul(
-                device,
-                plan.precisions,
-                plan.matmul_sizes,
-                plan.repeats,
-                plan.min_batch_s,
-                plan.budget_s,
+        if "transfer" in plan.kinds:
+            say(f"host-device copies: {', '.join(format_bytes(s) for s in plan.transfer_sizes)}")
+            from trainscale.probe.transfer import measure_transfer
+
+            result = measure_transfer(device, plan.transfer_sizes, plan.repeats)
+            measured.append(("transfer", result, None))
+            out["transfer"] = result
+
+        if "allreduce" in plan.kinds:
+            backend = "nccl" if device_type == "cuda" else "gloo"
+            say(
+                f"all-reduce: {plan.workers} {backend} workers, "
+                f"{format_bytes(plan.message_sizes[0])} .. {format_bytes(plan.message_sizes[-1])}"
             )
-        finally:
-            torch.set_num_threads(threads_before)
-        result["threads"] = plan.threads
-        peaks = theoretical_peaks(device_type, name, plan.precisions, plan.threads)
-        result["theoretical_peak"] = peaks
-        for precision, figures in result["precisions"].items():
-            peak = peaks.get(precision)
-            figures["fraction_of_theoretical_peak"] = (
-                figures["best_flops_per_s"] / (peak["tflops"] * 1e12) if peak else None
-            )
-        measured.append(("matmul", result, None))
-        out["matmul"] = result
+            from trainscale.parallel.launcher import WorkersFailed
+            from trainscale.probe.allreduce import measure_allreduce
 
-    if "transfer" in plan.kinds:
-        say(f"host-device copies: {', '.join(format_bytes(s) for s in plan.transfer_sizes)}")
-        from trainscale.probe.transfer import measure_transfer
-
-        result = measure_transfer(device, plan.transfer_sizes, plan.repeats)
-        measured.append(("transfer", result, None))
-        out["transfer"] = result
-
-    if "allreduce" in plan.kinds:
-        backend = "nccl" if device_type == "cuda" else "gloo"
-        say(
-            f"all-reduce: {plan.workers} {backend} workers, "
-            f"{format_bytes(plan.message_sizes[0])} .. {format_bytes(plan.message_sizes[-1])}"
-        )
-        from trainscale.parallel.launcher import WorkersFailed
-        from trainscale.probe.allreduce import measure_allreduce
-
-        try:
-            result = measure_allreduce(
-                plan.workers,
-                backend,
-                plan.message_sizes,
-                plan.repeats,
-                plan.target_bytes,
-                plan.timeout_s,
-            )
-        except WorkersFailed as failure:
-            raise ProbeFailed(f"all-reduce probe failed: {failure.reason}") from None
-        measured.append(("allreduce", result, plan.workers))
-        out["allreduce"] = result
+            try:
+                result = measure_allreduce(
+                    plan.workers,
+                    backend,
+                    plan.message_sizes,
+                    plan.repeats,
+                    plan.target_bytes,
+                    plan.timeout_s,
+                )
+            except WorkersFailed as failure:
+                raise ProbeFailed(f"all-reduce probe failed: {failure.reason}") from None
+            measured.append(("allreduce", result, plan.workers))
+            out["allreduce"] = result
+    finally:
+        contention = sampler.stop()
+    out["contention"] = contention.to_dict()
+    if contention.verdict == BUSY:
+        out["busiest"] = [p.text() for p in busiest_processes()]
 
     ids: dict[str, str] = {}
     with RunStore(file) as store:
         for kind, result, workers in measured:
             result["quick"] = plan.quick
+            result["contention"] = out["contention"]
             ids[kind] = store.add_probe(
                 kind,
                 result,

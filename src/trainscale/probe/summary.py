@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainscale.metrics.run_flags import NOT_TRUSTED
 from trainscale.probe.run import format_bytes
 
 
@@ -23,6 +24,9 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
     lines = [f"probe of {result['device_type']} '{result['device']}' on host {result['host']}"]
     if quick:
         lines.append("(--quick: small sizes; these figures check the machinery, not the machine)")
+    busy = busy_line(result)
+    if busy:
+        lines.append(busy)
     matmul = result.get("matmul")
     if matmul:
         threads = f", {matmul['threads']} thread(s)" if matmul.get("threads") else ""
@@ -70,3 +74,16 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
     ids = ", ".join(f"{kind} {probe_id[:8]}" for kind, probe_id in result["probe_ids"].items())
     lines.append(f"stored in {result['store']}: {ids or 'nothing'}")
     return lines
+
+
+def busy_line(result: dict[str, Any]) -> str | None:
+    """The warning of a probe that measured while other work used the machine (the busy
+    rule, metrics/run_flags.py): its figures are stored and shown, marked not trusted."""
+    contention = result.get("contention") or {}
+    if contention.get("verdict") != "busy":
+        return None
+    neighbours = ", ".join(result.get("busiest") or []) or "other processes"
+    return (
+        f"{NOT_TRUSTED}: {contention.get('reason', 'other work used the cores')}; using the "
+        f"cores: {neighbours}: stop that work, or probe again when the machine is quiet"
+    )

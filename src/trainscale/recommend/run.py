@@ -12,8 +12,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.frameworks import require
+from trainscale.hardware import facts
 from trainscale.recommend.search import (
     DEFAULT_RUNG_STEPS,
     QUICK_RUNG_STEPS,
@@ -21,9 +24,15 @@ from trainscale.recommend.search import (
     SearchListener,
     SearchSettings,
     accuracy_options,
+    round_up_s,
+    run_search,
 )
-from trainscale.recommend.space import BATCH_MULTIPLIERS, Candidate, Space
+from trainscale.recommend.space import BATCH_MULTIPLIERS, Candidate, Space, machine_space
+from trainscale.results.store import RunStore, default_store_path
+from trainscale.runner import launch
 from trainscale.runner.data_choice import DataChoice, prepare_real
+from trainscale.runner.resolve import check_capacity, locate_data, resolve
+from trainscale.workloads import command_word, get_workload
 
 EXPLICIT_FIELDS = ("workers", "threads_per_worker", "affinity", "precision", "batch_size")
 """The searched axes: written in the recommended command even where they are the default."""
@@ -97,8 +106,6 @@ def fit_candidates(
     hold, are left out and say so, as other settings the machine cannot run are. `cores`
     are the usable cores the space was built for.
     """
-    from trainscale.runner.resolve import check_capacity, locate_data, resolve
-
     located: dict = {}
     advice = "use smaller --batch-multipliers (a candidate's batch is the recipe's x one)"
     kept, skipped = [], list(space.skipped)
@@ -210,15 +217,6 @@ def recommend(
     user can get wrong (the workload, the
     settings, the store, the data, a batch that cannot fit) fails before the first trial.
     """
-    from trainscale.config.cli import run_command
-    from trainscale.frameworks import require
-    from trainscale.hardware.facts import collect_environment
-    from trainscale.recommend.search import run_search
-    from trainscale.recommend.space import machine_space
-    from trainscale.results.store import RunStore, default_store_path
-    from trainscale.runner.launch import execute_run
-    from trainscale.workloads import command_word, get_workload
-
     listener = listener or RecommendListener()
     spec = get_workload(workload)
     workload = spec.name  # a custom workload's reference, from here on its name
@@ -232,9 +230,9 @@ def recommend(
         accuracy_tolerance=accuracy_tolerance,
         include_busy=include_busy,
     )
-    store_path = store or default_store_path()
+    store_path = Path(store) if store else default_store_path()
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
-    env = collect_environment()
+    env = facts.collect_environment()
     space = machine_space(spec.name, batch_multipliers, max_workers, env)
     recommend_id = uuid.uuid4().hex[:8]
     base = RunOptions.of(
@@ -254,7 +252,7 @@ def recommend(
     listener.planned(plan)
 
     def run_one(options: RunOptions) -> dict[str, Any]:
-        return execute_run(options, store_path, quiet=True)
+        return launch.local_result(launch.execute_run(options, store_path, quiet=True))
 
     recommendation = run_search(
         space, throughput_base, real_base, settings, run_one, listener=listener
@@ -274,12 +272,27 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
     best = payload["best"]
     # First: it says what the ranking below does not rest on.
     lines = [payload["busy_note"]] if payload.get("busy_note") else []
-    lines += [
-        f"recommend {payload['recommend_id']}: {payload['workload']}",
-        f"best: {best['label']} (global batch {best['global_batch_size']})",
-    ]
+    lines.append(f"recommend {payload['recommend_id']}: {payload['workload']}")
+    measured, total = payload.get("candidates_measured"), payload.get("candidates_total")
+    if payload.get("only_baseline"):
+        # Nothing was compared: calling the baseline "best" at 1.00x would claim a search.
+        needed = payload.get("budget_needed_s")
+        more = f"; a budget of about {round_up_s(needed)} s would measure all" if needed else ""
+        lines += [
+            f"no recommendation: only the serial baseline ({best['label']}) was measured, "
+            f"{measured} of {total} candidates{more}",
+        ]
+    else:
+        baseline = (
+            " (the serial baseline: no other setting did better)"
+            if (best["label"] == payload["baseline"]["label"])
+            else ""
+        )
+        lines.append(f"best: {best['label']} (global batch {best['global_batch_size']}){baseline}")
+        if measured is not None and total and measured < total:
+            lines.append(f"  chosen among the {measured} of {total} candidates measured")
     rate, base_rate = payload["best_samples_per_s"], payload["baseline_samples_per_s"]
-    if rate and base_rate:
+    if rate and base_rate and not payload.get("only_baseline"):
         steps = payload["settings"]["rung_steps"][payload["best_rung"]]
         lines.append(
             f"  {rate:.0f} samples/s over {steps} timed steps; serial 1-core fp32 baseline "

@@ -25,7 +25,10 @@ one is checked, until one passes. The baseline passes by definition.
 Busy machine. A throughput trial stored as busy (other work used its cores; see
 docs/methodology.md, "Contention") is left out of the ranking unless `include_busy`: the
 candidate keeps its last trusted measurement, and a busy baseline trial gives that rung no
-speedup. Accuracy runs are kept either way: a neighbour slows training, not what it learns.
+speedup. Where every measured throughput trial ran busy, they are ranked anyway and the
+recommendation is marked not trusted (`Recommendation.trusted`), naming the busiest other
+processes: the same rule as the bench's rounds (metrics/run_flags.py). Accuracy runs are
+kept either way: a neighbour slows training, not what it learns.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ from typing import Any
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import TrainscaleError
-from trainscale.metrics.run_flags import ran_busy
+from trainscale.hardware.contention import busiest_processes
+from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.recommend.space import Candidate, Space
+from trainscale.runner.launch import RunFailed
 
 RunOne = Callable[[RunOptions], dict[str, Any]]
 """Runs one trial and returns its stored result (`execute_run`'s dict); raises RunFailed or
@@ -177,6 +182,23 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     include_busy: bool = False
     """Whether throughput trials on a busy machine were ranked like the others."""
+    trusted: bool = True
+    """False where every measured throughput trial ran on a busy machine, so the ranking
+    rests on them (the busy rule, metrics/run_flags.py)."""
+    busiest: list[str] = field(default_factory=list)
+    """The other processes that used the most CPU at the end of an untrusted search."""
+    candidates_measured: int = 0
+    """Candidates (the baseline among them) with a throughput measurement in the ranking."""
+    candidates_total: int = 0
+    """Candidates in the space, the baseline among them."""
+    budget_needed_s: float | None = None
+    """About how many seconds the whole search would take here (every candidate measured),
+    from the trials' measured times; None when nothing was measured to estimate from."""
+
+    @property
+    def only_baseline(self) -> bool:
+        """Nothing but the serial baseline was measured: there was nothing to choose from."""
+        return self.candidates_measured <= 1 and self.best == self.baseline
 
     @property
     def busy_trials(self) -> list[Trial]:
@@ -189,6 +211,14 @@ class Recommendation:
         if not busy:
             return None
         total = sum(1 for t in self.trials if t.kind == "throughput" and t.ok)
+        if not self.trusted:
+            neighbours = ", ".join(self.busiest) or "other processes"
+            return (
+                f"{NOT_TRUSTED}: every measured throughput trial ({busy}) ran while other "
+                f"work used their cores ({neighbours}), so they were ranked anyway and this "
+                "recommendation is not trusted: stop that work, or run again when the "
+                "machine is quiet"
+            )
         if self.include_busy:
             return (
                 f"kept {busy} of {total} throughput trial(s) that ran on a busy machine "
@@ -202,7 +232,8 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "busy_left_out": 0 if self.include_busy else len(self.busy_trials),
+            "busy_left_out": 0 if self.include_busy or not self.trusted else len(self.busy_trials),
+            "trusted": self.trusted,
             "busy_note": self.busy_line(),
             "best": self.best.to_dict(),
             "best_samples_per_s": self.best_samples_per_s,
@@ -226,6 +257,10 @@ class Recommendation:
             "elapsed_s": self.elapsed_s,
             "budget_s": self.budget_s,
             "stopped_by_budget": self.stopped_by_budget,
+            "candidates_measured": self.candidates_measured,
+            "candidates_total": self.candidates_total,
+            "budget_needed_s": self.budget_needed_s,
+            "only_baseline": self.only_baseline,
             "notes": list(self.notes),
         }
 
@@ -296,6 +331,9 @@ class _Search:
         self.notes: list[str] = []
         self.reserve_s = 0.0
         self.stopped_by_budget = False
+        self.warned_short = False
+        self.untrusted = False
+        """Every measured throughput trial ran busy: the ranking rests on them."""
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -309,8 +347,6 @@ class _Search:
     def attempt(
         self, candidate: Candidate, options: RunOptions, kind: str, rung: int | None
     ) -> Trial:
-        from trainscale.runner.launch import RunFailed
-
         self.listener.trial_started(candidate, kind, rung)
         t0 = self.clock()
         try:
@@ -340,19 +376,62 @@ class _Search:
 
     def estimate_s(self, candidate: Candidate, total_steps: int) -> float | None:
         """Expected wall time of a throughput trial, or None before anything was measured."""
+        # (candidate, wall, training and samples) of each throughput trial that measured them
         measured = [
-            t
+            (t.candidate, t.wall_s, t.train_time_s, t.num_samples)
             for t in self.trials
             if t.kind == "throughput" and t.ok and t.train_time_s and t.num_samples
         ]
         if not measured:
             return None
-        overhead = statistics.median(max(0.0, t.wall_s - t.train_time_s) for t in measured)
-        own = [t for t in measured if t.candidate == candidate]
-        per_sample = [t.train_time_s / t.num_samples for t in (own[-1:] or measured)]
+        overhead = statistics.median(max(0.0, wall - train) for _, wall, train, _ in measured)
+        own = [m for m in measured if m[0] == candidate]
+        per_sample = [train / samples for _, _, train, samples in (own[-1:] or measured)]
         # An untried candidate is assumed as slow as the slowest seen: better to stop a
         # little early than to overrun the budget.
         return overhead + total_steps * candidate.global_batch_size * max(per_sample)
+
+    def full_search_s(self) -> float | None:
+        """About how long the whole search takes here, every candidate measured: the
+        baseline's accuracy run and one finalist's, and every rung's trials, each as slow
+        per sample as the slowest trial measured (the serial baseline, usually), so rather
+        more than less. None before any throughput trial was measured."""
+        # (wall, training) seconds and samples of each throughput trial that measured them
+        measured = [
+            (t.wall_s, t.train_time_s, t.num_samples)
+            for t in self.trials
+            if t.kind == "throughput" and t.ok and t.train_time_s and t.num_samples
+        ]
+        if not measured:
+            return None
+        overhead = statistics.median(max(0.0, wall - train) for wall, train, _ in measured)
+        per_sample = max(train / samples for _, train, samples in measured)
+        batch = max(c.global_batch_size for c in [self.space.baseline, *self.space.candidates])
+        settings = self.settings
+        total = 2 * self.reserve_s  # the baseline's accuracy run, and one finalist's
+        count = len(self.space.candidates)
+        for timed in settings.rung_steps:
+            steps = timed + settings.warmup_steps
+            total += (count + 1) * (overhead + steps * batch * per_sample)  # + the baseline
+            count = max(1, math.ceil(count * settings.keep_fraction))
+        return total
+
+    def warn_if_short(self) -> None:
+        """Once the first throughput trial is measured, before the budget is spent: say so
+        when it cannot measure every candidate, and what budget would."""
+        if self.warned_short:
+            return
+        needed = self.full_search_s()
+        if needed is None:
+            return
+        self.warned_short = True
+        if needed > self.settings.budget_s:
+            self.note(
+                f"budget: measuring all {len(self.space.candidates)} candidates takes about "
+                f"{round_up_s(needed)} s here (accuracy check {self.reserve_s:.0f} s, kept "
+                f"twice); {self.settings.budget_s:.0f} s will measure fewer: "
+                f"--budget-s {round_up_s(needed)} measures all"
+            )
 
     def fits(self, cost_s: float | None) -> bool:
         if cost_s is None:
@@ -384,6 +463,10 @@ class _Search:
         survivors = list(self.space.candidates)
         last: dict[Candidate, tuple[int, float]] = {}
         baseline_rate: dict[int, float] = {}
+        # Busy measurements left out: ranked only where no trusted one is left (the busy
+        # rule, metrics/run_flags.py), and then the result says it is not trusted.
+        busy_last: dict[Candidate, tuple[int, float]] = {}
+        busy_baseline_rate: dict[int, float] = {}
         failed: set[Candidate] = set()
         done = 0
         for rung, timed in enumerate(settings.rung_steps):
@@ -408,12 +491,17 @@ class _Search:
                     candidate, self.throughput_base, timed, settings.warmup_steps
                 )
                 trial = self.attempt(candidate, options, "throughput", rung)
+                self.warn_if_short()
                 if not trial.ok or not trial.samples_per_s:
                     failed.add(candidate)
                     continue
                 if trial.busy and not settings.include_busy:
                     # Its speed is the neighbours' as much as its own: the candidate keeps
                     # its last trusted measurement (ranked below those measured here).
+                    if candidate == baseline:
+                        busy_baseline_rate[rung] = trial.samples_per_s
+                    if candidate in survivors:
+                        busy_last[candidate] = (rung, trial.samples_per_s)
                     continue
                 if candidate == baseline:
                     baseline_rate[rung] = trial.samples_per_s
@@ -428,11 +516,15 @@ class _Search:
                 break
             done = rung + 1
             if rung + 1 < len(settings.rung_steps):
+                pool = last if any(c in last for c in survivors if c not in failed) else busy_last
                 ranked = sorted(
-                    (c for c in survivors if c in last and c not in failed),
-                    key=lambda c: (-last[c][0], -last[c][1]),
+                    (c for c in survivors if c in pool and c not in failed),
+                    key=lambda c: (-pool[c][0], -pool[c][1]),
                 )
                 survivors = ranked[: max(1, math.ceil(len(ranked) * settings.keep_fraction))]
+        if not any(c not in failed for c in last) and busy_last:
+            self.untrusted = True
+            last, baseline_rate = busy_last, {**busy_baseline_rate, **baseline_rate}
         ranking = sorted(
             (Ranked(c, *last[c]) for c in last if c not in failed),
             key=lambda r: (-r.rung, -r.samples_per_s),
@@ -446,6 +538,8 @@ class _Search:
         tolerance = self.settings.accuracy_tolerance
         rejected: list[Rejection] = []
         checked = 0
+        if self.accuracy_base is None:  # only called after the baseline's accuracy run
+            raise ValueError("no accuracy check without the options of accuracy runs")
         for entry in ranking:
             candidate = entry.candidate
             if candidate == self.space.baseline:
@@ -507,13 +601,6 @@ def run_search(
     baseline_accuracy = search.baseline_accuracy()
     ranking, baseline_rate, done = search.rungs()
     if not ranking:
-        busy = [t for t in search.trials if t.kind == "throughput" and t.ok and t.busy]
-        if busy and not settings.include_busy:
-            raise TrainscaleError(
-                f"every measured throughput trial ({len(busy)}) ran on a busy machine (other "
-                "work used their cores), so none is trusted to rank: run again when the "
-                "machine is quieter, or pass --include-busy to rank them anyway"
-            )
         reasons = "; ".join(f"{t.candidate.label}: {t.error}" for t in search.trials if t.error)
         raise TrainscaleError(f"every trial failed, nothing to recommend ({reasons[:300]})")
 
@@ -543,6 +630,16 @@ def run_search(
             else f"the recommended global batch ({best.global_batch_size}) differs from the "
             f"baseline's ({baseline.global_batch_size}) and accuracy was not checked"
         )
+    measured = len({r.candidate for r in ranking})
+    total = len(space.candidates)
+    needed = search.full_search_s()
+    if measured < total and search.stopped_by_budget:
+        more = (
+            f"a budget of about {round_up_s(needed)} s would measure all"
+            if needed is not None
+            else "a larger budget would measure more"
+        )
+        search.note(f"budget: measured {measured} of {total} candidates; {more}")
     elapsed = search.elapsed()
     if elapsed > settings.budget_s:
         search.note(
@@ -568,4 +665,14 @@ def run_search(
         stopped_by_budget=search.stopped_by_budget,
         notes=search.notes,
         include_busy=settings.include_busy,
+        trusted=not search.untrusted,
+        busiest=[p.text() for p in busiest_processes()] if search.untrusted else [],
+        candidates_measured=measured,
+        candidates_total=total,
+        budget_needed_s=needed,
     )
+
+
+def round_up_s(seconds: float | None) -> int:
+    """A budget to suggest: `seconds` rounded up to the next 60 s."""
+    return 60 * math.ceil((seconds or 0.0) / 60)

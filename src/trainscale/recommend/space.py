@@ -15,6 +15,7 @@ from typing import Any
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.parallel.affinity import plan_cpu
 
 AFFINITIES = ("compact", "spread")
 BATCH_MULTIPLIERS = (1, 2)
@@ -137,8 +138,6 @@ def build_space(
 
     Pure: the machine facts are parameters (see `machine_space` for this machine's).
     """
-    from trainscale.parallel.affinity import plan_cpu
-
     if recipe_batch_size < 1:
         raise ConfigError(f"batch size must be positive, got {recipe_batch_size}")
     if not batch_multipliers or any(

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
+from trainscale.frameworks import FRAMEWORKS
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
@@ -139,8 +140,6 @@ def aggregate(
 
 def framework_label(name: str) -> str:
     """How a report names a framework (its own spelling; an unknown name as stored)."""
-    from trainscale.frameworks import FRAMEWORKS
-
     known = FRAMEWORKS.get(name)
     return known.label if known else name
 
@@ -237,6 +236,7 @@ def _configuration(
         samples_per_s_median=stats.median(rates) if rates else None,
         samples_per_s_iqr=stats.iqr(rates) if len(rates) > 1 else None,
         samples_per_s_by_round=_by_round(runs),
+        busy_rounds=frozenset(_round_key(r) for r in runs if ran_busy(r.summary)),
         step_time_s_median=stats.median(steps) if steps else None,
         step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
         train_time_s=stats.median(t) if (t := numbers("train_time_s")) else None,
@@ -249,7 +249,8 @@ def _configuration(
         accuracy_curves=[curve for r in evaluated if (curve := _curve(r))],
         breakdown_s=_breakdown(runs),
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
-        stalls=stalls_note([r.summary for r in runs]),
+        # The median step the row shows, not the stalled run's own: note and row agree.
+        stalls=stalls_note([r.summary for r in runs], stats.median(steps) if steps else None),
         busy_runs=sum(ran_busy(r.summary) for r in runs),
         framework=first.framework,
         **configuration_figures(runs, cores, time_to_target_s, prices),
@@ -265,9 +266,13 @@ def _by_round(runs: Sequence[RunRecord]) -> dict[str, float]:
         rate = record.summary.get("samples_per_s")
         if record.repeat_index is None or not _is_number(rate) or rate <= 0:
             continue
-        key = json.dumps([record.sweep_id, record.tag, record.repeat_index])
-        per_round.setdefault(key, []).append(float(rate))
+        per_round.setdefault(_round_key(record), []).append(float(rate))
     return {key: stats.median(rates) for key, rates in per_round.items()}
+
+
+def _round_key(record: RunRecord) -> str:
+    """The round a run belongs to: its sweep (or tag: a bench's) and repeat index."""
+    return json.dumps([record.sweep_id, record.tag, record.repeat_index])
 
 
 def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, int, bool]:
@@ -334,7 +339,7 @@ def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
     return {name: stats.median(per_part[name]) for name in order}
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
@@ -344,6 +349,7 @@ def _section(
     chosen: Configuration | None,
     wanted: str | None,
 ) -> WorkloadSection:
+    base: Configuration | None
     if chosen is not None and chosen.workload == members[0].workload:
         if not chosen.samples_per_s_median:
             raise ReportError(f"baseline {wanted!r} recorded no throughput; pick another")

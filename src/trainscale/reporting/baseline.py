@@ -87,11 +87,19 @@ def paired_with_baseline(config: Configuration, base: Configuration) -> PairedRa
     share no round or `config` is the baseline."""
     if config.key == base.key:
         return None
+    keys = list(config.samples_per_s_by_round)
     rounds = [
-        {"baseline": base.samples_per_s_by_round.get(key), "config": rate}
-        for key, rate in config.samples_per_s_by_round.items()
+        {
+            "baseline": base.samples_per_s_by_round.get(key),
+            "config": config.samples_per_s_by_round[key],
+        }
+        for key in keys
     ]
-    paired = paired_ratio(rounds, "baseline", "config")
+    # A round with a busy run on either side is left out while quiet rounds remain.
+    busy = [
+        {"baseline": key in base.busy_rounds, "config": key in config.busy_rounds} for key in keys
+    ]
+    paired = paired_ratio(rounds, "baseline", "config", busy=busy)
     return paired if paired.num_rounds else None
 
 
@@ -152,7 +160,7 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(f"target reached in {config.num_reached} of {config.num_evaluated} runs")
     if config.num_failed:
         notes.append(f"{config.num_failed} run(s) did not complete")
-    notes += busy_notes(config, base)
+    notes += busy_notes(config, base, paired)
     return replace(
         config,
         speedup=speedup,
@@ -160,6 +168,8 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         paired_speedup_ci=paired.ci if paired else None,
         paired_rounds=paired.num_rounds if paired else 0,
         paired_verdict=paired.verdict_against("the baseline") if paired else None,
+        paired_trusted=paired.trusted if paired else True,
+        paired_busy_rounds=paired.busy_rounds if paired else 0,
         efficiency_per_worker=per_worker,
         efficiency_per_core=per_core,
         is_baseline=base is not None and config.key == base.key,
@@ -168,9 +178,13 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
     )
 
 
-def busy_notes(config: Configuration, base: Configuration | None) -> list[str]:
+def busy_notes(
+    config: Configuration, base: Configuration | None, paired: PairedRatio | None = None
+) -> list[str]:
     """Why a configuration's speedup is not trusted: its runs, or the baseline's, ran while
-    other work used their cores (docs/methodology.md, "Contention"). Figures stay shown."""
+    other work used their cores (docs/methodology.md, "Contention"). Figures stay shown.
+    The plain speedup (medians over every repeat) takes the busy runs in, so it is not
+    trusted; a paired speedup leaves their rounds out while quiet rounds remain."""
     notes = []
     if config.busy_runs:
         notes.append(
@@ -179,4 +193,10 @@ def busy_notes(config: Configuration, base: Configuration | None) -> list[str]:
         )
     if base is not None and base.key != config.key and base.busy_runs:
         notes.append("the baseline ran on a busy machine; speedup not trusted")
+    if paired is not None and paired.busy_rounds:
+        notes.append(
+            f"paired speedup: {paired.busy_rounds} busy round(s) left out"
+            if paired.trusted
+            else "paired speedup: every shared round had a busy run, not trusted"
+        )
     return notes

@@ -5,7 +5,9 @@ their configuration, or one configuration of a sweep (`SWEEP:LABEL`, the label i
 report use). Matched groups are compared by their timed step times
 (`metrics.compare.compare_step_times`: the report's figures, each side's median over its
 runs of each run's median step and throughput, a bootstrap interval, a rank test), with
-warnings where the comparison is not like with like or a side's runs stalled.
+warnings where the comparison is not like with like or a side's runs stalled. A side with a
+run on a busy machine follows the busy rule (`metrics.run_flags`): the figures stay, a
+warning says so, and the difference is never called significant (`trusted` is False).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
 from trainscale.errors import StoreError, TrainscaleError
-from trainscale.metrics.run_flags import stalls_note
+from trainscale.metrics.compare import compare_step_times, timed_steps
+from trainscale.metrics.run_flags import NOT_TRUSTED, busy_count, stalls_note, trusted
 from trainscale.results.store import (
     DamagedRecordError,
     RunRecord,
@@ -96,12 +99,12 @@ def resolve_side(store: RunStore, ident: str) -> Side:
     if sweep is not None:
         return _sweep_side(store, sweep)
     # A damaged row or an ambiguous prefix says more than "not found": show it.
-    for error in (run_error, sweep_error):
-        if isinstance(error, DamagedRecordError):
-            raise error
-    for error in (run_error, sweep_error):
-        if error is not None and "matches" in str(error):
-            raise error
+    for problem in (run_error, sweep_error):
+        if isinstance(problem, DamagedRecordError):
+            raise problem
+    for problem in (run_error, sweep_error):
+        if problem is not None and "matches" in str(problem):
+            raise problem
     raise StoreError(
         f"no run or sweep {ident.strip()!r} in {store.path}; `trainscale runs list` shows the "
         "stored runs"
@@ -226,8 +229,6 @@ def pair_groups(a: Side, b: Side, config: str | None) -> list[tuple[str, Group, 
 
 def load_steps(store: RunStore, group: Group) -> None:
     """Fill `group.step_times` with each run's timed steps; TrainscaleError if one has none."""
-    from trainscale.metrics.compare import timed_steps
-
     group.step_times = []
     for record in group.runs:
         warmup = record.summary.get("warmup_steps_excluded", 0) or 0
@@ -263,6 +264,13 @@ def warnings_for(a: Group, b: Group) -> list[str]:
         if note:
             notes.append(
                 f"{side} {note}: its step time is the median, which the stalls do not move"
+            )
+    for side, group in (("A", a), ("B", b)):
+        busy = busy_count(r.summary for r in group.runs)
+        if busy:
+            notes.append(
+                f"{side}: {busy} of {len(group.runs)} run(s) ran on a busy machine (other work "
+                f"used their cores): {NOT_TRUSTED}, the difference is not called significant"
             )
     if len(a.runs) == 1 or len(b.runs) == 1:
         notes.append(
@@ -322,8 +330,6 @@ def compare(
     otherwise matched label by label. The interval is a percentile bootstrap at `confidence`
     with `resamples` resamples drawn from `seed`.
     """
-    from trainscale.metrics.compare import compare_step_times
-
     if not 0.0 < confidence < 1.0:
         raise TrainscaleError(f"--confidence must be between 0 and 1, got {confidence}")
     check_count(
@@ -353,6 +359,10 @@ def compare(
             num_resamples=resamples,
             seed=seed,
         )
+        figures = result.to_dict()
+        is_trusted = trusted([r.summary for r in group_a.runs], [r.summary for r in group_b.runs])
+        if not is_trusted:  # the busy rule: no verdict rests on a busy run
+            figures["significant"] = False
         rows.append(
             {
                 "label": label,
@@ -364,8 +374,11 @@ def compare(
                 "b_global_batch_size": group_b.global_batch_size,
                 "a_stalls": stalls_note([r.summary for r in group_a.runs]),
                 "b_stalls": stalls_note([r.summary for r in group_b.runs]),
+                "a_busy_runs": busy_count(r.summary for r in group_a.runs),
+                "b_busy_runs": busy_count(r.summary for r in group_b.runs),
                 "warnings": warnings_for(group_a, group_b),
-                **result.to_dict(),
+                **figures,
+                "trusted": is_trusted,
             }
         )
     return RunComparison(side_a, side_b, rows, unmatched(side_a, side_b, pairs), confidence)

@@ -70,6 +70,9 @@ class Configuration:
     """Samples/s per round (median of the runs of that round, rarely more than one): a round
     is a repeat index within one sweep, or within one bench (its tag). Only runs stored with
     a repeat index have one."""
+    busy_rounds: frozenset[str] = frozenset()
+    """Keys of `samples_per_s_by_round` in which a run ran on a busy machine: left out of
+    the paired speedup while quiet rounds remain (the busy rule, `metrics.run_flags`)."""
     speedup: float | None = None
     paired_speedup: float | None = None
     """Median over rounds of samples/s / the baseline's samples/s in the same round
@@ -80,7 +83,13 @@ class Configuration:
     """Rounds in which both this configuration and the baseline completed a run."""
     paired_verdict: str | None = None
     """'faster than the baseline', 'slower than the baseline' (only where the interval
-    excludes 1) or 'no difference measurable here'; None when not paired."""
+    excludes 1), 'no difference measurable here', or 'not trusted: busy machine' where every
+    shared round had a busy run; None when not paired."""
+    paired_trusted: bool = True
+    """False where every round the paired speedup rests on had a run on a busy machine."""
+    paired_busy_rounds: int = 0
+    """Shared rounds with a busy run: left out of the paired speedup, or (not trusted) all
+    of it."""
     efficiency_per_worker: float | None = None
     efficiency_per_core: float | None = None
     is_baseline: bool = False

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+from trainscale.hardware.contention import Contention
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.figures import HardwareFigures
 from trainscale.results.csv_cells import write_csv
@@ -16,6 +17,18 @@ from trainscale.results.store import RunRecord
 SUMMARY_KEYS = field_names(RunMetrics)
 """A training run's measurements (`RunMetrics`), always present in an export (null when a
 run did not record one), throughput first."""
+
+CONTENTION_FIELDS = (
+    "verdict",
+    "other_cores_busy_run_cores",
+    "other_cores_busy",
+    "steal_fraction",
+    "load_avg_max",
+    "reason",
+)
+"""The fields of a run's `Contention` an export carries flat, as `contention_<field>`: the
+verdict (quiet, busy, unknown; null for a run stored without one), its figures and why."""
+CONTENTION_COLUMNS = tuple(f"contention_{name}" for name in CONTENTION_FIELDS)
 
 CSV_COLUMNS = (
     "run_id",
@@ -30,6 +43,10 @@ CSV_COLUMNS = (
     "precision",
     "global_batch_size",
     "tag",
+    "sweep_id",
+    "config_hash",
+    "repeat_index",
+    *CONTENTION_COLUMNS,
     *field_names(RunMetrics, numbers_only=True),
     "peak_memory_bytes_max",
     *field_names(HardwareFigures, numbers_only=True),
@@ -38,7 +55,7 @@ CSV_COLUMNS = (
     "error",
 )
 """CSV header: scalar columns only, each a field of the typed result (`RunMetrics`,
-`HardwareFigures`, `Environment`); per-worker memory becomes its maximum."""
+`HardwareFigures`, `Contention`, `Environment`); per-worker memory becomes its maximum."""
 
 EXPORT_FORMATS = ("csv", "json")
 
@@ -46,8 +63,9 @@ EXPORT_FORMATS = ("csv", "json")
 def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
     """One run as a flat, strict-JSON-ready dict (NaN and infinities become null).
 
-    Keys: the run's columns (`data` is the data kind), every key of `SUMMARY_KEYS`, any other
-    summary keys the run recorded, then `env`, `config` and `schema_version`.
+    Keys: the run's columns (`data` is the data kind), the `CONTENTION_COLUMNS`, every key of
+    `SUMMARY_KEYS`, any other summary keys the run recorded, then `env`, `config` and
+    `schema_version`.
     """
     flat: dict[str, Any] = {
         "run_id": record.run_id,
@@ -68,6 +86,9 @@ def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
         "config_hash": record.config_hash,
         "repeat_index": record.repeat_index,
     }
+    contention = Contention.from_summary(record.summary or {})
+    for name, column in zip(CONTENTION_FIELDS, CONTENTION_COLUMNS, strict=True):
+        flat[column] = getattr(contention, name) if contention is not None else None
     for key in SUMMARY_KEYS:
         flat[key] = record.summary.get(key)
     for key, value in record.summary.items():

@@ -13,15 +13,23 @@ The error of a run is predicted / measured - 1, for the median step time and for
 throughput. The median absolute error is reported over all held-out runs and over the ones
 the model claims to describe: runs that oversubscribed their cores (more threads than
 cores) are predicted as if they had not, and are reported apart as what the model misses.
+
+Runs stored as busy (other work used their cores; the busy rule, `metrics.run_flags`) are
+left out of both, each listed as skipped with the reason: their speed is the neighbours' as
+much as the setting's, so it can neither calibrate the model nor judge it. A busy run given
+explicitly to calibrate from is used, and its calibration carries the note that it is not
+trusted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from trainscale.metrics import stats
+from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.metrics.throughput import throughput
 from trainscale.results.store import RunRecord
 from trainscale.simulate.buckets import GradientLayout
@@ -39,9 +47,16 @@ from trainscale.simulate.calibrate import (
 )
 from trainscale.simulate.cluster import ClusterSpec, LinkSpec, local_cluster
 from trainscale.simulate.predict import predict_one
+from trainscale.simulate.setup import fit_network
 from trainscale.simulate.stragglers import DEFAULT_SAMPLES
 
 TARGET_MEDIAN_ABS_ERROR = 0.10
+
+
+BUSY_SKIPPED = (
+    "ran on a busy machine (other work used its cores): left out of calibration and validation"
+)
+"""Why a busy run is neither a calibration run nor a held-out one."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +264,8 @@ def validate_runs(
     `sigma_records` are the runs a device's own spread is looked for in (default: `records`).
     """
     measured = [r for r in records if is_measured(r) and r.workload]
+    busy = [r for r in measured if ran_busy(r.summary)]
+    measured = [r for r in measured if not ran_busy(r.summary)]
     if calibrate_from is not None:
         calibration_runs = list(calibrate_from)
         for record in calibration_runs:
@@ -263,6 +280,7 @@ def validate_runs(
 
     calibrations: dict[tuple[Any, ...], Calibration] = {}
     failures: dict[tuple[Any, ...], str] = {}
+    calibration: Calibration | None
     for key, members in by_group.items():
         workload = str(key[0])
         serial = [r for r in members if (r.world_size or 1) == 1]
@@ -284,13 +302,22 @@ def validate_runs(
         except CalibrationError as error:
             failures[key] = str(error)
             continue
+        for record in serial:
+            if ran_busy(record.summary):
+                calibration = _with_note(
+                    calibration,
+                    f"calibration run {record.short_id} ran on a busy machine (other work "
+                    f"used its cores): {NOT_TRUSTED}",
+                )
         parallel = [r for r in members if (r.world_size or 1) > 1]
         if parallel:
             calibration = _fit_network(calibration, parallel, layout_for, cluster, link_for)
         calibrations[key] = calibration
 
     rows: list[ValidationRow] = []
-    skipped: list[tuple[str, str]] = []
+    skipped: list[tuple[str, str]] = [
+        (r.run_id, BUSY_SKIPPED) for r in busy if r.run_id not in calibration_ids
+    ]
     for record in measured:
         if record.run_id in calibration_ids:
             continue
@@ -348,8 +375,6 @@ def _fit_network(
     cluster: ClusterSpec | None,
     link_for: Callable[[RunRecord], LinkSpec | None] | None,
 ) -> Calibration:
-    from trainscale.simulate.setup import fit_network
-
     usable = [r for r in runs if not cores_per_worker(r)[1]]
     if not usable:
         return _with_note(
@@ -439,7 +464,6 @@ def _paired_serial(record: RunRecord, measured: Sequence[RunRecord]) -> RunRecor
     ]
     if not candidates:
         return None
-    from datetime import datetime
 
     def distance(other: RunRecord) -> float:
         a = datetime.fromisoformat(record.created_at)

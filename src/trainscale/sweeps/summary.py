@@ -1,7 +1,9 @@
 """A sweep's configurations at a glance: runs done, throughput (the median over the runs of
 each run's samples/s, as reports and `trainscale compare` take it), spread, accuracy, the
 speedup over the workload's baseline paired repeat by repeat (as the report has it), and a
-note where runs stalled."""
+note where runs stalled. Busy runs follow the busy rule (`metrics.run_flags`): the label says
+how many ran busy, their rounds are left out of the paired speedup while quiet rounds
+remain, and where none does the verdict is 'not trusted: busy machine'."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from typing import Any
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import ran_busy, stalls_note
 from trainscale.metrics.throughput import repeats_throughput
+from trainscale.reporting import ReportError
+from trainscale.reporting.aggregate import aggregate
+from trainscale.reporting.tables import number
 from trainscale.results.store import RunStore
 
 SUMMARY_HEADERS = (
@@ -71,10 +76,6 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
 def _paired_cells(runs: list[Any], short_id: str) -> dict[str, tuple[str, str]]:
     """Per config hash, (paired speedup with its interval, verdict) against the workload's
     baseline, from the report's figures (the same baseline rule, the same arithmetic)."""
-    from trainscale.reporting import ReportError
-    from trainscale.reporting.aggregate import aggregate
-    from trainscale.reporting.tables import number
-
     try:
         data = aggregate(runs, title=short_id, source=f"sweep {short_id}")
     except ReportError:  # no run completed: nothing to pair
@@ -88,5 +89,7 @@ def _paired_cells(runs: list[Any], short_id: str) -> dict[str, tuple[str, str]]:
         if config.paired_speedup_ci is not None:
             low, high = config.paired_speedup_ci
             text += f" [{low:.2f}, {high:.2f}] ({config.paired_rounds} rounds)"
+        if config.paired_busy_rounds and config.paired_trusted:
+            text += f" ({config.paired_busy_rounds} busy round(s) left out)"
         cells[config.key] = (text, config.paired_verdict or "-")
     return cells
