@@ -175,7 +175,12 @@ def test_cpu_parallel_recipe_without_tweets_skips_only_the_text_points(
     planned = [line for line in captured.out.splitlines() if line.strip()[:1].isdigit()]
     assert planned and all("cnn" in line for line in planned)  # 4 or 8 runs by core count
     said = " ".join((captured.out + captured.err).split())  # the console wraps long lines
-    assert "skipped (skip_invalid): text affinity set 1 core(s): no tweet file found" in said
+    # One line for the text points, naming them and why: no tweet file here.
+    skipped = [line for line in captured.err.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1, captured.err
+    assert "configuration(s) of the sweep (text affinity set 1 core(s)" in said
+    assert "): no tweet file found in " in said
+    assert "--data synthetic" in said
 
 
 def test_recipe_workload_options_are_applied_and_shown_by_a_dry_run(tmp_path, capsys):
@@ -209,3 +214,21 @@ def test_recipes_say_whether_they_measure_accuracy_and_how_long(capsys, monkeypa
     for name in ("scaling", "cpu-parallel", "distributed-accuracy", "platforms"):
         assert re.search(r"\d+ runs, about [\d.]+ (s|min|h) \(\d+ runs, about", rows[name])
     assert "rough estimate" in out and "docs/workloads.md" in out
+
+
+def test_recipes_say_what_data_each_needs_and_what_is_missing_here(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    # MNIST here, no tweets.csv.
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(write_random_mnist(tmp_path / "d", 64, 16)))
+    assert run_cli(["recipes"]) == 0
+    out = capsys.readouterr().out
+    said = " ".join(out.split())
+    assert "data it needs (here?)" in said
+    assert "mnist-cnn: here" in said
+    assert "tweets-text: MISSING here" in said
+    assert "none (synthetic data)" in said  # scaling: synthetic CIFAR-10
+    missing = [line for line in out.splitlines() if line.startswith("cpu-parallel: ")]
+    assert len(missing) == 1
+    assert "tweets-text's" in missing[0] and "runs are skipped: no tweet file found" in missing[0]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,30 @@ def test_shared_arguments_are_declared_once_in_common(flag: str) -> None:
     pattern = re.compile(rf"""add_argument\(\s*["']{re.escape(flag)}["']""")
     declaring = [m.name for m in _modules() if pattern.search(m.read_text())]
     assert declaring == ["common.py"], (flag, declaring)
+
+
+HEAVY_AT_HELP = (
+    "torch",
+    "matplotlib",
+    "pandas",
+    "scipy",
+    "tensorflow",
+    "jax",
+    "mlflow",
+    "tensorboard",
+)
+"""Packages `trainscale --help` never loads: the modules it imports keep their imports of
+these inside the functions that need them (the allow-list of ruff's PLC0415 in
+pyproject.toml)."""
+
+
+def test_help_loads_no_heavy_package() -> None:
+    code = (
+        "import contextlib, io, sys\n"
+        "from trainscale.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        f"loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY_AT_HELP!r}))\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

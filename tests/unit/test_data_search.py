@@ -105,7 +105,8 @@ def test_explicit_dir_is_refused_never_falls_back(env: Path, monkeypatch, make, 
     assert message.startswith(f"toy not found in {explicit} (--data-dir): ")
     assert reason.format(d=explicit) in message
     assert "Put toy.txt there, or give it with -o file=PATH" in message
-    assert f"$TRAINSCALE_DATA_DIR, the cache ({env / 'cache' / 'toy'})" in message
+    assert "or leave out --data-dir to search TRAINSCALE_DATA_DIR and the cache" in message
+    assert message.endswith(", or --data synthetic (throughput only)")
     assert str(env / "envdir") not in message
     assert fetched == []  # an explicit directory is never filled by a download
 
@@ -116,12 +117,38 @@ def test_partial_note_and_everything_listed(env: Path, monkeypatch) -> None:
     with pytest.raises(DataError) as info:
         search.locate(PLACES, probe, download=False, fetch=lambda target: target)
     message = str(info.value)
-    assert message.startswith("toy not found (download disabled); looked in: ")
-    assert f"{env / 'envdir' / 'toy'} (has toy.part only)" in message
-    for place in search.candidate_dirs(PLACES):
-        assert str(place) in message
-    assert f"Put toy.txt in {env / 'cache' / 'toy'}, or in a directory given by " in message
-    assert message.endswith("TRAINSCALE_DATA_DIR, or give it with -o file=PATH")
+    assert "\n" not in message
+    # Every root, once (each is also searched with the dataset's sub-folders), the near miss
+    # with its note, and the three ways on.
+    assert message.startswith(
+        f"toy not found (download disabled) in TRAINSCALE_DATA_DIR={env / 'envdir'}, "
+        f"{env / 'cache' / 'toy'}, ./data, ~/.cache/torchvision; "
+        f"near miss: {env / 'envdir' / 'toy'} (has toy.part only). "
+    )
+    assert message.endswith(
+        "Put toy.txt in --data-dir DIR or TRAINSCALE_DATA_DIR, or give it with -o file=PATH, "
+        "or --data synthetic (throughput only)"
+    )
+
+
+def test_not_found_is_one_short_line(env: Path) -> None:
+    """A failed download over three mirrors is one reason, not three URLs and advice each."""
+    failure = " | ".join(
+        f"could not download https://mirror{i}.example/toy.gz ([Errno -2] Name or service not "
+        f"known); check the network, or fetch the file by hand into {env / 'cache' / 'toy'}"
+        for i in range(3)
+    )
+
+    def failing(target: Path) -> Path:
+        raise DataError(failure)
+
+    with pytest.raises(DataError) as info:
+        search.locate(PLACES, probe, fetch=failing)
+    message = str(info.value)
+    assert "; download failed: Name or service not known. Put toy.txt" in message
+    assert "mirror" not in message and len(message) < 300
+    assert "--data-dir DIR" in message and "TRAINSCALE_DATA_DIR" in message
+    assert "--data synthetic" in message
 
 
 def test_download_into_the_cache_only_when_allowed(env: Path) -> None:
@@ -144,7 +171,7 @@ def test_download_into_the_cache_only_when_allowed(env: Path) -> None:
     # Without a download at all, no "(download disabled)" is claimed.
     with pytest.raises(DataError) as info:
         search.locate(PLACES, probe, download=False)
-    assert str(info.value).startswith("toy not found; looked in: ")
+    assert str(info.value).startswith("toy not found in ")
 
 
 def test_explicit_file_for_single_file_datasets(env: Path) -> None:

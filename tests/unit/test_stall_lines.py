@@ -46,3 +46,38 @@ def test_bench_table_notes_a_stalled_rung():
     )
     assert "stalls" not in rows[0]["note"]
     assert "stalls: mean step 120.6 ms vs median 33.0 ms" in rows[1]["note"]
+
+
+def test_bench_stall_note_quotes_the_median_its_row_shows():
+    """A rung's row shows the median step over its rounds; the note beside it quotes that
+    median, not the stalled round's own (which may differ from the row)."""
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    stalled = _result(step_time_s_median=0.050, step_time_s_mean=0.1206)
+    rung = RungResult(ladder[1], [_result(), stalled, _result()])
+    row = table_rows([RungResult(ladder[0], [_result()]), rung])[1]
+    assert row["step ms (median, IQR)"].startswith("33.0 ")
+    assert "stalls: mean step 120.6 ms vs median 33.0 ms in 1 of 3 runs" in row["note"]
+    assert "50.0" not in row["note"]
+
+
+def test_bench_says_which_baseline_answers_which_question():
+    """Against 1 core and against 1 process x all cores as threads, each naming its
+    baseline: the same setting can be faster than one and slower than the other."""
+    from trainscale.benchmark.table import baseline_lines
+
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    serial, threads, pinned = ladder[0], ladder[1], ladder[2]
+
+    def rounds(rate: float) -> list:
+        return [_result(samples_per_s=rate, run_id=f"r{i}") for i in range(3)]
+
+    lines = baseline_lines(
+        [
+            RungResult(serial, rounds(1000.0)),
+            RungResult(threads, rounds(200.0)),  # threads hurt this small model
+            RungResult(pinned, rounds(500.0)),
+        ]
+    )
+    assert lines[0].startswith(f"speedup, verdict and efficiency: against '{serial.name}'")
+    assert lines[1].startswith(f"against '{threads.name}' (how `trainscale run` uses")
+    assert f"{pinned.name} 2.50x" in lines[1]  # 500 / 200: while 0.50x against one core

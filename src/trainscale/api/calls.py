@@ -2,10 +2,11 @@
 `report` do, called from Python, through the same functions the CLI handlers call.
 
 Keyword arguments are the CLI's flags without dashes (`global_batch_size=128`); an unknown
-one is a ConfigError naming it. A user mistake raises the TrainscaleError subclass the CLI
-prints as its one line; a run that started and failed raises `RunFailed` (its `run_id` and
-`reason`), and is stored as failed exactly as from the CLI. Quiet by default: `progress=True`
-prints short lines on stderr.
+one, or a value not of the keyword's declared type, is a ConfigError naming it, before
+anything starts (api/keywords.py). A user mistake raises the TrainscaleError subclass the
+CLI prints as its one line; a run that started and failed raises `RunFailed` (its `run_id`
+and `reason`), and is stored as failed exactly as from the CLI. Quiet by default:
+`progress=True` prints short lines on stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainscale.api.keywords import check_keywords, parameters, run_options
+from trainscale.api.keywords import check_arguments, parameters, run_options
 from trainscale.api.progress import BenchLines, SweepLines, say
 from trainscale.api.results import (
     BenchResults,
@@ -41,7 +42,7 @@ from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
 from trainscale.workloads import workload_name
 
 StorePath = str | os.PathLike[str] | None
-"""A results database; None: the CLI's default ($TRAINSCALE_STORE, else ./trainscale-runs.db)."""
+"""A results database; None: the CLI's default ($TRAINSCALE_STORE, else ./trainscale.db)."""
 
 
 def run(
@@ -60,7 +61,8 @@ def run(
     Under an external launcher (torchrun) only global rank 0 gets the run; other ranks,
     and nodes of a multi-node run where rank 0 ran elsewhere, get None.
     """
-    opts = run_options("run", workload_text(workload), options)
+    given = {"store": store, "progress": progress, **options}
+    opts = run_options("run", workload_text(workload), given, (run, ("workload",)))
     result = start_run(opts, _path(store), quiet=not progress, announce=say if progress else None)
     if result is None or isinstance(result, RemoteResult):
         return None
@@ -78,13 +80,17 @@ def bench(
     does: every run stored, the Markdown table written to `out` (default
     trainscale-bench.md; None: not written).
 
-    Options (as the CLI's flags): `quick`, `steps`, `rounds`, `data` ('auto', 'real',
-    'synthetic'), `data_dir`, `download`, `framework`, `out`. A setting whose runs fail is
-    in the table with its reason and the bench goes on; `all_failed` says whether nothing
-    completed (the CLI's exit status 1).
+    Options (as the CLI's flags): `quick`, `steps`, `rounds`, `max_extra_rounds`, `data`
+    ('auto', 'real', 'synthetic'), `data_dir`, `download`, `framework`, `out`. A setting
+    whose runs fail is in the table with its reason and the bench goes on; `all_failed` says
+    whether nothing completed (the CLI's exit status 1). On a busy machine, `busy` says what
+    the busy rounds did and what to do.
     """
-    valid = parameters(run_bench, leave_out=("workload", "store", "listener"))
-    check_keywords("bench", options, [*valid, "store", "progress"])
+    given = {"workload": workload, "store": store, "progress": progress}
+    checked = check_arguments(
+        "bench", {**given, **options}, (bench, ()), (run_bench, ("workload", "store", "listener"))
+    )
+    options = {key: value for key, value in checked.items() if key not in given}
     listener = BenchLines() if progress else None
     result = run_bench(workload_text(workload), store=_path(store), listener=listener, **options)
     return _bench_results(result, _path(store))
@@ -105,9 +111,16 @@ def sweep(
     directory). A failed run is stored as failed and the sweep goes on; Ctrl-C stops it
     (the run in progress recorded) and `resume=True` continues it.
     """
+    given = {"spec_or_recipe": spec_or_recipe, "store": store, "progress": progress}
     load_keys = parameters(load_sweep, leave_out=("file", "recipe"))
-    run_keys = parameters(run_sweep, leave_out=("spec", "source", "store", "listener"))
-    check_keywords("sweep", options, [*load_keys, *run_keys, "store", "progress"])
+    checked = check_arguments(
+        "sweep",
+        {**given, **options},
+        (sweep, ()),
+        (load_sweep, ("file", "recipe")),
+        (run_sweep, ("spec", "source", "store", "listener")),
+    )
+    options = {key: value for key, value in checked.items() if key not in given}
     file, recipe = _sweep_source(spec_or_recipe)
     spec, source = load_sweep(
         file, recipe=recipe, **{k: v for k, v in options.items() if k in load_keys}
@@ -117,7 +130,7 @@ def sweep(
         source,
         store=_path(store),
         listener=SweepLines() if progress else None,
-        **{k: v for k, v in options.items() if k in run_keys},
+        **{k: v for k, v in options.items() if k not in load_keys},
     )
     return _sweep_results(result)
 
@@ -130,7 +143,11 @@ def compare(a: Any, b: Any, *, store: StorePath = None, **options: Any) -> Compa
     API (a `StoredRun`, `SweepResults`). Options: `config`, `confidence`, `resamples`,
     `seed`.
     """
-    check_keywords("compare", options, [*parameters(compare_runs, leave_out="ab"), "store"])
+    given = {"a": a, "b": b, "store": store}
+    checked = check_arguments(
+        "compare", {**given, **options}, (compare, ()), (compare_runs, ("a", "b", "store"))
+    )
+    options = {key: value for key, value in checked.items() if key not in given}
     found = compare_runs(_ident(a), _ident(b), store=_path(store), **options)
     return Comparison(
         a=found.a.name,
@@ -153,10 +170,11 @@ def runs(
 ) -> StoredRuns:
     """The stored runs matching every filter given, newest first, at most `limit`, as
     `trainscale runs list` shows them. The store must exist."""
-    check_keywords("runs", unknown, ("workload", "status", "tag", "limit", "store"))
+    given = {"workload": workload, "status": status, "tag": tag, "limit": limit, "store": store}
+    check_arguments("runs", {**given, **unknown}, (runs, ()))
     if status is not None and status not in RUN_STATUSES:
         raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+    if limit is not None and limit < 1:
         raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
     if workload is not None:  # a custom workload's reference or function: its name
         workload = workload_name(workload_text(workload))
@@ -181,8 +199,8 @@ def report(
     (a `StoredRuns`, a bench's `.runs`). In a notebook, show a plot with
     `IPython.display.Image(filename=report.plots[0])`.
     """
-    valid = ("out", "sweep", "runs", "baseline", "prices", "store")
-    check_keywords("report", unknown, valid)
+    given = {"out": out, "sweep": sweep, "runs": runs, "baseline": baseline, "prices": prices}
+    check_arguments("report", {**given, "store": store, **unknown}, (report, ()))
     written = build_report(
         _path(store) or default_store_path(),
         sweep_id=None if sweep is None else _ident(sweep),
@@ -272,6 +290,8 @@ def _bench_results(result: BenchResult, store: Path | None) -> BenchResults:
         out=result.out,
         table=tuple(result.rows),
         pitfalls=tuple(result.pitfall_lines),
+        extra_rounds=result.extra_rounds,
+        busy=tuple(result.busy_lines),
         runs=stored,
         configurations=configurations,
     )

@@ -35,6 +35,9 @@ class BenchLines(BenchListener):
     def rung_failed(self, rung: Any, error: str) -> None:
         say(f"{rung.name} failed: {error}")
 
+    def busy_round(self, result: BenchResult, busiest: list[Any], again: bool) -> None:
+        say(result.busy_round_line(busiest, again))
+
     def full_recipe_started(self, fastest: Any) -> None:
         say(f"full recipe on the fastest setting: {fastest.name}")
 

@@ -162,6 +162,12 @@ class BenchResults:
     configurations: tuple[Mapping[str, Any], ...] = field(repr=False)
     """One row per setting with a completed run: `setting` (the bench's name for it), then
     report.csv's columns (speedups against the serial 1-core setting)."""
+    extra_rounds: int = 0
+    """Rounds measured again because a round had a run on a busy machine."""
+    busy: tuple[str, ...] = field(default=(), repr=False)
+    """What busy rounds did to the table and what to do, one line each (empty on a quiet
+    machine); a setting with busy rounds only has 'not trusted: busy machine' as its
+    verdict."""
 
     @property
     def all_failed(self) -> bool:
@@ -198,7 +204,7 @@ class SweepResults:
     """The plan: item, label, config_hash, repeat, workload of every run."""
     completed: tuple[str, ...] = ()
     """Ids of the runs completed in this call."""
-    failed: tuple[tuple[str, str], ...] = ()
+    failed: tuple[tuple[str | None, str], ...] = ()
     """(run id, reason) of the runs that failed in this call."""
     skipped_done: int = 0
     """Runs an earlier attempt had completed (with `resume`)."""
@@ -255,8 +261,15 @@ class Comparison:
 
     @property
     def significant(self) -> bool | None:
-        """Whether the first configuration's throughput interval excludes 1.0."""
+        """Whether the first configuration's throughput interval excludes 1.0 (never where
+        a run on either side ran on a busy machine: see `trusted`)."""
         return self.rows[0].get("significant") if self.rows else None
+
+    @property
+    def trusted(self) -> bool | None:
+        """False where a run of the first configuration, on either side, ran on a busy
+        machine: its figures are shown, no difference is called significant."""
+        return self.rows[0].get("trusted") if self.rows else None
 
     def to_dict(self) -> dict[str, Any]:
         """The `trainscale compare --json` object."""

@@ -36,6 +36,8 @@ def print_architectures(console: Any, specs: list[Any]) -> None:
     """The architecture-only workloads: synthetic data only, for the simulator."""
     from rich.table import Table
 
+    from trainscale.cli.console import uncut
+
     table = Table(title="architectures for the simulator and synthetic runs")
     for column in ("name", "description", "parameters", "input", "default recipe"):
         table.add_column(column)
@@ -45,7 +47,7 @@ def print_architectures(console: Any, specs: list[Any]) -> None:
         recipe = f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}"
         shape = "x".join(str(n) for n in row["input_shape"])
         table.add_row(w.name, w.description, f"{row['num_parameters']:,}", shape, recipe)
-    console.print(table)
+    console.print(uncut(table))
     console.print(
         "  These have no dataset: run them with --data synthetic, or predict them with "
         "`trainscale simulate` (docs/architectures.md). PyTorch only.",

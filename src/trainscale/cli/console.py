@@ -1,5 +1,9 @@
 """Printing tables to standard output with rich: on a terminal as rich draws them; piped, as
-plain aligned columns without colour, box characters or trailing padding."""
+plain aligned columns without colour, box characters or trailing padding.
+
+One rule for every table: no word is ever cut. Piped output is wide (`PLAIN_WIDTH`, not the
+80 columns rich assumes without a terminal); on a narrow terminal a cell wraps at spaces and
+a word longer than its column folds onto the next line (`uncut`), never `config…`."""
 
 from __future__ import annotations
 
@@ -34,6 +38,24 @@ def stdout_console(plain_width: int = PLAIN_WIDTH, emoji: bool = False) -> Conso
         highlight=False,
         emoji=emoji,
     )
+
+
+def table_console(markup: bool = True) -> Console:
+    """A console for tables and lines on standard output: the terminal's width on a terminal;
+    piped, `PLAIN_WIDTH` columns without colour, so no table is squeezed to 80 columns."""
+    if sys.stdout.isatty():
+        return Console(markup=markup, highlight=False)
+    return Console(
+        file=sys.stdout, width=PLAIN_WIDTH, color_system=None, markup=markup, highlight=False
+    )
+
+
+def uncut(table: Table) -> Table:
+    """`table` with every column folding a word too long for it onto the next line, where
+    rich would cut it with an ellipsis; headers included. Returns the same table."""
+    for column in table.columns:
+        column.overflow = "fold"
+    return table
 
 
 def emit(console: Console, *renderables: Any) -> None:

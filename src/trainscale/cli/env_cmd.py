@@ -33,10 +33,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
         return 0
 
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from trainscale.cli.console import table_console, uncut
+
+    console = table_console()
     for title, rows in (
         ("trainscale environment", report.fact_rows()),
         ("peaks and energy", report.hardware_rows()),
@@ -46,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
         table.add_column("value", overflow="fold")
         for fact, value in rows:
             table.add_row(fact, value)
-        console.print(table)
+        console.print(uncut(table))
     console.print(report.bf16_summary())
     return 0

@@ -7,6 +7,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import NoReturn
 
 
 def one_line(text: str) -> str:
@@ -37,7 +38,7 @@ class WarningLines(logging.Handler):
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse prints usage plus the error; a mistake should cost the user one line."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 

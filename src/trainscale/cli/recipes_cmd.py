@@ -29,11 +29,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from trainscale.cli.console import table_console, uncut
     from trainscale.hardware.facts import usable_cores
-    from trainscale.sweeps.estimate import RUN_OVERHEAD_S, estimate_sweep, measures_accuracy
+    from trainscale.sweeps.estimate import (
+        RUN_OVERHEAD_S,
+        data_needs,
+        estimate_sweep,
+        measures_accuracy,
+    )
     from trainscale.sweeps.recipes import RECIPES, recipe_spec
     from trainscale.sweeps.spec import parse_spec
 
@@ -43,15 +48,26 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("what it runs")
     table.add_column("what it shows")
     table.add_column("accuracy")
+    table.add_column("data it needs (here?)")
     table.add_column("runs, time (--quick)")
+    missing: list[str] = []
     for recipe in RECIPES.values():
         full, quick = (
             parse_spec(recipe_spec(recipe.name, q, cores), recipe.name) for q in (False, True)
         )
         accuracy = "yes" if measures_accuracy(full) else "no: throughput only"
         sizes = f"{estimate_sweep(full).text()} ({estimate_sweep(quick).text()})"
-        table.add_row(recipe.name, recipe.summary, recipe.study, accuracy, sizes)
-    console = Console()
-    console.print(table)
+        needs = data_needs(full)
+        data = "; ".join(need.text() for need in needs) or "none (synthetic data)"
+        missing += [
+            f"{recipe.name}: {need.workload}'s {need.runs} runs are skipped: {need.reason}"
+            for need in needs
+            if need.status == "missing"
+        ]
+        table.add_row(recipe.name, recipe.summary, recipe.study, accuracy, data, sizes)
+    console = table_console()
+    console.print(uncut(table))
+    for line in missing:
+        console.print(line, markup=False, soft_wrap=True)
     console.print(ESTIMATE_NOTE.format(overhead=RUN_OVERHEAD_S))
     return 0

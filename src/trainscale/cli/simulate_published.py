@@ -68,11 +68,11 @@ def _list(as_json: bool) -> int:
     tables = load_all()
     if as_json:
         keys = ("name", "system", "model", "precision", "framework", "data", "source", "fit")
-        rows = [
+        records = [
             {**{key: getattr(t, key) for key in keys}, "devices": [p.devices for p in t.points]}
             for t in tables
         ]
-        print(json.dumps(rows))
+        print(json.dumps(records))
         return 0
     rows = [
         [

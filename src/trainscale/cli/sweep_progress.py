@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from trainscale.cli.console import table_console, uncut
 from trainscale.metrics.run_flags import stall_text
 from trainscale.sweeps.run import SweepRunListener
 from trainscale.sweeps.summary import SUMMARY_HEADERS
@@ -18,6 +19,20 @@ if TYPE_CHECKING:
     from trainscale.sweeps.plan import Plan
     from trainscale.sweeps.run import SweepResult
     from trainscale.sweeps.spec import SweepSpec
+
+
+def planned_time_text(spec: SweepSpec, runs: int) -> str:
+    """The sweep's rough duration and its basis: arithmetic from the recipe table, not a
+    measurement of this machine (the progress bar's ETA, once runs finish, is)."""
+    from trainscale.sweeps.estimate import duration_text, estimate_sweep
+
+    whole = estimate_sweep(spec)  # every configuration, skipped ones too
+    seconds = whole.seconds * runs / whole.runs if whole.runs else 0.0
+    return (
+        f"about {duration_text(seconds)} on a quiet 2-core machine (training samples x the "
+        "recipe table's fp32 seconds per sample, docs/workloads.md, plus start-up a run); "
+        "the ETA below is measured here, from the runs done"
+    )
 
 
 class SweepProgress(SweepRunListener):
@@ -36,13 +51,22 @@ class SweepProgress(SweepRunListener):
         return self.console.status("checking every configuration (options, cores, data)...")
 
     def planned(self, spec: SweepSpec, plan: Plan, store: Path) -> None:
+        # One line per reason: four configurations without their data are one fact.
+        by_reason: dict[str, list[str]] = {}
         for label, reason in plan.skipped:
-            self.console.print(f"[yellow]skipped (skip_invalid): {label}: {reason}[/]")
+            by_reason.setdefault(reason, []).append(label)
+        for reason, labels in by_reason.items():
+            self.console.print(
+                f"[yellow]skipped {len(labels)} configuration(s) of the sweep "
+                f"({escape(', '.join(labels))}): {escape(reason)}[/]",
+                soft_wrap=True,  # one line, however narrow the terminal
+            )
         configs = len({p.config_hash for p in plan.runs})
         self.console.print(
             f"[bold]sweep {spec.name}[/]: {configs} configurations x {spec.repeats} repeat(s) "
             f"= {len(plan.runs)} runs, order {spec.order}, store {store}"
         )
+        self.console.print(f"  {planned_time_text(spec, len(plan.runs))}", markup=False)
         self.running = True
 
     def swept(self, result: SweepResult) -> None:
@@ -60,7 +84,7 @@ class SweepProgress(SweepRunListener):
             table.add_column(header)
         for row in summary.rows:
             table.add_row(*row)
-        Console().print(table)
+        table_console(markup=False).print(uncut(table))  # labels are text, not markup
         self.console.print(
             f"sweep {short}: {len(outcome.completed)} completed, {len(outcome.failed)} failed "
             f"in this attempt. Report: trainscale report --sweep {short} --out DIR"

@@ -67,9 +67,9 @@ def run(args: argparse.Namespace) -> int:
         rows += [architecture_row(w) for w in architectures]
         print(json.dumps(rows, indent=2))
         return 0
-    from rich.console import Console
+    from trainscale.cli.console import table_console
 
-    console = Console()
+    console = table_console()
     if specs:
         _print_workloads(console, specs)
     if architectures:
@@ -81,6 +81,7 @@ def _print_workloads(console: Any, specs: list[Any]) -> None:
     """The reference (or custom) workloads' table, options and frameworks."""
     from rich.table import Table
 
+    from trainscale.cli.console import uncut
     from trainscale.workloads import is_builtin, workload_source
 
     table = Table(title="trainscale workloads")
@@ -92,7 +93,7 @@ def _print_workloads(console: Any, specs: list[Any]) -> None:
             f"{r.optimizer} lr {r.lr:g} ({r.schedule}), batch {r.batch_size}, {r.epochs:g} epoch(s)"
         )
         table.add_row(w.name, w.description, f"{w.target_accuracy:.1%} test acc", recipe)
-    console.print(table)
+    console.print(uncut(table))
     for w in specs:
         for key, text in w.options.items():
             console.print(f"  {w.name}  -o {key}=...  {text}")

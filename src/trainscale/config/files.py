@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+import sys
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,10 +33,10 @@ from pydantic_core import ErrorDetails
 
 from trainscale.errors import ConfigError
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)

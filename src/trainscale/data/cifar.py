@@ -244,6 +244,7 @@ PLACES = search.DatasetPlaces(
         f"{PY_FOLDER}/ (data_batch_1..5, test_batch) or {BIN_FOLDER}/ (data_batch_1.bin.."
         "5.bin, test_batch.bin)"
     ),
+    brief=f"{PY_FOLDER}/ or -bin/",
     folders=(PY_FOLDER, BIN_FOLDER),
     other_tools=(search.CWD_DATA, search.HOME_DATA, search.TORCHVISION, search.KERAS),
 )

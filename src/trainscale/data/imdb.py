@@ -63,6 +63,8 @@ _WHAT = {
     "auto": "the aclImdb folder or Keras's imdb.npz",
 }
 
+_BRIEF = {"aclimdb": "aclImdb/", "npz": "imdb.npz", "auto": "aclImdb/ or imdb.npz"}
+
 
 def places(fmt: str = "auto") -> search.DatasetPlaces:
     """Where IMDB is looked for: each place as is and as `<place>/imdb`; other tools'
@@ -71,9 +73,10 @@ def places(fmt: str = "auto") -> search.DatasetPlaces:
         name=NAME,
         missing="IMDB not found",
         expected=_WHAT[fmt],
+        brief=_BRIEF[fmt],
         folders=(NAME,),
         other_tools=(search.CWD_DATA, search.HOME_DATA, search.KERAS),
-        hint=", or give a CSV/TSV with -o file=PATH",
+        hint=", or a CSV/TSV with -o file=PATH",
     )
 
 
@@ -177,8 +180,10 @@ def extract_aclimdb(archive: Path, target: Path) -> Path:
             for member in members:
                 _safe_member(member, archive)
             # The 'data' filter (Python >= 3.11.4) re-checks every member the same way.
-            extra = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            tar.extractall(tmp, members=members, **extra)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, members=members, filter="data")
+            else:
+                tar.extractall(tmp, members=members)
         problem = acl_tree_problem(tmp / "aclImdb")
         if problem:
             raise DataError(f"{archive} is not the aclImdb archive ({problem})")

@@ -117,6 +117,7 @@ def places(spec: IdxDatasetSpec) -> search.DatasetPlaces:
         name=spec.name,
         missing=f"{spec.name} not found",
         expected=f"the four IDX files ({files})",
+        brief="its four IDX files",
         folders=(spec.name, f"{spec.torchvision_name}/raw"),
         other_tools=(search.CWD_DATA, search.HOME_DATA, search.TORCHVISION),
     )

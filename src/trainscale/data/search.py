@@ -22,6 +22,7 @@ wrong shape), which the not-found message shows next to that directory.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,13 @@ class DatasetPlaces:
     """Other tools' caches searched last ('./data', '~/.cache/torchvision', ...)."""
     hint: str = ""
     """Another way to give the data, appended to messages (', or give ... with -o file=')."""
+    brief: str = ""
+    """`expected` in a few words, for the not-found line (default: `expected`)."""
+
+    @property
+    def what(self) -> str:
+        """What a folder must hold, as short as the not-found line wants it."""
+        return self.brief or self.expected
 
     @property
     def cache(self) -> Path:
@@ -116,30 +124,59 @@ def search(
     return None, looked
 
 
-def _elsewhere(places: DatasetPlaces) -> str:
-    others = " and other tools' folders" if places.other_tools else ""
-    return f"${DATA_ENV}, the cache ({places.cache}){others}"
+SYNTHETIC_HINT = "or --data synthetic (throughput only)"
+"""How every not-found line ends: the way to measure without the data."""
 
 
 def refuse_explicit(places: DatasetPlaces, directory: Path, reason: str) -> DataError:
     """The one-line refusal of an explicit directory that does not hold the dataset."""
     return DataError(
         f"{places.missing} in {directory} (--data-dir): {reason}. Put {places.expected} there"
-        f"{places.hint}, or leave out --data-dir to search {_elsewhere(places)}"
+        f"{places.hint}, or leave out --data-dir to search {DATA_ENV} and the cache, "
+        f"{SYNTHETIC_HINT}"
     )
+
+
+def _places_text(places: DatasetPlaces) -> str:
+    """The roots searched, short: $TRAINSCALE_DATA_DIR's value when set, the cache, other
+    tools' folders as users write them ('./data', '~/.cache/torchvision')."""
+    env = os.environ.get(DATA_ENV)
+    shown = [f"{DATA_ENV}={env}"] if env else []
+    shown += [str(places.cache), *places.other_tools]
+    return ", ".join(shown)
+
+
+_NETWORK_FAILURE = re.compile(
+    r"could not download (?P<url>\S+) \((?P<reason>.*?)\); check the network"
+)
+
+
+def short_failure(failure: str) -> str:
+    """A download failure in a few words: an unreachable network is its reason ('Name or
+    service not known'), once, not every mirror's URL and advice; a server's refusal keeps
+    its URL ('https://...: HTTP Error 404: Not Found'); any other failure (a checksum
+    mismatch, a damaged archive) is kept whole, as it names the file to look at."""
+    first = failure.split(" | ")[0]
+    match = _NETWORK_FAILURE.search(first)
+    if match is None:
+        return first
+    reason = re.sub(r"^\[Errno [^\]]*\]\s*", "", match.group("reason"))
+    return f"{match.group('url')}: {reason}" if reason.startswith("HTTP") else reason
 
 
 def not_found(
     places: DatasetPlaces, looked: list[str], *, off: bool = False, failure: str = ""
 ) -> DataError:
-    """The one-line not-found error of the default search: every place looked at, the
-    download failure if any, and where to put the files."""
+    """The one-line not-found error of the default search: the places searched (each also
+    with the dataset's sub-folders), near misses, the download failure if any, and the three
+    ways on: --data-dir, TRAINSCALE_DATA_DIR, --data synthetic."""
     disabled = " (download disabled)" if off else ""
-    tried = f"; download failed: {failure}" if failure else ""
+    near = [entry for entry in looked if " (" in entry and entry.endswith(")")]
+    near_text = f"; near miss: {'; '.join(near)}" if near else ""
+    tried = f"; download failed: {short_failure(failure)}" if failure else ""
     return DataError(
-        f"{places.missing}{disabled}; looked in: {'; '.join(looked)}{tried}. Put "
-        f"{places.expected} in {places.cache}, or in a directory given by --data-dir or "
-        f"{DATA_ENV}{places.hint}"
+        f"{places.missing}{disabled} in {_places_text(places)}{near_text}{tried}. Put "
+        f"{places.what} in --data-dir DIR or {DATA_ENV}{places.hint}, {SYNTHETIC_HINT}"
     )
 
 

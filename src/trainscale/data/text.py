@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from trainscale.errors import DataError
+from trainscale.hardware.resources import check_memory
 
 PAD_ID = 0
 UNK_ID = 1
@@ -103,8 +104,6 @@ def encode_ids(id_lists: Sequence[Sequence[int]], max_len: int) -> tuple[np.ndar
     are padded to max_len, so a large -o max_len costs N x max_len x 8 bytes whatever the
     texts' lengths.
     """
-    from trainscale.hardware.resources import check_memory
-
     check_memory(
         len(id_lists) * max_len * np.dtype(np.int64).itemsize,
         f"encoding {len(id_lists):,} texts padded to -o max_len={max_len}",

@@ -113,9 +113,11 @@ class AsyncParameterServer:
         now, worker = heapq.heappop(self._arrivals)
         staleness = self.version - self._read_version[worker]
         self.staleness.append(staleness)
-        for param, grad in zip(self.params, self._pending[worker], strict=True):
+        pending, loss = self._pending[worker], self._pending_loss[worker]
+        # Every worker but the one being applied has computed its next gradient.
+        assert pending is not None and loss is not None
+        for param, grad in zip(self.params, pending, strict=True):
             param.grad = grad
-        loss = self._pending_loss[worker]
         self._pending[worker] = None
         if self.staleness_aware_lr and staleness > 1:
             # Zhang et al. 2016: divide the lr by the staleness. The schedule sets every

@@ -61,7 +61,7 @@ def average_into(target: nn.Module, replicas: Sequence[nn.Module]) -> None:
     `target` may be one of the replicas. Integer buffers (batch-norm step counters) are
     equal across replicas that step together, and are left alone.
     """
-    pairs = [
+    pairs: list[tuple[list[torch.Tensor], list[list[torch.Tensor]]]] = [
         (list(target.parameters()), [list(r.parameters()) for r in replicas]),
         (float_buffers(target), [float_buffers(r) for r in replicas]),
     ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from trainscale.config.options import RunConfig
 from trainscale.emulate.engine import EmulationOutcome
 from trainscale.emulate.spec import EmulationSpec, stored_config, stored_config_hash
+from trainscale.hardware import facts
 from trainscale.results.store import RunStore
 
 TAG_PREFIX = "emulate:"
@@ -25,9 +26,7 @@ def create_emulation_row(
     store: RunStore, run_id: str, config: RunConfig, spec: EmulationSpec
 ) -> None:
     """Insert the emulation as a 'running' run with its config and this machine's facts."""
-    from trainscale.hardware.facts import collect_environment
-
-    env = collect_environment()
+    env = facts.collect_environment()
     stored = stored_config(config, spec)
     threads = config.parallel.threads_per_worker
     if threads is None:

@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainscale.config.options import RunConfig, RunOptions
+from trainscale.parallel.interrupts import failure_reason
+from trainscale.results.store import RunStore, default_store_path
+from trainscale.train.progress import make_progress
 
 if TYPE_CHECKING:
     from trainscale.emulate.engine import EmulationPlan
@@ -154,11 +157,8 @@ def run_emulation(
         parse_workers,
         resolve_spec,
     )
-    from trainscale.parallel.interrupts import failure_reason
-    from trainscale.results.store import RunStore, default_store_path
     from trainscale.runner.record import new_run_id
     from trainscale.runner.worker import load_data
-    from trainscale.train.progress import make_progress
     from trainscale.workloads import get_workload
 
     listener = listener or EmulationListener()

@@ -20,8 +20,13 @@ from typing import Any
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.data.tensors import Located
 from trainscale.errors import ConfigError
-from trainscale.runner.footprint import Footprint
+from trainscale.hardware import resources
+from trainscale.hardware.resources import check_memory, format_bytes
+from trainscale.runner.footprint import Footprint, estimate_footprint
+from trainscale.runner.resolve import locate_data as find_data
 from trainscale.runner.resolve import resolve
+from trainscale.train.plan import check_batch_fits
+from trainscale.workloads import get_workload
 
 MODES = ("sync", "async", "local-sgd")
 DEFAULT_LOCAL_STEPS = 8
@@ -175,11 +180,6 @@ def emulation_config(
         raise ValueError("resolve the spec first (resolve_spec)")
     config = resolve(emulation_options(opts, spec))
     if locate_data:
-        from trainscale.runner.footprint import estimate_footprint
-        from trainscale.runner.resolve import locate_data as find_data
-        from trainscale.train.plan import check_batch_fits
-        from trainscale.workloads import get_workload
-
         config, size = find_data(config, located)
         check_batch_fits(
             spec.per_worker_batch_size,
@@ -213,9 +213,7 @@ def check_emulation_memory(
 ) -> None:
     """ConfigError when the emulating process cannot hold N workers' state (one line that
     says what each worker holds and how many fit)."""
-    from trainscale.hardware.resources import available_memory_bytes, check_memory, format_bytes
-
-    available = available_memory_bytes() if available is None else available
+    available = resources.available_memory_bytes() if available is None else available
     each = emulated_worker_bytes(spec, footprint)
     needed = footprint.worker_bytes + spec.workers * each
     held = {"async": "a held gradient", "local-sgd": "a model replica with its optimizer state"}

@@ -15,6 +15,7 @@ from trainscale.train.loop import LoopOutcome
 from trainscale.train.plan import StepPlan
 from trainscale.train.records import Evaluation
 from trainscale.train.setup import Pretraining
+from trainscale.train.summary import resolved_target
 
 
 def emulation_summary(
@@ -31,7 +32,7 @@ def emulation_summary(
     Steps to target is the first evaluated global step whose test accuracy reaches the
     target; samples to target is that step x B.
     """
-    target = config.measurement.target_accuracy
+    target = resolved_target(config)
     samples_per_step = spec.samples_per_step
     steps_curve = [
         [point.step, point.step * samples_per_step, point.accuracy] for point in loop.curve

@@ -321,7 +321,8 @@ def combine_nodes(readings: Sequence[dict[str, Any] | None]) -> dict[str, Any] |
     total: dict[str, Any] = {"measured": [], "unmeasured": {}, "nodes": len(nodes)}
     for key in ("cpu_package_j", "gpu_j"):
         values = [node.get(key) for node in nodes]
-        total[key] = None if any(v is None for v in values) else float(sum(values))
+        numbers = [v for v in values if v is not None]
+        total[key] = float(sum(numbers)) if len(numbers) == len(values) else None
     for index, node in enumerate(nodes):
         prefix = f"node{index}:" if len(nodes) > 1 else ""
         total["measured"] += [prefix + name for name in node.get("measured", [])]

@@ -22,6 +22,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import numpy
+import psutil
+
+from trainscale import __version__
 from trainscale.errors import ConfigError
 from trainscale.hardware.cpulist import parse_cpulist
 
@@ -147,12 +151,10 @@ def read_cpu_facts(proc_root: Path | None = None, sys_root: Path | None = None) 
     frequency_hz, source = None, None
     if proc_root is None and sys_root is None:
         try:
-            import psutil
-
             freq = psutil.cpu_freq()
             if freq is not None and freq.max and freq.max > 0:
                 frequency_hz, source = freq.max * 1e6, "psutil max"
-        except (ImportError, OSError, RuntimeError, NotImplementedError):
+        except (OSError, RuntimeError, NotImplementedError):
             pass
     if frequency_hz is None:
         try:
@@ -164,14 +166,7 @@ def read_cpu_facts(proc_root: Path | None = None, sys_root: Path | None = None) 
     if frequency_hz is None and info.mhz:
         frequency_hz, source = info.mhz * 1e6, "cpuinfo MHz"
 
-    physical = None
-    if proc_root is None:
-        try:
-            import psutil
-
-            physical = psutil.cpu_count(logical=False)
-        except ImportError:
-            physical = None
+    physical = psutil.cpu_count(logical=False) if proc_root is None else None
     return CpuFacts(
         model_name=info.model_name,
         vendor=info.vendor,
@@ -360,11 +355,7 @@ def machine_environment(
     ``proc_root`` and ``sys_root`` replace ``/proc`` and ``/sys`` (for tests); ``cwd`` is the
     directory whose git revision is recorded (default: the current directory).
     """
-    import numpy
-    import psutil
     import torch
-
-    from trainscale import __version__
 
     cpuinfo = read_cpuinfo(proc_root)
     flags = cpuinfo.flags

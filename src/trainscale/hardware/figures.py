@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainscale.hardware.energy import cuda_gpu_ids, energy_sources, load_nvml
 from trainscale.hardware.facts import CpuFacts, read_cpu_facts
 from trainscale.hardware.peaks import (
     Peak,
@@ -277,8 +278,6 @@ def machine_peaks(env: dict[str, Any], facts: CpuFacts | None = None) -> dict[st
 
 def machine_energy_sources(env: dict[str, Any]) -> dict[str, str]:
     """Whether RAPL and NVML energy can be read here (for `trainscale env`)."""
-    from trainscale.hardware.energy import cuda_gpu_ids, energy_sources, load_nvml
-
     gpus = env.get("gpus") or []
     ids = cuda_gpu_ids(len(gpus)) if gpus else []
     return energy_sources(nvml=load_nvml() if gpus else None, gpus=ids)

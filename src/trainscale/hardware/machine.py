@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.hardware import facts
+from trainscale.hardware.cpulist import format_cpulist
+from trainscale.hardware.figures import machine_energy_sources, machine_peaks
+
 _GIB = 1024**3
 
 
@@ -38,10 +42,7 @@ class MachineReport:
 
 def machine_report() -> MachineReport:
     """Read this machine (torch is imported here, not at import time)."""
-    from trainscale.hardware.facts import collect_environment
-    from trainscale.hardware.figures import machine_energy_sources, machine_peaks
-
-    env = collect_environment()
+    env = facts.collect_environment()
     return MachineReport(env, machine_peaks(env), machine_energy_sources(env))
 
 
@@ -83,8 +84,6 @@ def bf16_summary(env: dict[str, Any]) -> str:
 
 def fact_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
     """(fact, value) lines of the environment a run records."""
-    from trainscale.hardware.cpulist import format_cpulist
-
     cpu = env["cpu_model"] or "unknown"
     if env["cpu_vendor"]:
         cpu += f" ({env['cpu_vendor']})"

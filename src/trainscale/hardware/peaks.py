@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -28,10 +29,10 @@ from typing import Any
 
 from trainscale.hardware.facts import CpuFacts
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10
+    import tomli as tomllib
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 """Precisions a peak can be given for. tf32 is the GPU tensor-core format used for fp32

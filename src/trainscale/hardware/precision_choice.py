@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from trainscale.config.options import Precision
+from trainscale.hardware import facts
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,6 @@ def choose_precision(
         )
     if device == "cuda":
         if cuda_bf16 is None:
-            import torch
-
             cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported(
                 including_emulation=False
             )
@@ -53,9 +54,7 @@ def choose_precision(
             return PrecisionChoice("bf16", "auto: this GPU computes bf16 natively")
         return PrecisionChoice("fp32", "auto: this GPU has no native bf16 (before Ampere)")
     if cpu_bf16 is None:
-        from trainscale.hardware.facts import cpu_bf16_native
-
-        cpu_bf16 = cpu_bf16_native()
+        cpu_bf16 = facts.cpu_bf16_native()
     if cpu_bf16:
         return PrecisionChoice("bf16", "auto: this CPU computes bf16 natively (AVX512-BF16 or AMX)")
     return PrecisionChoice(

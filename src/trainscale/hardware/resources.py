@@ -8,6 +8,8 @@ decisions are the named constants below; docs/methodology.md lists them.
 
 from __future__ import annotations
 
+import psutil
+
 from trainscale.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -53,8 +55,6 @@ def available_memory_bytes() -> int:
 
     A container's cgroup limit is not read: where it is lower, a run may still be killed.
     """
-    import psutil
-
     return int(psutil.virtual_memory().available)
 
 
@@ -62,7 +62,7 @@ def open_file_limit() -> int | None:
     """This process's soft limit on open files (workers inherit it); None when unlimited or
     unknown (no `resource` module, as on Windows)."""
     try:
-        import resource
+        import resource  # noqa: PLC0415 (a Unix module: Windows has none)
     except ImportError:
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

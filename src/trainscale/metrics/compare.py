@@ -133,7 +133,9 @@ def lag1_autocorrelation(values: Sequence[float]) -> float | None:
     return None if denom == 0.0 else float(a @ b) / denom
 
 
-def mann_whitney(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+def mann_whitney(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
+) -> tuple[float, float, float]:
     """(U of b against a, rank-biserial correlation, two-sided p) for two samples.
 
     U counts pairs (a_i, b_j) with b_j > a_i, ties as one half. The p-value uses the normal

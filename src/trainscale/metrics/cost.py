@@ -75,9 +75,10 @@ def gpu_versus_cpu(settings: list[CostedSetting]) -> str | None:
     ):
         gpu = _cheapest(gpus, measure)
         cpu = _cheapest(cpus, measure)
-        if gpu is None or cpu is None:
+        gpu_cost = None if gpu is None else measure(gpu)
+        cpu_cost = None if cpu is None else measure(cpu)
+        if gpu is None or cpu is None or gpu_cost is None or cpu_cost is None:
             continue
-        gpu_cost, cpu_cost = measure(gpu), measure(cpu)
         if gpu_cost < cpu_cost:
             verdict = "costs less"
         elif gpu_cost > cpu_cost:

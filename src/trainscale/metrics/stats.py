@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TypeGuard
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -58,6 +58,6 @@ def first_reaching(curve: Sequence[tuple[float, float]], target: float) -> float
     return None
 
 
-def is_positive_number(value: Any) -> bool:
+def is_positive_number(value: object) -> TypeGuard[float]:
     """Whether a stored figure is a number above zero (booleans, None and text are not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

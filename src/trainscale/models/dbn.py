@@ -26,6 +26,8 @@ class Rbm(nn.Module):
     with an "unused parameters" error, and an optimizer would carry state for it.
     """
 
+    visible_bias: torch.Tensor
+
     def __init__(self, num_visible: int, num_hidden: int, init_std: float = 0.01):
         super().__init__()
         # Small random weights and zero biases, as in Hinton's "practical guide" (2010).

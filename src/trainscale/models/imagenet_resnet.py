@@ -91,7 +91,9 @@ class ImageNetResNet(nn.Module):
                 # Zero-init the last BN's scale of every block (Goyal et al. 2017, Sec. 5.1, as
                 # NVIDIA's recipe does): each block starts as an identity, which keeps large-
                 # batch training stable early on.
-                nn.init.zeros_(module.expand[1].weight)
+                scale = module.expand[1]
+                assert isinstance(scale, nn.BatchNorm2d)
+                nn.init.zeros_(scale.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.stem(x))

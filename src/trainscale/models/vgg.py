@@ -51,7 +51,8 @@ class Vgg16(nn.Module):
         for module in self.modules():
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, 0.0, 0.01)
                 nn.init.zeros_(module.bias)

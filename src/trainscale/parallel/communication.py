@@ -23,8 +23,8 @@ CommHook = Callable[[Any, Any], Any]
 `DistributedDataParallel.register_comm_hook`)."""
 
 
-def _uncompiled(model: nn.Module) -> nn.Module:
-    # torch.compile wraps the module it is given and keeps it as `_orig_mod`.
+def _uncompiled(model: nn.Module) -> Any:
+    # torch.compile wraps the module it is given and keeps it as `_orig_mod` (here, DDP).
     return getattr(model, "_orig_mod", model)
 
 
@@ -131,7 +131,7 @@ class DdpCommunication:
         # hanging it forever.
         timeout = datetime.timedelta(seconds=self.timeout_s)
         # NCCL binds its communicator to the worker's GPU at once; gloo has no device to bind.
-        bound = {"device_id": self.device.torch_device} if self._on_gpu else {}
+        bound: dict[str, Any] = {"device_id": self.device.torch_device} if self._on_gpu else {}
         dist.init_process_group(self.device.collective_backend, timeout=timeout, **bound)
 
     def teardown(self) -> None:

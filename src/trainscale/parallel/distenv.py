@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,8 +56,6 @@ def node_address(environ: Mapping[str, str] | None = None) -> str | None:
     apart where host names do not (containers, network namespaces). None without a job
     store. The route is looked up with a UDP socket's connect: no packet is sent.
     """
-    import socket
-
     env = os.environ if environ is None else environ
     host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT", "0")
     if not host:
@@ -80,7 +80,6 @@ def exit_with_parent() -> None:
     """
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     pr_set_pdeathsig = 1  # from <sys/prctl.h>
     try:

@@ -15,6 +15,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing import resource_tracker
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -135,7 +136,6 @@ def children_start_deaf() -> Iterator[None]:
     ):
         yield
         return
-    from multiprocessing import resource_tracker
 
     # Started now, not by the first child: starting it unblocks both signals on its way out.
     resource_tracker.ensure_running()

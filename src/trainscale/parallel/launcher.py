@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
@@ -81,7 +82,6 @@ def launch_workers(
     the workers.
     """
     log_dir = tempfile.mkdtemp(prefix="trainscale-launch-")
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 
     if rendezvous is None:
         loopback.register()

@@ -18,6 +18,12 @@ import os
 import socket
 from typing import Any
 
+import psutil
+import torch.distributed as dist
+from torch.distributed.elastic.rendezvous import rendezvous_handler_registry
+from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+
 LOOPBACK = "127.0.0.1"
 BACKEND = "trainscale-loopback"
 """The rendezvous backend name a LaunchConfig uses for a one-node run."""
@@ -25,15 +31,11 @@ BACKEND = "trainscale-loopback"
 
 def register() -> None:
     """Make `BACKEND` known to PyTorch's rendezvous registry (again: a no-op)."""
-    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry
-
     rendezvous_handler_registry.register(BACKEND, _create_handler)
 
 
 def serve_store(port: int = 0) -> Any:
     """A TCPStore server listening on 127.0.0.1 only (port 0: the system picks one)."""
-    import torch.distributed as dist
-
     listener = socket.create_server((LOOPBACK, port))
     # detach(): the store owns the descriptor from here on and closes it itself.
     return dist.TCPStore(
@@ -46,14 +48,6 @@ def serve_store(port: int = 0) -> Any:
 
 
 def _create_handler(params: Any) -> Any:
-    import torch.distributed as dist
-    from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import (
-        C10dRendezvousBackend,
-    )
-    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
-        DynamicRendezvousHandler,
-    )
-
     class LoopbackBackend(C10dRendezvousBackend):
         @property
         def name(self) -> str:  # the registry checks it against the requested backend
@@ -79,8 +73,6 @@ def _create_handler(params: Any) -> Any:
 
 def loopback_interface() -> str:
     """The name of the interface that carries 127.0.0.1 ('lo' on Linux)."""
-    import psutil
-
     for name, addresses in psutil.net_if_addrs().items():
         if any(a.family == socket.AF_INET and a.address == LOOPBACK for a in addresses):
             return name

@@ -41,9 +41,9 @@ def amdahl_over_baseline(
     line = next(s for s in series if base.key in s.keys)
     by_key = {c.key: c for c in configs}
     points = [
-        (by_key[k].workers / base.workers, by_key[k].speedup)
-        for k in line.keys
-        if by_key[k].speedup and by_key[k].workers >= base.workers
+        (config.workers / base.workers, speedup)
+        for config in (by_key[k] for k in line.keys)
+        if (speedup := config.speedup) and config.workers >= base.workers
     ]
     fit = fit_amdahl(points) if points else None
     where = "" if line.name == base.workload else f" (series {line.name})"

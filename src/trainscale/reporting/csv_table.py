@@ -6,6 +6,7 @@ import io
 from typing import Any
 
 from trainscale.reporting.model import Configuration, ReportData
+from trainscale.reporting.tables import plain_text
 from trainscale.results.csv_cells import write_csv
 
 CSV_COLUMNS = (
@@ -33,6 +34,8 @@ CSV_COLUMNS = (
     "paired_speedup_high",
     "paired_rounds",
     "paired_verdict",
+    "paired_busy_rounds",
+    "busy_runs",
     "efficiency_per_worker",
     "efficiency_per_core",
     "time_to_target_s",
@@ -98,6 +101,8 @@ def _row(c: Configuration) -> dict[str, Any]:
         "paired_speedup_high": c.paired_speedup_ci[1] if c.paired_speedup_ci else None,
         "paired_rounds": c.paired_rounds,
         "paired_verdict": c.paired_verdict,
+        "paired_busy_rounds": c.paired_busy_rounds,
+        "busy_runs": c.busy_runs,
         "efficiency_per_worker": c.efficiency_per_worker,
         "efficiency_per_core": c.efficiency_per_core,
         # Never a figure from synthetic data, even an empty one that looks like a result.
@@ -117,6 +122,6 @@ def _row(c: Configuration) -> dict[str, Any]:
         "cost_usd": c.cost_usd,
         "cost_to_target_usd": None if c.synthetic else c.cost_to_target_usd,
         "noisy": c.noisy,
-        "notes": "; ".join(c.notes),
+        "notes": "; ".join(plain_text(note) for note in c.notes),
         "run_ids": " ".join(c.run_ids),
     }

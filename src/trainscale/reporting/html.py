@@ -36,6 +36,8 @@ tr.baseline td { background: #f3f8ee; } tr.noisy td:first-child { border-left: 4
 .meta { color: #4a5360; margin: 0; } .skipped { color: #5d6673; }
 figure { margin: 1em 0; } img { max-width: 100%; height: auto; border: 1px solid #e3e6ea; }
 figcaption { color: #4a5360; font-size: 13px; }
+code { font: 0.92em ui-monospace, "SFMono-Regular", Menlo, monospace; background: #eef1f5;
+       padding: 0 .25em; border-radius: 3px; }
 .scroll { overflow-x: auto; } td:last-child { min-width: 16em; }
 """
 _NUMERIC = {
@@ -72,33 +74,35 @@ def render_html(
     for line in tables.machine_lines(data):
         body.append(f'<p class="meta">Machine: {escape(line)}</p>')
     for note in data.notes:
-        body.append(f'<p class="note"><strong>Note.</strong> {escape(note)}</p>')
+        body.append(f'<p class="note"><strong>Note.</strong> {text_html(note)}</p>')
 
     for section in data.workloads:
         body.append(f"<h2>{escape(section.workload)}</h2>")
-        body.append(f"<p><strong>Baseline:</strong> {escape(tables.baseline_text(section))}</p>")
+        body.append(f"<p><strong>Baseline:</strong> {text_html(tables.baseline_text(section))}</p>")
         classes = [
             " ".join(name for name, on in (("baseline", c.is_baseline), ("noisy", c.noisy)) if on)
             for c in section.configurations
         ]
         rows = tables.configuration_rows(section)
         body.append(_table(tables.CORE_COLUMNS, rows, classes, core=True))
+        if any(c.noisy for c in section.configurations):
+            body.append(f'<p class="meta">Row marks: {escape(tables.ROW_MARKS)}.</p>')
         body.append(
             f"<p><strong>Amdahl's law</strong> ({escape(AMDAHL_MODEL)}): "
-            f"{escape(section.amdahl_note)}</p>"
+            f"{text_html(section.amdahl_note)}</p>"
         )
         body.append("<h3>Details</h3>")
         body.append(_table(tables.DETAIL_COLUMNS, rows, classes))
         if section.affinity_rows:
             body.append("<h3>Processing time by parallel setting</h3>")
             body.append(_table(tables.AFFINITY_COLUMNS, tables.affinity_rows(section)))
-            body.append(f"<p>{escape(section.affinity_note.capitalize())}.</p>")
+            body.append(f"<p>{text_html(section.affinity_note.capitalize())}.</p>")
         for plot in (p for p in plots if p.workload == section.workload):
             body.append(_figure(plot))
         missing = [s for s in skipped if s.workload == section.workload]
         if missing:
             items = "".join(
-                f"<li>{escape(PLOT_TITLES[s.kind])}: {escape(s.reason)}</li>" for s in missing
+                f"<li>{escape(PLOT_TITLES[s.kind])}: {text_html(s.reason)}</li>" for s in missing
             )
             body.append(f'<div class="skipped">Plots not drawn:<ul>{items}</ul></div>')
 
@@ -115,9 +119,10 @@ def render_html(
         body.append(_table(tables.NOT_COMPLETED_COLUMNS, rows))
     body.append("<h2>How to read this report</h2><ul>")
     body += [
-        f"<li><strong>{escape(term)}</strong>: {escape(meaning)}</li>"
+        f"<li><strong>{escape(term)}</strong>: {text_html(meaning)}</li>"
         for term, meaning in tables.EXPLANATIONS
     ]
+    body.append(f"<li><strong>row marks</strong>: {escape(tables.ROW_MARKS)}</li>")
     body.append(
         f"<li><strong>Amdahl fit</strong>: {escape(AMDAHL_MODEL)}, where s is the serial "
         "fraction, fitted by least squares on 1/S over the baseline's series and clamped to "
@@ -145,6 +150,16 @@ def render_html(
     )
 
 
+def text_html(text: str) -> str:
+    """`text` escaped, its `code spans` (commands in notes) as <code>: no literal backticks."""
+    parts = tables.CODE_SPAN.split(str(text))
+    # split() alternates: text, code, text, code, ...
+    return "".join(
+        f"<code>{escape(part)}</code>" if index % 2 else escape(part)
+        for index, part in enumerate(parts)
+    )
+
+
 def data_uri(png: bytes) -> str:
     """A PNG as a `data:` URI for an <img> src."""
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
@@ -168,7 +183,9 @@ def _table(
     for index, row in enumerate(rows):
         css = row_classes[index] if row_classes else ""
         cells = "".join(
-            (_NUMERIC_TD if c in _NUMERIC else "<td>") + escape(row.get(c, "")) + "</td>"
+            (_NUMERIC_TD if c in _NUMERIC else "<td>")
+            + (text_html if c == "notes" else escape)(row.get(c, ""))
+            + "</td>"
             for c in columns
         )
         lines.append(f'<tr class="{css}">{cells}</tr>' if css else f"<tr>{cells}</tr>")

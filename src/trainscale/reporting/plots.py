@@ -105,7 +105,7 @@ def _throughput(section: WorkloadSection):
     base = section.baseline
     for name, configs in lines:
         xs = [c.cores for c in configs]
-        ys = [c.samples_per_s_median for c in configs]
+        ys = [_kept(c.samples_per_s_median) for c in configs]
         low = [y - stats.percentile(c.samples_per_s, 25) for y, c in zip(ys, configs, strict=True)]
         high = [stats.percentile(c.samples_per_s, 75) - y for y, c in zip(ys, configs, strict=True)]
         axes.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label=name)
@@ -306,6 +306,13 @@ def _core_lines(
     return lines
 
 
+def _kept(value: float | None) -> float:
+    """A value of a configuration that `_core_lines` kept: never None."""
+    if value is None:
+        raise ValueError("a configuration without the plotted value")
+    return value
+
+
 def series_legend(configs: Sequence[Configuration]) -> str:
     """A line's legend entry from its configurations' labels (the names the table uses):
     the one label, two joined, or the first and last of more."""
@@ -332,7 +339,7 @@ def _cores_axis(axes, section: WorkloadSection) -> None:
 def _ring_noisy(
     axes,
     lines: Sequence[tuple[str, Sequence[Configuration]]],
-    value: Callable[[Configuration], float],
+    value: Callable[[Configuration], float | None],
 ) -> None:
     """Circle the noisy points of every line, with one legend entry for them all."""
     _mark(axes, lines, value, lambda c: c.noisy, "noisy (spread > 10%)", _NOISY_STYLE)
@@ -341,7 +348,7 @@ def _ring_noisy(
 def _mark_busy(
     axes,
     lines: Sequence[tuple[str, Sequence[Configuration]]],
-    value: Callable[[Configuration], float],
+    value: Callable[[Configuration], float | None],
 ) -> None:
     """Cross the points of configurations with a run on a busy machine (not trusted), with
     one legend entry for them all."""
@@ -353,7 +360,7 @@ def _mark_busy(
 def _mark(
     axes,
     lines: Sequence[tuple[str, Sequence[Configuration]]],
-    value: Callable[[Configuration], float],
+    value: Callable[[Configuration], float | None],
     chosen: Callable[[Configuration], bool],
     label: str,
     style: dict[str, Any],
@@ -405,8 +412,10 @@ def _bar_height(count: int) -> float:
 
 
 def _wrap(label: str) -> str:
+    label = label.replace("`", "")  # a plot has no code spans: the words, not the marks
     return "\n".join(textwrap.wrap(label, 38)) or label
 
 
 def _short(text: str, width: int = 40) -> str:
+    text = text.replace("`", "")
     return text if len(text) <= width else text[: width - 3] + "..."

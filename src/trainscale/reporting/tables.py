@@ -7,6 +7,7 @@ differs.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from trainscale.reporting.compare import parallel_setting
@@ -133,6 +134,21 @@ EXPLANATIONS = (
     ),
 )
 """(term, meaning) lines printed under the tables."""
+
+
+CODE_SPAN = re.compile(r"`([^`]+)`")
+"""A command or name in a note, written between backticks (`trainscale recommend`)."""
+
+ROW_MARKS = (
+    "a red bar at a row's left marks a noisy configuration (see 'noisy'); a green row is "
+    "the baseline"
+)
+"""What the HTML page's row marks mean."""
+
+
+def plain_text(text: str) -> str:
+    """A note for plain text (CSV, plots): its backticks dropped, the words kept."""
+    return CODE_SPAN.sub(r"\1", text)
 
 
 def configuration_rows(section: WorkloadSection) -> list[dict[str, str]]:

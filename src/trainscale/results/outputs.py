@@ -68,7 +68,7 @@ def check_out_file(path: Path, what: str = "the table") -> None:
         )
 
 
-def write_atomically(path: Path, write: Callable[[TextIO], None]) -> None:
+def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
     """Write a text file through a temporary sibling and a rename, so that a reader never
     sees half of it; `write` gets the open file. StoreError (one line) when it cannot be."""
     parent = path.parent

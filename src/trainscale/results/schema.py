@@ -254,8 +254,9 @@ def _median_based(summary: dict[str, Any], global_batch: Any) -> bool:
     """Rewrite one schema-4 summary in place (see `migrate_throughput_to_median`); False
     where it lacks what the rewrite needs or was already rewritten."""
     old, median = summary.get("samples_per_s"), summary.get("step_time_s_median")
-    needed = (old, median, global_batch)
-    if "step_time_s_mean" in summary or not all(is_positive_number(v) for v in needed):
+    if "step_time_s_mean" in summary or not (
+        is_positive_number(old) and is_positive_number(median) and is_positive_number(global_batch)
+    ):
         return False
     mean = global_batch / old
     summary["samples_per_s_mean"] = old

@@ -14,8 +14,11 @@ all the same."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from trainscale.data.tensors import DataRequest, DataSize
 from trainscale.hardware.resources import (
@@ -64,12 +67,10 @@ class Footprint:
 
 
 def estimate_footprint(
-    workload: Workload, options: dict[str, str], size: DataSize, seed: int = 0
+    workload: Workload, options: Mapping[str, str], size: DataSize, seed: int = 0
 ) -> Footprint:
     """The footprint of one worker training `workload` (with its `-o` options) on a dataset
     of `size` samples."""
-    import torch
-
     sample = workload.make_synthetic(
         DataRequest(options=dict(options), seed=seed, max_train=2, max_test=2)
     )

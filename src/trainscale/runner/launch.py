@@ -14,6 +14,8 @@ that cannot be recorded (the disk is full) is said so in the error; the row, lef
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.errors import ConfigError, StoreError
 from trainscale.hardware.contention import Contention, ContentionSampler
+from trainscale.parallel import launcher
 from trainscale.parallel.distenv import DistEnv, launched_externally
 from trainscale.parallel.interrupts import (
     Interrupted,
@@ -29,9 +32,18 @@ from trainscale.parallel.interrupts import (
     interrupted_reason,
     stop_signal,
 )
+from trainscale.parallel.launcher import RendezvousLost, WorkersFailed
+from trainscale.parallel.rendezvous import (
+    Rendezvous,
+    RendezvousFailed,
+    gloo_for_workers,
+    master_endpoint,
+)
+from trainscale.results.export import run_to_json_dict
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.record import SweepSlot, create_run_row, new_run_id
 from trainscale.runner.resolve import batch_split, precision_line, prepare
+from trainscale.runner.worker import worker_main
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +90,6 @@ def execute_run(
     raises RendezvousFailed when the nodes never formed the job. A non-zero rank under an
     external launcher returns None.
     """
-    from trainscale.parallel.launcher import WorkersFailed, launch_workers
-    from trainscale.results.export import run_to_json_dict
-    from trainscale.runner.worker import worker_main
-
     store_file = Path(store_path) if store_path else default_store_path()
     if launched_externally():
         return _join_external(opts, store_file, quiet)
@@ -96,7 +104,7 @@ def execute_run(
         create_run_row(store, run_id, config, sweep, repeat_index)
     sampler = ContentionSampler(run_cores(config)).start()
     try:
-        launch_workers(
+        launcher.launch_workers(
             worker_main,
             (config.flat(), run_id, str(store_file), quiet, False, None, progress_file),
             worker_processes(config),
@@ -116,6 +124,20 @@ def execute_run(
     record_contention(store_file, run_id, contention)
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
+
+
+def local_result(result: dict[str, Any] | RemoteResult | None) -> dict[str, Any]:
+    """What `execute_run` returned, for the commands that make many runs and read each one's
+    result (bench, sweep, recommend): the stored result as the `--json` dictionary. A run
+    whose result another process stored (another node's global rank 0, or rank 0 under an
+    external launcher) is a ConfigError: these commands make their runs on one machine."""
+    if not isinstance(result, dict):
+        raise ConfigError(
+            "this command reads the result of each of its runs, and this run's was stored "
+            "by another process (global rank 0 on another node, or under an external "
+            "launcher): run the command on one machine, without --nnodes or torchrun"
+        )
+    return result
 
 
 def worker_processes(config: RunConfig) -> int:
@@ -143,9 +165,6 @@ def record_contention(store_file: Path, run_id: str, contention: Contention) -> 
 
 def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str, Any] | None:
     """Started by an external torchrun/srun: become one worker; rank 0 records the run."""
-    from trainscale.results.export import run_to_json_dict
-    from trainscale.runner.worker import worker_main
-
     env = DistEnv.from_environ()
     if env.world_size % env.local_world_size:
         raise ConfigError(
@@ -158,7 +177,11 @@ def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str,
     opts = opts.with_(**shape)
     config = prepare(opts)
     run_id = new_run_id()
-    worker_main(config.flat(), run_id, str(store_file), quiet, True)
+    # Before the process group forms: would gloo advertise loopback to the other nodes?
+    # (One line per node: from its first worker.)
+    several = shape["nnodes"] > 1 and config.parallel.device == "cpu"
+    with gloo_for_workers(master_endpoint(os.environ), several, say=env.local_rank == 0):
+        worker_main(config.flat(), run_id, str(store_file), quiet, True)
     if not env.is_main:
         return None
     with RunStore(store_file) as store:
@@ -190,13 +213,6 @@ def _run_on_nodes(
     the run id here, so every node prints the same id, and a failure that rank 0 could not
     record (it was stopped, or its node died and the store is shared) is recorded here.
     """
-    import tempfile
-
-    from trainscale.parallel.launcher import RendezvousLost, WorkersFailed, launch_workers
-    from trainscale.parallel.rendezvous import Rendezvous, RendezvousFailed
-    from trainscale.results.export import run_to_json_dict
-    from trainscale.runner.worker import worker_main
-
     # Any node may get rank 0, so each checks its store before the others wait for it.
     with RunStore(store_file):
         pass
@@ -211,9 +227,12 @@ def _run_on_nodes(
         # This node's view: other processes here slow its workers, and so the whole job.
         sampler = ContentionSampler(run_cores(config)).start()
         try:
-            returned = launch_workers(
-                worker_main, args, config.parallel.workers, rendezvous=rendezvous
-            )
+            # Before anyone waits: would gloo advertise loopback to the other nodes?
+            cpu = config.parallel.device == "cpu"
+            with gloo_for_workers(rendezvous.endpoint, uses_gloo=cpu):
+                returned = launcher.launch_workers(
+                    worker_main, args, config.parallel.workers, rendezvous=rendezvous
+                )
         except RendezvousFailed:
             raise
         except RendezvousLost as lost:

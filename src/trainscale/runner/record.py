@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.config.options import RunConfig
+from trainscale.frameworks import get_framework, version
+from trainscale.hardware import facts
+from trainscale.hardware.contention import Contention
+from trainscale.hardware.figures import hardware_figures_safe
 from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
 from trainscale.train.trainer import TrainOutcome
@@ -47,10 +51,7 @@ def create_run_row(
 ) -> None:
     """Insert the run as 'running', with its resolved config and this machine's facts;
     `repeat_index` (a round of the bench) unless the sweep slot gives its repeat."""
-    from trainscale.frameworks import get_framework, version
-    from trainscale.hardware.facts import collect_environment
-
-    env = collect_environment()
+    env = facts.collect_environment()
     framework = get_framework(config.parallel.framework)
     # Which framework trained it, and which release: the same model trains at other speeds
     # in another framework, or another release of one.
@@ -86,9 +87,6 @@ def store_outcome(
     energy_j: dict[str, Any] | None,
 ) -> RunResult:
     """Write rank 0's measurements as the completed run (one transaction); returns them."""
-    from trainscale.hardware.contention import Contention
-    from trainscale.hardware.figures import hardware_figures_safe
-
     metrics = outcome.metrics
     result = RunResult(
         metrics=metrics,

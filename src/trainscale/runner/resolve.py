@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import torch
 
 from trainscale.config.options import (
     THREADS_TORCH_DEFAULT,
@@ -24,16 +26,24 @@ from trainscale.config.options import (
 )
 from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
+from trainscale.frameworks import PYTORCH, get_framework, require
+from trainscale.hardware import resources
+from trainscale.hardware.facts import read_numa_nodes
+from trainscale.hardware.precision_choice import choose_precision
+from trainscale.hardware.resources import check_worker_count
+from trainscale.parallel.affinity import parse_affinity, plan_cpu
 from trainscale.parallel.distenv import launched_externally
+from trainscale.parallel.rendezvous import check_job_id, default_job_id, parse_endpoint
+from trainscale.runner.footprint import check_run_memory, estimate_footprint
+from trainscale.train.compile import inductor_cpu_compiler
+from trainscale.train.lr import scaled_lr
+from trainscale.train.plan import check_batch_fits
+from trainscale.workloads import get_workload, is_builtin, workload_source
 from trainscale.workloads.base import Workload
 
 
 def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunConfig:
     """Fill every default from the workload's recipe and the CPU planner."""
-    from trainscale.hardware.facts import read_numa_nodes
-    from trainscale.parallel.affinity import parse_affinity, plan_cpu
-    from trainscale.workloads import get_workload, workload_source
-
     check_rendezvous(opts.nodes)
     workload = get_workload(opts.workload)
     _check_workload_options(workload, opts.data.workload_options)
@@ -97,8 +107,6 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
 
 def check_framework(opts: RunOptions, device: str) -> None:
     """Refuse, in one line, a framework that is not installed or a setting it does not have."""
-    from trainscale.frameworks import PYTORCH, get_framework, require
-
     par, name = opts.parallel, opts.parallel.framework
     if par.single_process and name == PYTORCH:
         raise ConfigError(
@@ -135,9 +143,6 @@ def check_framework(opts: RunOptions, device: str) -> None:
 
 def _check_framework_model(workload: Workload, framework: str) -> None:
     """Only the built-in workloads have TensorFlow and JAX twins of their PyTorch model."""
-    from trainscale.frameworks import PYTORCH
-    from trainscale.workloads import is_builtin
-
     if framework != PYTORCH and not is_builtin(workload.name):
         raise ConfigError(
             f"workload {workload.name!r} has a PyTorch model only: --framework {framework} "
@@ -158,9 +163,6 @@ def _check_workload_options(workload: Workload, values: dict[str, str] | Any) ->
 
 def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> OptimisationConfig:
     """Batch sizes, lr, schedule and precision from the options and the workload's recipe."""
-    from trainscale.hardware.precision_choice import choose_precision
-    from trainscale.train.lr import scaled_lr
-
     opt, recipe = opts.optimisation, workload.recipe
     workers, nnodes = opts.parallel.workers, opts.nodes.nnodes
     if opt.global_batch_size is not None:
@@ -207,8 +209,6 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
 
 def check_rendezvous(nodes: NodeOptions) -> None:
     """A multi-node job needs an endpoint every node can reach and an id they share."""
-    from trainscale.parallel.rendezvous import check_job_id, default_job_id, parse_endpoint
-
     if nodes.rdzv_endpoint is not None:
         parse_endpoint(nodes.rdzv_endpoint)
     if nodes.rdzv_id is not None:
@@ -230,8 +230,6 @@ def check_rendezvous(nodes: NodeOptions) -> None:
 def _resolve_nodes(nodes: NodeOptions) -> NodeOptions:
     """The rendezvous of the resolved run: none on one node (it meets itself on 127.0.0.1,
     whatever rendezvous options were given, so one script serves any --nnodes)."""
-    from trainscale.parallel.rendezvous import default_job_id
-
     if nodes.nnodes == 1:
         return NodeOptions(nnodes=1, rdzv_endpoint=None, rdzv_id=None, rdzv_timeout_s=None)
     return NodeOptions(
@@ -246,17 +244,14 @@ def _check_worker_count(workers: int, num_cores: int) -> None:
     """Refuse more worker processes than this machine can start (hardware/resources.py),
     even where oversubscription is allowed. Under an external launcher the processes
     already exist: starting them was the launcher's business."""
-    from trainscale.hardware.resources import check_worker_count, open_file_limit
-
     if not launched_externally():
-        check_worker_count(workers, num_cores, open_file_limit())
+        check_worker_count(workers, num_cores, resources.open_file_limit())
 
 
-def resolve_device(requested: str, workers: int) -> str:
+def resolve_device(requested: str, workers: int) -> Literal["cpu", "cuda"]:
     """'cpu' or 'cuda' for `requested`, checking that the GPUs asked for are there."""
     if requested == "cpu":
         return "cpu"
-    import torch
 
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if requested == "auto":
@@ -307,8 +302,6 @@ def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = N
 def check_cpu_compiler() -> None:
     """`--compile` on the CPU builds C++ kernels (TorchInductor) with $CXX, else g++: say so
     in one line when there is none, before any worker starts and fails in the compiler."""
-    from trainscale.train.compile import inductor_cpu_compiler
-
     name, path = inductor_cpu_compiler()
     if path is None:
         raise ConfigError(
@@ -344,8 +337,6 @@ def locate_data(
     Real data is located (and checked) as `prepare` does; synthetic data has the size its
     workload declares.
     """
-    from trainscale.workloads import get_workload
-
     workload = get_workload(config.workload)
     data = config.data
     if data.kind != "real":
@@ -372,10 +363,6 @@ def check_capacity(config: RunConfig, size: DataSize, batch_advice: str | None =
     holds the workers (data, model state, processes). The memory check is left out under an
     external launcher: the workers already exist and already hold their share.
     `batch_advice` replaces the batch error's advice (for commands without --batch-size)."""
-    from trainscale.runner.footprint import check_run_memory, estimate_footprint
-    from trainscale.train.plan import check_batch_fits
-    from trainscale.workloads import get_workload
-
     check_batch_fits(
         config.optimisation.batch_size, size.num_train, config.world_size, batch_advice
     )

@@ -13,7 +13,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
-from trainscale.errors import StoreError
+from trainscale.errors import StoreError, WorkloadError
 from trainscale.frameworks import trainer as framework_trainer
 from trainscale.hardware.energy import combine_nodes, start_node_meter
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
@@ -27,9 +27,12 @@ from trainscale.parallel.interrupts import (
 from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import make_strategy
 from trainscale.results.run_result import RunResult
+from trainscale.results.store import RunStore
+from trainscale.runner.record import create_run_row, store_outcome
 from trainscale.runner.resolve import data_request
 from trainscale.train.progress import make_progress
 from trainscale.workloads import get_workload
+from trainscale.workloads.custom import parse_reference, user_code_error
 
 if TYPE_CHECKING:
     from trainscale.results.store import RunStore
@@ -75,12 +78,8 @@ def worker_main(
     _report(report_dir, env, run_id if env.is_main else "")
     store = None
     if env.is_main and store_path is not None:
-        from trainscale.results.store import RunStore
-
         store = RunStore(store_path)
         if create_row:
-            from trainscale.runner.record import create_run_row
-
             create_run_row(store, run_id, config)
     try:
         strategy.setup()
@@ -102,8 +101,6 @@ def worker_main(
         energy_j = combine_nodes(strategy.gather_objects(reading))
         if store is None:
             return None
-        from trainscale.runner.record import store_outcome
-
         return store_outcome(store, run_id, config, outcome, data.source, energy_j)
     except BaseException as error:
         stopped = received_signal()
@@ -129,8 +126,6 @@ def _explain(error: BaseException, config: RunConfig) -> BaseException:
     run is stored as failed with); any other error as it is."""
     if config.workload_source is None or not isinstance(error, Exception):
         return error
-    from trainscale.errors import WorkloadError
-    from trainscale.workloads.custom import parse_reference, user_code_error
 
     if isinstance(error, WorkloadError):
         return error

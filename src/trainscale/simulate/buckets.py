@@ -26,6 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from trainscale.data.tensors import DataRequest
+from trainscale.metrics.flops import extra_flop_formulas
+from trainscale.workloads import get_workload
+
 MIB = 1024 * 1024
 DEFAULT_BUCKET_CAP_BYTES = 25 * MIB
 DEFAULT_FIRST_BUCKET_BYTES = 1 * MIB
@@ -181,8 +189,6 @@ def layout_from_params(
 
 
 def _op_counter() -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     class OpCounter(TorchDispatchMode):
         """Counts the kernel-running operators dispatched inside it."""
 
@@ -207,10 +213,6 @@ def profile_model(
     The counter reports each module with its children's FLOPs included, under
     '<ModelClass>.<path>'; children are subtracted here.
     """
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from trainscale.metrics.flops import extra_flop_formulas
-
     x, y = batch
     try:
         counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
@@ -275,11 +277,6 @@ def param_infos(model: Any, flops_by_module: Mapping[str, float] | None = None) 
 
 def workload_layout(workload_name: str, bucket_cap_mb: float | None = None) -> GradientLayout:
     """The gradient layout of a registered workload's model (built from synthetic meta)."""
-    import torch
-
-    from trainscale.data.tensors import DataRequest
-    from trainscale.workloads import get_workload
-
     workload = get_workload(workload_name)
     data = workload.make_synthetic(DataRequest(max_train=2, max_test=2))
     torch.manual_seed(0)

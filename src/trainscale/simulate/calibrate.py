@@ -30,11 +30,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainscale.data.tensors import DataRequest
 from trainscale.errors import TrainscaleError
 from trainscale.metrics import stats
 from trainscale.results.store import RunRecord
 from trainscale.simulate.cluster import DeviceSpec, LinkSpec
+from trainscale.simulate.collectives import link_from_allreduce_fit
 from trainscale.simulate.stragglers import DEFAULT_SIGMA, sigma_from_spread
+from trainscale.train.flops import count_flops_per_sample
+from trainscale.workloads import get_workload
 
 DEFAULT_BACKWARD_SHARE = 2.0 / 3.0
 """Backward does about twice forward's FLOPs (two matmuls per forward one)."""
@@ -175,9 +179,12 @@ def run_breakdown(record: RunRecord) -> dict[str, float] | None:
     """A run's step split into data, forward, backward and optimizer (seconds), adding up to
     its median step time; None without a recorded breakdown."""
     parts = record.summary.get("breakdown_s") or {}
-    values = {k: parts.get(k) for k in ("data", "forward", "backward", "optimizer")}
-    if any(not isinstance(v, (int, float)) or v < 0 for v in values.values()):
-        return None
+    values: dict[str, float] = {}
+    for key in ("data", "forward", "backward", "optimizer"):
+        value = parts.get(key)
+        if not isinstance(value, (int, float)) or value < 0:
+            return None
+        values[key] = float(value)
     total = sum(values.values())
     if total <= 0:
         return None
@@ -369,8 +376,6 @@ def spread_is_shared(workload: str) -> bool:
     differ, and every worker gets batches alike at the same step: that spread makes no
     straggler, so it must not be used as the per-worker spread.
     """
-    from trainscale.workloads import get_workload
-
     return get_workload(workload).batch_order is not None
 
 
@@ -425,8 +430,6 @@ def calibrate_from_peak(
 ) -> Calibration:
     """A calibration from the cluster file alone: training FLOPs / (peak x efficiency), plus
     the device's per-operator overhead for each operator a step dispatches."""
-    from trainscale.workloads import get_workload
-
     peak = device.peak_for(precision)
     if peak is None or device.efficiency is None:
         missing = "peak_flops" if peak is None else "efficiency"
@@ -520,9 +523,6 @@ def training_flops_per_sample(workload: str, records: Iterable[RunRecord] = ()) 
         flops = record.summary.get("flops_per_sample")
         if record.workload == workload and isinstance(flops, (int, float)) and flops > 0:
             return float(flops)
-    from trainscale.data.tensors import DataRequest
-    from trainscale.train.flops import count_flops_per_sample
-    from trainscale.workloads import get_workload
 
     spec = get_workload(workload)
     data = spec.make_synthetic(DataRequest(max_train=2, max_test=2))
@@ -548,8 +548,6 @@ def probe_link(
     whole collective, t(n) = A + B n at p processes; the link is what a ring of p ranks
     needs to take that long (`link_from_allreduce_fit`).
     """
-    from trainscale.simulate.collectives import link_from_allreduce_fit
-
     lister = getattr(store, "list_probes", None)
     if lister is None or host is None:
         return None

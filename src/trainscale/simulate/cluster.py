@@ -205,7 +205,7 @@ def _spec_of(file: ClusterFile, origin: str, default_name: str) -> ClusterSpec:
             kind=device.kind,
             name=device.name if device.name is not None else device.kind,
             match=tuple(device.match),
-            peak_flops=dict(device.peak_flops),
+            peak_flops={key: flops for key, flops in device.peak_flops.items()},
             efficiency=device.efficiency,
             memory_bandwidth=device.memory_bandwidth,
             op_overhead_s=device.op_overhead,

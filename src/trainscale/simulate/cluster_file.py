@@ -45,17 +45,19 @@ Mistakes (a missing or unknown key, a negative count, a unit that does not parse
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, PlainValidator, field_validator, model_validator
 
 from trainscale.config.files import Expect, TomlFile, TomlTable
 from trainscale.errors import ConfigError
-from trainscale.simulate.collectives import ALGORITHMS
+from trainscale.simulate.collectives import ALGORITHMS, Algorithm
 from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
 
-DEVICE_KINDS = ("cpu", "cuda")
-PRECISION_KEYS = ("fp32", "tf32", "bf16", "fp16")
+DeviceKind = Literal["cpu", "cuda"]
+DEVICE_KINDS: tuple[str, ...] = get_args(DeviceKind)
+PrecisionKey = Literal["fp32", "tf32", "bf16", "fp16"]
+PRECISION_KEYS: tuple[str, ...] = get_args(PrecisionKey)
 
 
 class ClusterError(ConfigError):
@@ -73,7 +75,7 @@ Whole = Annotated[int, Field(ge=1), Expect("a whole number >= 1")]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), Expect("in [0, 1]")]
 """A fraction of something; zero allowed."""
 PositiveShare = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False), Expect("in (0, 1]")]
-Precision = Annotated[Literal[PRECISION_KEYS], Expect(f"one of {', '.join(PRECISION_KEYS)}")]
+Precision = Annotated[PrecisionKey, Expect(f"one of {', '.join(PRECISION_KEYS)}")]
 
 
 def _one_or_list(value: Any) -> Any:
@@ -83,7 +85,7 @@ def _one_or_list(value: Any) -> Any:
 class DeviceSection(TomlTable):
     """[device]: one GPU, or one CPU worker process with its cores."""
 
-    kind: Annotated[Literal[DEVICE_KINDS], Expect(f"one of {', '.join(DEVICE_KINDS)}")]
+    kind: Annotated[DeviceKind, Expect(f"one of {', '.join(DEVICE_KINDS)}")]
     name: Text | None = None
     match: Annotated[
         list[Annotated[str, Field(min_length=1), Expect("a non-empty string")]],
@@ -121,7 +123,7 @@ class LinkSection(TomlTable):
 class CommunicationSection(TomlTable):
     """[communication]: how gradients are reduced."""
 
-    algorithm: Annotated[Literal[ALGORITHMS], Expect(f"one of {', '.join(ALGORITHMS)}")] = "ring"
+    algorithm: Annotated[Algorithm, Expect(f"one of {', '.join(ALGORITHMS)}")] = "ring"
     overlap: Share = 1.0
     servers: Whole = 1
     server_bandwidth: Bandwidth | None = None

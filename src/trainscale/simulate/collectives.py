@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
-ALGORITHMS = ("ring", "tree", "halving-doubling", "hierarchical", "parameter-server", "auto")
+Algorithm = Literal["ring", "tree", "halving-doubling", "hierarchical", "parameter-server", "auto"]
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
 """Gradient-exchange algorithms the simulator knows; 'auto' takes the fastest all-reduce of
 ring, tree, halving-doubling and hierarchical for each bucket (as NCCL's tuner picks per
 message size)."""

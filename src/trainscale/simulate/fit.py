@@ -41,6 +41,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
+from scipy.optimize import least_squares
 
 from trainscale.errors import ConfigError
 from trainscale.simulate.calibrate import (
@@ -50,6 +51,8 @@ from trainscale.simulate.calibrate import (
 )
 from trainscale.simulate.cluster import ClusterSpec
 from trainscale.simulate.predict import predict_one
+from trainscale.simulate.published import load_table
+from trainscale.simulate.setup import cached_layout
 
 PRIOR_WEIGHT = 0.001
 """Weight of the pull toward the cluster file's values, per unit of log-parameter: small
@@ -71,24 +74,35 @@ NAMES = tuple(BOUNDS)
 
 
 class PointLike(Protocol):
-    """A published point (simulate/published.py `PublishedPoint`)."""
+    """A published point (simulate/published.py `PublishedPoint`), read only."""
 
-    devices: int
-    nodes: int
-    batch_per_device: int
-    images_per_s: float | None
-    efficiency: float | None
+    @property
+    def devices(self) -> int: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def batch_per_device(self) -> int: ...
+    @property
+    def images_per_s(self) -> float | None: ...
+    @property
+    def efficiency(self) -> float | None: ...
 
 
 class TableLike(Protocol):
-    """A published table (simulate/published.py `PublishedTable`)."""
+    """A published table (simulate/published.py `PublishedTable`), read only."""
 
-    name: str
-    model: str
-    precision: str
-    fit: tuple[int, ...]
-    points: Sequence[PointLike]
-    fit_from: str | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def fit(self) -> Sequence[int]: ...
+    @property
+    def points(self) -> Sequence[PointLike]: ...
+    @property
+    def fit_from(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -270,8 +284,6 @@ def system_model(
 ) -> SystemModel:
     """The simulator's view of `model` on `cluster` before any fit (the cluster file's peak
     and efficiency; ConfigError in one line if the file lacks them)."""
-    from trainscale.simulate.setup import cached_layout
-
     layout = cached_layout(model, None)
     base = calibrate_from_peak(
         model,
@@ -308,8 +320,6 @@ def fit_points(
     """The parameters that best reproduce `points` (least squares on log ratios, with the
     weak pull toward `prior`, the cluster file's values by default); those the points
     cannot show keep the prior's value."""
-    from scipy.optimize import least_squares
-
     prior = prior or system.prior()
     free = free_parameters(points)
     if not points:
@@ -350,12 +360,11 @@ def fit_table(
     """Fit the parameters on the points of `fit_devices` (default: the table's own split)
     and predict every point of `table` on `cluster`."""
     calibrating = table
-    if getattr(table, "fit_from", None) and not fit_devices:
+    fit_from = getattr(table, "fit_from", None)
+    if fit_from and not fit_devices:
         # A table of efficiencies is calibrated by the fit points of its source's throughput
         # table (simulate/published.py, `fit_from`).
-        from trainscale.simulate.published import load_table
-
-        calibrating = load_table(table.fit_from)
+        calibrating = load_table(fit_from)
     chosen = tuple(fit_devices) if fit_devices else tuple(calibrating.fit)
     known = {point.devices for point in calibrating.points}
     missing = sorted(set(chosen) - known)

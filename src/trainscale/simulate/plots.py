@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from matplotlib.ticker import ScalarFormatter
+
 from trainscale.reporting.plots import new_figure, png_bytes, slug
 from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.fit import TableFit
@@ -101,7 +103,6 @@ def scaling_plots(
     axes.plot(workers, [p.speedup or 0.0 for p in rows], marker="o", label="predicted speedup")
     axes.plot(workers, workers, label="ideal", **_IDEAL_STYLE)
     _workers_axis(axes, workers)
-    from matplotlib.ticker import ScalarFormatter
 
     axes.set_yscale("log", base=2)
     axes.yaxis.set_major_formatter(ScalarFormatter())

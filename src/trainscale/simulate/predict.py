@@ -193,11 +193,22 @@ def predict_scaling(
     def batch_at(count: int) -> int:
         return global_batch // count if global_batch is not None else batch
 
-    options = {"algorithm": algorithm, "samples": samples, "seed": seed}
-    baseline = predict_one(calibration, layout, cluster, 1, batch_at(1), **options)
+    def predict_at(count: int) -> Prediction:
+        return predict_one(
+            calibration,
+            layout,
+            cluster,
+            count,
+            batch_at(count),
+            algorithm=algorithm,
+            samples=samples,
+            seed=seed,
+        )
+
+    baseline = predict_at(1)
     out = []
     for count in workers:
-        predicted = predict_one(calibration, layout, cluster, count, batch_at(count), **options)
+        predicted = predict_at(count)
         speedup = predicted.samples_per_s / baseline.samples_per_s
         notes = []
         if cluster.overlap < 1 and count > 1:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -54,11 +54,14 @@ from trainscale.config.files import Expect, TomlFile, TomlTable, load_toml
 from trainscale.errors import ConfigError
 from trainscale.simulate.cluster import ClusterError, load_preset, preset_names
 
-MODELS = ("resnet50", "resnet101", "resnet152", "inception-v3", "vgg16")
+Model = Literal["resnet50", "resnet101", "resnet152", "inception-v3", "vgg16"]
+MODELS: tuple[str, ...] = get_args(Model)
 """The ImageNet models published tables may name (the workloads of the same names)."""
-PRECISIONS = ("fp32", "tf32", "fp16")
+Precision = Literal["fp32", "tf32", "fp16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 """fp16 is mixed precision (AMP): fp16 compute, fp32 master weights."""
-DATA = ("synthetic", "real")
+Data = Literal["synthetic", "real"]
+DATA: tuple[str, ...] = get_args(Data)
 
 _FOLDER = "published"
 
@@ -108,10 +111,10 @@ class TableFile(TomlFile):
 
     name: Text
     system: Text
-    model: Annotated[Literal[MODELS], Expect(f"one of {', '.join(MODELS)}")]
-    precision: Annotated[Literal[PRECISIONS], Expect(f"one of {', '.join(PRECISIONS)}")]
+    model: Annotated[Model, Expect(f"one of {', '.join(MODELS)}")]
+    precision: Annotated[Precision, Expect(f"one of {', '.join(PRECISIONS)}")]
     framework: Text
-    data: Annotated[Literal[DATA], Expect(f"one of {', '.join(DATA)}")]
+    data: Annotated[Data, Expect(f"one of {', '.join(DATA)}")]
     source: Text
     fit: Annotated[list[Whole], Expect("a list of whole numbers >= 1")]
     fit_from: Text | None = None

@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainscale.simulate.cluster import load_preset
 from trainscale.simulate.fit import FIT_SAMPLES, TableFit, fit_table
+from trainscale.simulate.published import load_all, load_table
+from trainscale.simulate.run import check_simulation_inputs, write_plots
 
 TARGET_MEDIAN_ABS_ERROR = 0.10
 """The simulator's target on held-out published points (docs/simulator.md)."""
@@ -50,8 +53,6 @@ def fit_published(
 ) -> PublishedFitResult:
     """Fit the simulator to `table` (a shipped table's name or a TOML file) on the points of
     `fit_devices` (default: the table's own split) and predict the rest."""
-    from trainscale.simulate.published import load_table
-
     return _fit_all([load_table(table)], fit_devices, samples, seed, plot_dir)
 
 
@@ -59,8 +60,6 @@ def validate_published(
     *, samples: int = FIT_SAMPLES, seed: int = 0, plot_dir: str | Path | None = None
 ) -> PublishedFitResult:
     """Every shipped table, each fitted on its documented split and checked on the rest."""
-    from trainscale.simulate.published import load_all
-
     return _fit_all(load_all(), None, samples, seed, plot_dir)
 
 
@@ -71,9 +70,6 @@ def _fit_all(
     seed: int,
     plot_dir: str | Path | None,
 ) -> PublishedFitResult:
-    from trainscale.simulate.cluster import load_preset
-    from trainscale.simulate.run import check_simulation_inputs, write_plots
-
     check_simulation_inputs(samples=samples)
     fits = []
     for table in tables:

@@ -14,8 +14,32 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trainscale.config.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES
+from trainscale.config.limits import (
+    DEFAULT_MONTE_CARLO_SAMPLES,
+    MAX_MONTE_CARLO_SAMPLES,
+    check_count,
+)
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.results.store import default_store_path
+from trainscale.simulate.calibrate import device_kind, probe_link
+from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
+from trainscale.simulate.predict import predict_scaling
+from trainscale.simulate.setup import (
+    cached_layout,
+    calibrate,
+    default_workers,
+    load_runs,
+    open_store,
+    parse_workers,
+    resolve_cluster,
+)
+from trainscale.simulate.time_to_accuracy import (
+    best_by_mode,
+    emulated_setting,
+    predict_time_to_accuracy,
+)
+from trainscale.simulate.validate import validate_runs
+from trainscale.workloads import workload_name
 
 
 def check_simulation_inputs(
@@ -28,8 +52,6 @@ def check_simulation_inputs(
     global_batch_size: int | None = None,
 ) -> None:
     """ConfigError (naming the option) for a number the simulator cannot use."""
-    from trainscale.config.limits import check_count
-
     for name, value in (("batch-size", batch_size), ("global-batch-size", global_batch_size)):
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
@@ -114,17 +136,6 @@ def simulate_scaling(
     """Predict step time, throughput and speedup of `workload` on `cluster` (a preset, a
     cluster TOML file or 'local') for each count in `workers` ('1,2,4' or a list; default:
     powers of two up to the cluster's devices), calibrated from stored runs."""
-    from trainscale.results.store import default_store_path
-    from trainscale.simulate.predict import predict_scaling
-    from trainscale.simulate.setup import (
-        calibrate,
-        default_workers,
-        open_store,
-        parse_workers,
-        resolve_cluster,
-    )
-    from trainscale.workloads import workload_name
-
     workload = workload_name(workload)  # a custom workload's reference: its name
     check_simulation_inputs(
         samples=samples,
@@ -210,15 +221,8 @@ def validate_simulator(
 ) -> ValidationResult:
     """Predict every completed stored run (of `workload`, with `tag`, of `sweep`) that
     calibration did not use, on its own machine (or `cluster`), and the errors."""
-    from trainscale.results.store import default_store_path
-    from trainscale.simulate.calibrate import device_kind, probe_link
-    from trainscale.simulate.setup import cached_layout, load_runs, open_store
-    from trainscale.simulate.validate import validate_runs
-
     check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma)
     if workload:
-        from trainscale.workloads import workload_name
-
         workload = workload_name(workload)
     store_path = Path(store or default_store_path())
     opened = open_store(store_path, required=True)
@@ -226,8 +230,6 @@ def validate_simulator(
     with opened:
         spec = None
         if cluster and cluster != "local":
-            from trainscale.simulate.cluster import resolve_cluster_argument
-
             spec = resolve_cluster_argument(cluster)
         sweep_id = opened.get_sweep(sweep).sweep_id if sweep else None
         records = opened.list_runs(
@@ -279,15 +281,11 @@ class ClusterPresets:
     """None drawn (as for the other results)."""
 
     def to_dict(self) -> dict[str, Any]:
-        from trainscale.simulate.cluster import LOCAL
-
         return {"presets": [p.describe() for p in self.presets], "generated": [LOCAL]}
 
 
 def cluster_presets() -> ClusterPresets:
     """The shipped cluster presets, 'local' (made from this machine) aside."""
-    from trainscale.simulate.cluster import LOCAL, load_preset, preset_names
-
     return ClusterPresets([load_preset(name) for name in preset_names() if name != LOCAL])
 
 
@@ -304,8 +302,6 @@ class TimeToAccuracyResult:
     plots: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from trainscale.simulate.time_to_accuracy import best_by_mode
-
         return {
             "workload": self.workload,
             "cluster": self.cluster.describe(),
@@ -336,11 +332,6 @@ def time_to_accuracy(
     """For every completed stored emulation of `workload` (only those of `emulation`, an id
     as in the tag emulate:ID, if given), predict the time per step on `cluster` and multiply
     by the emulated steps to the target."""
-    from trainscale.results.store import default_store_path
-    from trainscale.simulate.setup import calibrate, open_store, resolve_cluster
-    from trainscale.simulate.time_to_accuracy import emulated_setting, predict_time_to_accuracy
-    from trainscale.workloads import workload_name
-
     # An unknown name is the first thing to say, before any store or emulation is looked at.
     workload = workload_name(workload)
     check_simulation_inputs(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.hardware import facts
 from trainscale.results.store import RunRecord, RunStore
 from trainscale.simulate.buckets import GradientLayout, workload_layout
 from trainscale.simulate.calibrate import (
@@ -34,6 +35,7 @@ from trainscale.simulate.calibrate import (
 )
 from trainscale.simulate.cluster import ClusterSpec, local_cluster, resolve_cluster_argument
 from trainscale.simulate.predict import predict_one
+from trainscale.workloads import get_workload
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,7 @@ def resolve_cluster(
     if cluster is not None:
         return with_nodes(cluster, nodes)
     if env is None:
-        from trainscale.hardware.facts import collect_environment
-
-        env = collect_environment()
+        env = facts.collect_environment()
     kind = device or ("cuda" if env.get("gpus") else "cpu")
     if threads_per_worker is None:
         threads_per_worker = _stored_cores(store, workload, env.get("hostname")) or 1
@@ -166,8 +166,6 @@ def calibrate(
     sigma_override: float | None = None,
 ) -> Setup:
     """Calibrate `workload` for `cluster`'s device from the given or the matching runs."""
-    from trainscale.workloads import get_workload
-
     if precision == "auto":  # auto picks for this machine's run, not for a simulated device
         raise ConfigError(
             "--precision auto chooses for a run on this machine; name the precision to "

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.cluster import ClusterSpec, LinkSpec
@@ -14,8 +18,6 @@ from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationRepo
 
 
 def _console():
-    from rich.console import Console
-
     console = Console()
     # These tables are wide; piped into a file or a log they should not be squeezed to the
     # 80 columns rich assumes without a terminal.
@@ -41,8 +43,6 @@ def describe_setup(
     cluster: ClusterSpec, calibration: Calibration, layout: GradientLayout
 ) -> list[str]:
     """Lines that say what a prediction stands on."""
-    from rich.markup import escape
-
     nodes = "open" if cluster.nodes is None else str(cluster.nodes)
     network = calibration.network or cluster.intra_node
     lines = [
@@ -75,8 +75,6 @@ def print_predictions(
     predictions: Sequence[Prediction],
 ) -> None:
     """The prediction table and what it stands on."""
-    from rich.table import Table
-
     console = _console()
     table = Table(title=f"trainscale simulate: {workload} on {cluster.name}")
     headers = (
@@ -121,11 +119,9 @@ def print_predictions(
 
 def print_validation(report: ValidationReport) -> None:
     """Predicted against measured, run by run, then by setting and overall."""
-    from rich.table import Table
-
     console = _console()
     table = Table(title="trainscale simulate --validate: held-out runs")
-    headers = (
+    headers: tuple[str, ...] = (
         "run",
         "workload",
         "global batch",
@@ -202,11 +198,11 @@ def print_validation(report: ValidationReport) -> None:
     throughput = report.median_abs_error(modelled_only=True, throughput=True)
     if throughput is not None:
         console.print(f"median |throughput error| (modelled runs): {100 * throughput:.1f}%")
-    speedup = report.median_abs_speedup_error()
-    if speedup is not None:
+    speedup_error = report.median_abs_speedup_error()
+    if speedup_error is not None:
         console.print(
             f"median |speedup error| (modelled multi-worker runs, each against the serial run "
-            f"at its global batch measured nearest in time): {100 * speedup:.1f}%"
+            f"at its global batch measured nearest in time): {100 * speedup_error:.1f}%"
         )
     if modelled is not None:
         verdict = "met" if modelled <= target else "not met"
@@ -226,8 +222,6 @@ def print_validation(report: ValidationReport) -> None:
 
 def print_clusters(presets: Sequence[ClusterSpec]) -> None:
     """The presets with their figures and where the figures come from."""
-    from rich.table import Table
-
     console = _console()
     table = Table(title="cluster presets (`--cluster NAME`; 'local' = this machine)")
     for header in ("name", "nodes x devices", "device", "intra-node", "inter-node", "exchange"):
@@ -267,8 +261,6 @@ def print_time_to_accuracy(
     rows: Sequence[TimeToAccuracyRow],
 ) -> None:
     """Steps to target x predicted step time, and where more hardware stops helping."""
-    from rich.table import Table
-
     console = _console()
     table = Table(title=f"trainscale predict-time-to-accuracy: {workload} on {cluster.name}")
     headers = (

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from trainscale.errors import TrainscaleError
 from trainscale.results.store import RunRecord
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import Calibration
@@ -168,8 +169,6 @@ def predict_time_to_accuracy(
     seed: int = 0,
 ) -> list[TimeToAccuracyRow]:
     """Every emulated setting with its predicted step time and time to target."""
-    from trainscale.errors import TrainscaleError
-
     rows = []
     for setting in sorted(settings, key=lambda s: (s.mode, s.workers, s.global_batch_size)):
         notes = []

@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.errors import TrainscaleError
 from trainscale.sweeps.spec import SweepSpec
+from trainscale.workloads import get_workload
 
 EPOCH_S_2_CORES = {
     "mnist-cnn": 92.0,
@@ -77,9 +79,57 @@ def measures_accuracy(spec: SweepSpec) -> bool:
     return False
 
 
-def _run_seconds(fields: Mapping[str, Any]) -> float:
-    from trainscale.workloads import get_workload
+@dataclass(frozen=True)
+class DataNeed:
+    """A workload of a sweep that trains on real data, and whether that data is here."""
 
+    workload: str
+    runs: int
+    """The sweep's runs of this workload (repeats included)."""
+    status: str
+    """'here' (found), 'download' (not here; downloaded, checksummed, on first use) or
+    'missing' (not here, and nothing to download: its runs are skipped or refused)."""
+    reason: str = ""
+    """The not-found line when the data is not here."""
+
+    def text(self) -> str:
+        """'mnist-cnn: here', 'tweets-text: MISSING here (4 runs skipped)'."""
+        if self.status == "here":
+            return f"{self.workload}: here"
+        if self.status == "download":
+            return f"{self.workload}: downloaded on first use"
+        return f"{self.workload}: MISSING here ({self.runs} runs skipped)"
+
+
+def data_needs(spec: SweepSpec) -> list[DataNeed]:
+    """The real data `spec` trains on, per workload, looked for here without downloading
+    anything (synthetic configurations need none)."""
+    # Here, not at the top: data.tensors imports torch, which `trainscale --help` must not.
+    from trainscale.data.tensors import DataRequest  # noqa: PLC0415
+
+    runs: dict[str, int] = {}
+    for _, overrides in spec.configurations():
+        fields = {**spec.base, **overrides}
+        if fields.get("data", "real") == "synthetic":
+            continue
+        name = get_workload(str(fields["workload"])).name
+        runs[name] = runs.get(name, 0) + spec.repeats
+    needs = []
+    for name, count in runs.items():
+        workload = get_workload(name)
+        options = {k: v for k, v in spec.workload_options.items() if k in workload.options}
+        try:
+            workload.locate_real(DataRequest(download=False, options=options))
+        except TrainscaleError as error:
+            # A dataset with a download says so in its refusal ("(download disabled)").
+            status = "download" if "(download disabled)" in str(error) else "missing"
+            needs.append(DataNeed(name, count, status, str(error)))
+        else:
+            needs.append(DataNeed(name, count, "here"))
+    return needs
+
+
+def _run_seconds(fields: Mapping[str, Any]) -> float:
     workload = get_workload(str(fields["workload"]))
     size = workload.synthetic_size
     num_train = size.num_train if size is not None else 60_000
@@ -89,6 +139,7 @@ def _run_seconds(fields: Mapping[str, Any]) -> float:
         global_batch = int(fields["global_batch_size"])
     else:
         global_batch = int(fields.get("batch_size") or workload.recipe.batch_size) * workers
+    samples: float
     if fields.get("steps"):
         warmup = int(fields.get("warmup_steps_untimed") or 5)
         samples = (int(fields["steps"]) + warmup) * global_batch

@@ -23,6 +23,9 @@ from typing import Any
 from trainscale.errors import TrainscaleError
 from trainscale.results.owner import is_alive, is_here
 from trainscale.results.store import RunStore, SweepRecord
+from trainscale.runner import launch
+from trainscale.runner.launch import RemoteResult, RunFailed
+from trainscale.runner.record import SweepSlot
 from trainscale.sweeps.plan import Plan, PlannedRun
 from trainscale.sweeps.spec import SweepSpec
 from trainscale.sweeps.step_watch import watch_steps
@@ -37,8 +40,9 @@ class SweepOutcome:
     skipped_done: int = 0
     """Runs already completed by an earlier attempt of this sweep."""
     completed: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    """(run id, reason) of runs that failed in this attempt."""
+    failed: list[tuple[str | None, str]] = field(default_factory=list)
+    """(run id, reason) of runs that failed in this attempt; the id is None where the run
+    failed before its row was made."""
 
 
 class SweepListener:
@@ -107,17 +111,14 @@ def execute_sweep(
     source: str,
     resume: bool = False,
     listener: SweepListener | None = None,
-    run_one: Callable[..., dict[str, Any]] | None = None,
+    run_one: Callable[..., dict[str, Any] | RemoteResult | None] | None = None,
 ) -> SweepOutcome:
     """Run every planned run not yet completed, in plan order; returns what happened.
 
-    `run_one` defaults to `runner.execute_run` (tests may pass a stand-in).
+    `run_one` defaults to `runner.launch.execute_run` (tests may pass a stand-in).
     """
-    from trainscale.runner.launch import RunFailed, execute_run
-    from trainscale.runner.record import SweepSlot
-
     listener = listener or SweepListener()
-    run_one = run_one or execute_run
+    run_one = run_one or launch.execute_run
     # A resume must not mistake a killed run for one still being made: stale ones first.
     with RunStore(store_path, fail_stale=resume) as store:
         sweep, resumed = open_sweep(store, spec, plan, source, resume)
@@ -142,7 +143,9 @@ def execute_sweep(
             config = planned.config.with_(tag=tag)
             try:
                 with watch_steps(steps_file, functools.partial(listener.run_step, planned)):
-                    result = run_one(planned.options, store_path, True, slot, config)
+                    result = launch.local_result(
+                        run_one(planned.options, store_path, True, slot, config)
+                    )
             except RunFailed as failure:
                 outcome.failed.append((failure.run_id, failure.reason))
                 listener.run_finished(planned, None, failure.reason)

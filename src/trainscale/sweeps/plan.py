@@ -14,7 +14,9 @@ from typing import Any
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.data.tensors import Located
 from trainscale.errors import TrainscaleError
+from trainscale.runner.resolve import prepare
 from trainscale.sweeps.spec import SweepSpec
+from trainscale.workloads import get_workload
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,6 @@ class Plan:
 
 def make_plan(spec: SweepSpec) -> Plan:
     """Resolve every configuration (raising TrainscaleError naming it) and order the runs."""
-    from trainscale.runner.resolve import prepare
-
     resolved: list[tuple[str, RunOptions, RunConfig]] = []
     skipped: list[tuple[str, str]] = []
     located: dict[tuple[Any, ...], Located] = {}
@@ -73,7 +73,14 @@ def make_plan(spec: SweepSpec) -> Plan:
             ) from None
         resolved.append((label, options, config))
     if not resolved:
-        reasons = "; ".join(f"{label}: {reason}" for label, reason in skipped[:3])
+        # One reason once, however many configurations it stopped (missing data stops all).
+        by_reason: dict[str, list[str]] = {}
+        for label, reason in skipped:
+            by_reason.setdefault(reason, []).append(label)
+        reasons = "; ".join(
+            f"{labels[0]}{f' and {len(labels) - 1} more' if len(labels) > 1 else ''}: {reason}"
+            for reason, labels in list(by_reason.items())[:3]
+        )
         raise TrainscaleError(f"sweep {spec.name!r} has no runnable configuration ({reasons})")
 
     slots = [(index, repeat) for repeat in range(spec.repeats) for index in range(len(resolved))]
@@ -92,7 +99,6 @@ def with_command_line_options(fields: dict[str, Any], given: Mapping[str, str]) 
     of the sweep); an unknown workload is left for `prepare` to name."""
     if not given:
         return fields
-    from trainscale.workloads import get_workload
 
     try:
         declared = get_workload(str(fields.get("workload"))).options

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.hardware.facts import usable_cores
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,5 @@ def recipe_spec(name: str, quick: bool, core_ids: Sequence[int] | None = None) -
     if name not in RECIPES:
         raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}")
     if core_ids is None:
-        from trainscale.hardware.facts import usable_cores
-
         core_ids = usable_cores()
     return RECIPES[name].build(list(core_ids), quick)

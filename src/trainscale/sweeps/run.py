@@ -14,10 +14,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainscale.errors import ConfigError
-from trainscale.sweeps.execute import SweepListener, SweepOutcome
-from trainscale.sweeps.plan import Plan
-from trainscale.sweeps.spec import SweepSpec
-from trainscale.sweeps.summary import SweepSummary
+from trainscale.reporting.build import write_report
+from trainscale.results.outputs import check_out_dir
+from trainscale.results.store import RunStore, default_store_path
+from trainscale.sweeps.execute import SweepListener, SweepOutcome, execute_sweep
+from trainscale.sweeps.plan import Plan, make_plan
+from trainscale.sweeps.recipes import recipe_spec
+from trainscale.sweeps.spec import SweepSpec, load_spec_file, parse_spec
+from trainscale.sweeps.summary import SweepSummary, sweep_summary
+from trainscale.workloads import get_workload
 
 
 def load_sweep(
@@ -35,9 +40,6 @@ def load_sweep(
     configuration whose workload declares the key; a key no workload of the sweep declares
     is a ConfigError. The source is what the stored sweep records: the file, or
     recipe:NAME."""
-    from trainscale.sweeps.recipes import recipe_spec
-    from trainscale.sweeps.spec import load_spec_file, parse_spec
-
     if recipe is not None:
         raw = recipe_spec(recipe, quick=quick)
         source = f"recipe:{recipe}" + (" --quick" if quick else "")
@@ -64,8 +66,6 @@ def load_sweep(
 
 def check_workload_options(spec: SweepSpec, given: Mapping[str, str]) -> None:
     """ConfigError (one line) for a `-o` key that no workload of `spec` declares."""
-    from trainscale.workloads import get_workload
-
     declared: set[str] = set()
     for name in spec.workloads():
         declared |= set(get_workload(name).options)
@@ -134,12 +134,6 @@ def run_sweep(
     skipped); `dry_run` only plans. With `report`, the sweep's report is written there at
     the end. Ctrl-C or SIGTERM stops it as KeyboardInterrupt, the run in progress recorded.
     """
-    from trainscale.results.outputs import check_out_dir
-    from trainscale.results.store import RunStore, default_store_path
-    from trainscale.sweeps.execute import execute_sweep
-    from trainscale.sweeps.plan import make_plan
-    from trainscale.sweeps.summary import sweep_summary
-
     listener = listener or SweepRunListener()
     store_path = Path(store) if store is not None else default_store_path()
     # Fail on an unusable store now, not after the plan's data checks.
@@ -157,8 +151,6 @@ def run_sweep(
     result.summary = sweep_summary(store_path, result.outcome.sweep_id)
     listener.swept(result)
     if report_dir is not None:
-        from trainscale.reporting.build import write_report
-
         result.report = write_report(
             store_path, sweep_id=result.outcome.sweep_id, out_dir=report_dir
         )

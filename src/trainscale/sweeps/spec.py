@@ -41,14 +41,15 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import Field, StringConstraints, model_validator
 
 from trainscale.config.files import Expect, TomlFile, load_toml, validate
-from trainscale.config.tables import run_options_table
+from trainscale.config.tables import RunOptionsTable, run_options_table
 
-ORDERS = ("interleaved", "random")
+Order = Literal["interleaved", "random"]
+ORDERS: tuple[str, ...] = get_args(Order)
 MAX_RUNS = 10_000
 """Most runs (configurations x repeats) a sweep may plan. Ten thousand runs of even a
 minute each is a week of machine time: a grid larger than that is a typo (an axis of
@@ -123,14 +124,21 @@ class SweepSpec:
         return out
 
 
-_Base = run_options_table("BaseTable")
+if TYPE_CHECKING:  # made at import time, one field per run option: checkers see their base
+    _Base = RunOptionsTable
+    _GridTable = RunOptionsTable
+    _PointTable = RunOptionsTable
+else:
+    _Base = run_options_table("BaseTable")
+    _GridTable = run_options_table("GridTable", axes=True)
+    _PointTable = run_options_table("PointTable")
 
 
-class _Grid(run_options_table("GridTable", axes=True)):
+class _Grid(_GridTable):
     expect = "a table of option = [values]"
 
 
-class _Point(run_options_table("PointTable")):
+class _Point(_PointTable):
     expect = "a table"
 
     label: Annotated[str, Expect("a string")] | None = None
@@ -150,7 +158,7 @@ class SweepFile(TomlFile):
         | None
     ) = None
     repeats: Annotated[int, Field(ge=1), Expect("a whole number >= 1")] = 1
-    order: Annotated[Literal[ORDERS], Expect(f"one of {', '.join(ORDERS)}")] = "interleaved"
+    order: Annotated[Order, Expect(f"one of {', '.join(ORDERS)}")] = "interleaved"
     seed: Annotated[int, Field(ge=0), Expect("a whole number >= 0")] = 0
     skip_invalid: Annotated[bool, Expect("true or false")] = False
     base: _Base = Field(default_factory=_Base)

@@ -14,7 +14,10 @@ of `backward()` is communication the step waited for.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from trainscale.metrics import stats
 from trainscale.train.timing import StepClock
@@ -91,7 +94,7 @@ class Breakdown:
         return out
 
 
-def slowest_breakdown(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
+def slowest_breakdown(per_rank: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """Per phase, the largest median over ranks (the slowest rank's, as for step times)."""
     recorded = [b for b in per_rank if b]
     if not recorded:
@@ -104,7 +107,7 @@ def slowest_breakdown(per_rank: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def breakdown_fields(
-    per_rank: list[dict[str, Any]], num_sampled_steps: int, comm_marked: bool
+    per_rank: Sequence[Mapping[str, Any]], num_sampled_steps: int, comm_marked: bool
 ) -> dict[str, Any]:
     """The run summary's breakdown keys, from every rank's `Breakdown.medians_s()`.
 
@@ -124,7 +127,6 @@ def timed_allreduce_hook(state: Breakdown, bucket):  # noqa: ANN201
     No annotations on purpose: DDP checks a hook's annotations against real types, and this
     module's annotations are strings (postponed evaluation).
     """
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     state.bucket_ready()
-    return default_hooks.allreduce_hook(None, bucket)
+    # None is the default process group, which torch's annotation leaves out.
+    return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]

@@ -64,6 +64,7 @@ def evaluate(
             totals[2] += y.numel()
     model.train()
     # Every rank has at least one test sample here (test sets are far larger than ranks).
+    assert confusion is not None
     strategy.sum_tensor(totals)
     strategy.sum_tensor(confusion)
     correct, loss_sum, count = totals.tolist()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import TensorData
+from trainscale.metrics.flops import extra_flop_formulas
 from trainscale.workloads.base import Workload
 
 
@@ -22,10 +24,6 @@ def count_flops_per_sample(
     counters), its gradients and the random number generators (dropout draws) are as they
     were, so training starts from the state it would have had without the count.
     """
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from trainscale.metrics.flops import extra_flop_formulas
-
     buffers = [b.detach().clone() for b in model.buffers()]
     devices = [x.device] if x.device.type == "cuda" else []
     try:

@@ -203,7 +203,11 @@ class _Loop:
             self.train_clock_s += shuffle_s
         steps = min(self.plan.steps_per_epoch, self.plan.total_steps - self.step)
         for batch in range(steps):
-            draw = None if order is None else functools.partial(self.batches.batch, order, batch)
+            draw = (
+                None
+                if order is None or self.batches is None
+                else functools.partial(self.batches.batch, order, batch)
+            )
             start = self.clock.mark()
             loss = self.stepper.step(StepInput(self.step, start, draw))
             end = self.clock.mark()
@@ -222,8 +226,8 @@ class _Loop:
             EpochRecord(
                 epoch=epoch + 1,
                 train_loss=float(loss_sum) / max(1, steps),
-                test_loss=self.final.loss if self.evaluated else None,
-                test_accuracy=self.final.accuracy if self.evaluated else None,
+                test_loss=self.final.loss if self.final is not None else None,
+                test_accuracy=self.final.accuracy if self.final is not None else None,
                 train_clock_s=self.strategy.max_float(self.train_clock_s),
                 epoch_time_s=self.strategy.max_float(epoch_train_s),
                 eval_time_s=self.eval_time_s - eval_s0,

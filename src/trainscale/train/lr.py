@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -86,7 +87,7 @@ def make_optimizer(
     `fused` selects the single-kernel implementation (GPU): one launch per step instead of
     one per parameter tensor.
     """
-    extra = {"fused": True} if fused else {}
+    extra: dict[str, Any] = {"fused": True} if fused else {}
     if name == "sgd":
         return torch.optim.SGD(
             params,

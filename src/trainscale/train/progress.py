@@ -6,6 +6,16 @@ import os
 import sys
 from typing import Protocol
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
 
 class ProgressSink(Protocol):
     def start(self, total_steps: int, description: str) -> None: ...
@@ -41,15 +51,6 @@ class RichProgress:
     """A rich progress bar on stderr: steps, ETA, loss and the last test accuracy."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -59,13 +60,15 @@ class RichProgress:
             console=Console(stderr=True),
             transient=False,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def start(self, total_steps: int, description: str) -> None:
         self._progress.start()
         self._task = self._progress.add_task(description, total=total_steps, status="")
 
     def update(self, step: int, **fields: float) -> None:
+        if self._task is None:  # not started
+            return
         status = "  ".join(f"{k} {v:.4g}" for k, v in fields.items())
         self._progress.update(self._task, completed=step, status=status)
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.config.options import RunConfig
 from trainscale.metrics import stats
 from trainscale.metrics.throughput import mean_step_time, throughput, timed_step_time
 from trainscale.results.run_result import RunMetrics
@@ -54,6 +55,14 @@ class TrainMeasurements:
     pretrain_s: float | None
     """The pre-training phase's time (slowest rank's); None without a phase."""
     compile_s: float | None
+
+
+def resolved_target(config: RunConfig) -> float:
+    """The run's target accuracy: asked for, or the workload's, which `resolve()` fills in."""
+    target = config.measurement.target_accuracy
+    if target is None:
+        raise ValueError("an unresolved config: it has no target accuracy")
+    return target
 
 
 def summarize(m: TrainMeasurements) -> RunMetrics:

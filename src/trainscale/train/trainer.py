@@ -27,7 +27,7 @@ from trainscale.train.plan import StepPlan, plan_steps
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.setup import Pretraining, prepare_model
 from trainscale.train.step import TrainStep
-from trainscale.train.summary import TrainMeasurements, summarize
+from trainscale.train.summary import TrainMeasurements, resolved_target, summarize
 from trainscale.workloads.base import Workload
 
 
@@ -149,7 +149,7 @@ def measure_training(
             global_batch_size=opt.global_batch_size,
             per_worker_batch_size=opt.batch_size,
             warmup_steps_untimed=config.measurement.warmup_steps_untimed,
-            target_accuracy=config.measurement.target_accuracy,
+            target_accuracy=resolved_target(config),
             step_times_s=step_times_s,
             curve=loop.curve,
             epochs=loop.epochs,

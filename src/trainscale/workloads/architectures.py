@@ -17,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from trainscale.data.tensors import DataRequest
+from trainscale.models.imagenet_resnet import imagenet_resnet
+from trainscale.models.inception_v3 import InceptionV3
+from trainscale.models.vgg import Vgg16
 from trainscale.workloads.base import Recipe, Workload
 from trainscale.workloads.imagenet import imagenet_workload
 
@@ -55,8 +60,6 @@ class ArchitectureFacts:
 def describe_architecture(workload: Workload) -> ArchitectureFacts:
     """Its parameter count (the model built on torch's meta device, which allocates
     nothing and takes milliseconds) and its input shape."""
-    import torch
-
     sample = workload.make_synthetic(DataRequest(max_train=1, max_test=1))
     with torch.device("meta"):
         model = workload.build_model(sample.meta)
@@ -85,8 +88,6 @@ RESNET_RECIPE = Recipe(
 
 
 def _resnet(depth: int, top1: float) -> Workload:
-    from trainscale.models.imagenet_resnet import imagenet_resnet
-
     return imagenet_workload(
         name=f"resnet{depth}",
         description=f"ResNet-{depth} v1.5 (He et al. 2016) for ImageNet",
@@ -114,8 +115,6 @@ def resnet152() -> Workload:
 
 @_architecture("inception-v3")
 def inception_v3() -> Workload:
-    from trainscale.models.inception_v3 import InceptionV3
-
     return imagenet_workload(
         name="inception-v3",
         description="Inception V3 (Szegedy et al. 2016), no auxiliary head",
@@ -142,8 +141,6 @@ def inception_v3() -> Workload:
 
 @_architecture("vgg16")
 def vgg16() -> Workload:
-    from trainscale.models.vgg import Vgg16
-
     return imagenet_workload(
         name="vgg16",
         description="VGG-16 (Simonyan & Zisserman 2015), 4096-4096 classifier",

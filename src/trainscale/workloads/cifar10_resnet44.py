@@ -9,8 +9,10 @@ import numpy as np
 import torch
 
 from trainscale.data.augment import random_crop_flip
+from trainscale.data.cifar import load_cifar10
 from trainscale.data.synthetic import synthetic_images
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
+from trainscale.models.resnet_cifar import resnet_cifar
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 
@@ -40,8 +42,6 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
 def locate_cifar10(request: DataRequest) -> Located:
     """Find (or download) CIFAR-10 and check every file fully; returns the directory and the
     number of images found."""
-    from trainscale.data.cifar import load_cifar10
-
     # A full read (about 180 MB) rather than a look at file names: a damaged file then
     # fails here, in one line, before any worker starts.
     raw = load_cifar10(request.data_dir, download=request.download)
@@ -50,8 +50,6 @@ def locate_cifar10(request: DataRequest) -> Located:
 
 def load_cifar10_tensors(request: DataRequest) -> TensorData:
     """Real CIFAR-10 as in-memory tensors, from the batch files found on the search path."""
-    from trainscale.data.cifar import load_cifar10
-
     raw = load_cifar10(request.data_dir, download=False)
     train, test = slice(request.max_train), slice(request.max_test)
     return TensorData(
@@ -84,8 +82,6 @@ def synthetic_cifar10(request: DataRequest) -> TensorData:
 
 @register("cifar10-resnet44")
 def cifar10_resnet44() -> Workload:
-    from trainscale.models.resnet_cifar import resnet_cifar
-
     return Workload(
         name="cifar10-resnet44",
         description="ResNet-44 (He et al. 2016: 6n+2 layers, n=7, 0.66M parameters) on CIFAR-10",

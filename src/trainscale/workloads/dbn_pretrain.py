@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -107,6 +107,7 @@ def cd_statistics(
     d_visible.sub_(vk.sum(dim=0))
     torch.sum(ph0, dim=0, out=d_hidden)
     d_hidden.sub_(phk.sum(dim=0))
+    assert reconstruction is not None  # the chain's own, or the first step's (k >= 1)
     out[-1] = (v0 - reconstruction).square().sum()
     return vk if chain is not None else None
 
@@ -224,10 +225,11 @@ def pretrain_stack(
     if settings.epochs == 0:
         return figures
     inputs = train_x.flatten(1)
-    for index, rbm in enumerate(model.rbms):
+    rbms = cast("list[Rbm]", list(model.rbms))
+    for index, rbm in enumerate(rbms):
         t0 = time.perf_counter()
         if index > 0:
-            inputs = propagate(model.rbms[index - 1], inputs, strategy)
+            inputs = propagate(rbms[index - 1], inputs, strategy)
         init_visible_bias(rbm, inputs)
         name = f"RBM {index + 1}/{len(model.rbms)} ({rbm.num_visible}-{rbm.num_hidden})"
 

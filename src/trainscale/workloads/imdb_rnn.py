@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainscale.data import encoded_cache, imdb
+from trainscale.data.imdb import locate_imdb
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
-from trainscale.data.text import EncodedSplits
+from trainscale.data.text import EncodedSplits, load_table_splits
 from trainscale.errors import DataError
+from trainscale.models.text_rnn import TextRNN
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
+    TextDefaults,
     TextOptions,
     cache_options,
     describe_options,
@@ -28,7 +32,12 @@ from trainscale.workloads.text_common import (
 )
 
 FORMATS = ("auto", "aclimdb", "npz", "csv")
-DEFAULTS = {"text_column": "text", "label_column": "label", "vocab_size": 20_000, "max_len": 400}
+DEFAULTS: TextDefaults = {
+    "text_column": "text",
+    "label_column": "label",
+    "vocab_size": 20_000,
+    "max_len": 400,
+}
 IMDB_SIZE = DataSize(num_train=25_000, num_test=25_000)
 MEDIAN_TOKENS = 200
 """Roughly the median IMDB review in tokens (words and punctuation), for synthetic lengths."""
@@ -54,17 +63,15 @@ def check_imdb_options(options: Mapping[str, str]) -> None:
 def load_encoded(opts: TextOptions, path: Path | None) -> EncodedSplits:
     """The encoded splits from a CSV/TSV (`-o file`), an aclImdb tree or an imdb.npz,
     through the encoded-text cache."""
-    from trainscale.data import encoded_cache, imdb
-    from trainscale.data.text import load_table_splits
-
     strict = opts.vocab_explicit
-    if opts.file is not None:
-        files = [opts.file, *([opts.test_file] if opts.test_file else [])]
+    table_file = opts.file
+    if table_file is not None:
+        files = [table_file, *([opts.test_file] if opts.test_file else [])]
         return encoded_cache.cached(
             files,
             cache_options(opts, "table"),
             lambda: load_table_splits(
-                opts.file,
+                table_file,
                 opts.table,
                 opts.test_file,
                 opts.test_fraction,
@@ -95,8 +102,6 @@ def load_encoded(opts: TextOptions, path: Path | None) -> EncodedSplits:
 def locate_imdb_data(request: DataRequest) -> Located:
     """Find (or download) the data and encode it fully (filling the cache the workers read);
     returns where it is and how many texts each split holds."""
-    from trainscale.data.imdb import locate_imdb
-
     opts = imdb_options(request.options)
     if opts.file is not None:
         return located_splits(opts.file, load_encoded(opts, None))
@@ -106,8 +111,6 @@ def locate_imdb_data(request: DataRequest) -> Located:
 
 def load_imdb_tensors(request: DataRequest) -> TensorData:
     """The encoded data as tensors (from the cache the parent filled, when it could)."""
-    from trainscale.data.imdb import locate_imdb
-
     opts = imdb_options(request.options)
     path = None
     if opts.file is None:
@@ -132,8 +135,6 @@ def synthetic_imdb(request: DataRequest) -> TensorData:
 
 def imdb_rnn(cell: str) -> Workload:
     """The IMDB workload with a bidirectional `cell` ('lstm' or 'gru') recurrent layer."""
-    from trainscale.models.text_rnn import TextRNN
-
     name = f"imdb-bi{cell}"
     return Workload(
         name=name,

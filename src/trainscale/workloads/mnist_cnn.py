@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trainscale.data.mnist import MNIST, load_idx_dataset
 from trainscale.data.synthetic import synthetic_images
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
+from trainscale.models.mnist_cnn import MnistCnn
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 
@@ -28,8 +30,6 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
 def locate_mnist(request: DataRequest) -> Located:
     """Find (or download) MNIST and check every file fully; returns the directory and the
     number of images found (a user's copy may hold fewer than the canonical 60k/10k)."""
-    from trainscale.data.mnist import MNIST, load_idx_dataset
-
     # A full read (about a second) rather than a look at file names: a corrupt file then
     # fails here, in one line, before any worker starts.
     raw = load_idx_dataset(MNIST, request.data_dir, download=request.download)
@@ -38,8 +38,6 @@ def locate_mnist(request: DataRequest) -> Located:
 
 def load_mnist_tensors(request: DataRequest) -> TensorData:
     """Real MNIST as in-memory tensors, from the IDX files found on the search path."""
-    from trainscale.data.mnist import MNIST, load_idx_dataset
-
     raw = load_idx_dataset(MNIST, request.data_dir, download=False)
     train, test = slice(request.max_train), slice(request.max_test)
     return TensorData(
@@ -66,8 +64,6 @@ def synthetic_mnist(request: DataRequest) -> TensorData:
 
 @register("mnist-cnn")
 def mnist_cnn() -> Workload:
-    from trainscale.models.mnist_cnn import MnistCnn
-
     return Workload(
         name="mnist-cnn",
         description="Classic MNIST CNN (conv32-conv64-pool-dropout-fc128-fc10) on MNIST",

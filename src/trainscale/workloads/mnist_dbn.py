@@ -16,9 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainscale.data.mnist import MNIST, load_idx_dataset
 from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.errors import ConfigError
+from trainscale.hardware.resources import BYTES_PER_PARAMETER, STATE_COPIES, format_bytes
+from trainscale.models.dbn import DeepBeliefNet
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
 from trainscale.workloads.mnist_cnn import MNIST_SIZE, locate_mnist
 from trainscale.workloads.registry import register
 
@@ -95,8 +99,6 @@ def _layers(name: str, text: str) -> tuple[int, ...]:
         )
     parameters = num_parameters(sizes)
     if parameters > MAX_PARAMETERS:
-        from trainscale.hardware.resources import BYTES_PER_PARAMETER, STATE_COPIES, format_bytes
-
         state = format_bytes(parameters * BYTES_PER_PARAMETER * STATE_COPIES)
         raise ConfigError(
             f"-o {name}={text} makes a network of {parameters:,} parameters (about {state} "
@@ -157,8 +159,6 @@ def _meta(request: DataRequest) -> dict[str, Any]:
 
 def load_mnist(request: DataRequest) -> TensorData:
     """Real MNIST as (N, 784) tensors in [0, 1], from the IDX files on the search path."""
-    from trainscale.data.mnist import MNIST, load_idx_dataset
-
     raw = load_idx_dataset(MNIST, request.data_dir, download=False)
     train, test = slice(request.max_train), slice(request.max_test)
     return TensorData(
@@ -190,8 +190,6 @@ def synthetic_mnist(request: DataRequest) -> TensorData:
 
 def build_model(meta: Mapping[str, Any]) -> torch.nn.Module:
     """The unrolled DBN for the sizes in the data's meta."""
-    from trainscale.models.dbn import DeepBeliefNet
-
     return DeepBeliefNet(
         meta.get("num_inputs", NUM_PIXELS),
         meta.get("layers", DbnOptions().layers),
@@ -202,8 +200,6 @@ def build_model(meta: Mapping[str, Any]) -> torch.nn.Module:
 def cd_settings(config: Any) -> Any:
     """The run's CD pre-training settings (`CdSettings`), from its -o options and seed: the
     same in every framework's pre-training."""
-    from trainscale.workloads.dbn_pretrain import CdSettings
-
     options = parse_options(config.data.workload_options)
     return CdSettings(
         epochs=options.pretrain_epochs,
@@ -217,8 +213,6 @@ def cd_settings(config: Any) -> Any:
 
 def pretrain(model: Any, data: TensorData, strategy: Any, config: Any, progress: Any) -> dict:
     """Greedy CD pre-training with the run's options, at the run's global batch size."""
-    from trainscale.workloads.dbn_pretrain import pretrain_stack
-
     settings = cd_settings(config)
     return pretrain_stack(
         model, data.train_x, strategy, settings, config.optimisation.batch_size, progress

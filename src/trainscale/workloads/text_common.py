@@ -11,12 +11,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import torch
 
+from trainscale.data.bucketing import bucket_order
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.data.text import PAD_ID, EncodedSplits, TableSpec
 from trainscale.errors import ConfigError
+from trainscale.hardware.resources import format_bytes
 
 MAX_LEN = 10_000
 """Most tokens a text may keep (-o max_len). IMDB's longest review is about 2,500 tokens
@@ -48,6 +51,15 @@ def describe_options(extra: Mapping[str, str], **defaults: object) -> dict[str, 
     """The `Workload.options` help texts, with this workload's defaults filled in."""
     merged = {**extra, **TABLE_OPTIONS}
     return {key: text.format(**defaults) for key, text in merged.items()}
+
+
+class TextDefaults(TypedDict):
+    """A text workload's defaults of its `-o` options (`parse_options`' keywords)."""
+
+    text_column: str
+    label_column: str
+    vocab_size: int
+    max_len: int
 
 
 @dataclass(frozen=True)
@@ -89,8 +101,6 @@ def _max_len(value: str) -> int:
     """-o max_len, from 1 to MAX_LEN; the error says what a text would take in memory."""
     number = _int("max_len", value, 1)
     if number > MAX_LEN:
-        from trainscale.hardware.resources import format_bytes
-
         per_text = format_bytes(number * 8)
         raise ConfigError(
             f"-o max_len={value}: at most {MAX_LEN:,} tokens per text (every text is a row "
@@ -254,8 +264,6 @@ def length_bucketing(
 ) -> torch.Tensor:
     """`Workload.batch_order` for texts: batches of similar length (data/bucketing.py),
     unless the run was asked for random batches (-o bucketing=false)."""
-    from trainscale.data.bucketing import bucket_order
-
     if not data.meta.get("bucketing", True):
         return order
     lengths = (data.train_x.index_select(0, order) != PAD_ID).sum(dim=1)

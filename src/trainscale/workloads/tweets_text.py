@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from trainscale.data import search
+from trainscale.data import encoded_cache, search
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
-from trainscale.data.text import EncodedSplits
+from trainscale.data.text import EncodedSplits, load_table_splits
+from trainscale.models.text_cnn import TextCNN
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
+    TextDefaults,
     TextOptions,
     cache_options,
     describe_options,
@@ -34,7 +36,12 @@ from trainscale.workloads.text_common import (
 )
 
 FILE_NAME = "tweets.csv"
-DEFAULTS = {"text_column": "text", "label_column": "sentiment", "vocab_size": 20_000, "max_len": 64}
+DEFAULTS: TextDefaults = {
+    "text_column": "text",
+    "label_column": "sentiment",
+    "vocab_size": 20_000,
+    "max_len": 64,
+}
 # Shapes of the synthetic stand-in: a 30.5k/7.6k split of 38k tweets, 3 classes
 # (negative, neutral, positive), about 22 tokens per tweet.
 SYNTHETIC_SIZE = DataSize(num_train=30_526, num_test=7_632)
@@ -57,10 +64,7 @@ PLACES = search.DatasetPlaces(
     missing="no tweet file found",
     expected=FILE_NAME,
     folders=("tweets",),
-    hint=(
-        ", or give a labelled CSV/TSV with -o file=PATH (columns with -o text_column=, "
-        "-o label_column=, -o encoding=)"
-    ),
+    hint=", or a labelled CSV/TSV with -o file=PATH (columns: trainscale workloads)",
 )
 """Where `tweets.csv` is looked for (no other tool keeps it, and it has no download):
 --data-dir alone when given (a file, or a folder holding it), else $TRAINSCALE_DATA_DIR and
@@ -82,9 +86,6 @@ def find_tweets(opts: TextOptions, data_dir: Path | None) -> Path:
 
 def load_encoded(opts: TextOptions, path: Path) -> EncodedSplits:
     """The file's encoded splits, through the encoded-text cache."""
-    from trainscale.data import encoded_cache
-    from trainscale.data.text import load_table_splits
-
     files = [path, *([opts.test_file] if opts.test_file else [])]
     return encoded_cache.cached(
         files,
@@ -132,8 +133,6 @@ def synthetic_tweets(request: DataRequest) -> TensorData:
 
 @register("tweets-text")
 def tweets_text() -> Workload:
-    from trainscale.models.text_cnn import TextCNN
-
     return Workload(
         name="tweets-text",
         description="Embedding + CNN (widths 3-4-5, max pooling) on tweet sentiment",

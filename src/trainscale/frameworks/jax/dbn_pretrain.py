@@ -94,6 +94,7 @@ def cd_statistics(
     ph0 = up(v0)
     h0 = draw(ph0)
     if persistent:
+        assert chain is not None  # persistent CD carries its chain from step to step
         hidden = draw(up(chain))
         # The chain does not start from the data: the monitored reconstruction needs its
         # own down-pass.
@@ -109,6 +110,7 @@ def cd_statistics(
         phk = up(vk)
         if step < k - 1:
             hidden = draw(phk)
+    assert reconstruction is not None  # the chain's own, or the first step's (k >= 1)
     flat = jnp.concatenate(
         [
             (v0.T @ ph0 - vk.T @ phk).reshape(-1),

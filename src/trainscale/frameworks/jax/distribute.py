@@ -222,7 +222,8 @@ def _stdout_to_stderr() -> None:
 def _collectives(config: RunConfig) -> str:
     if config.parallel.device == "cuda":
         return "nccl"
-    return str(jax.config.jax_cpu_collectives_implementation)
+    # A flag jax defines when it starts, absent from its type information.
+    return str(jax.config.jax_cpu_collectives_implementation)  # type: ignore[attr-defined]
 
 
 def _coordinator(strategy: Strategy) -> tuple[str, str | None]:

@@ -111,4 +111,6 @@ class Direction(nn.Module):
             keep_order=True,
             name="rnn",
         )
-        return rnn(projected, seq_lengths=lengths)
+        outputs = rnn(projected, seq_lengths=lengths)  # the outputs, not the carry
+        assert not isinstance(outputs, tuple)
+        return outputs

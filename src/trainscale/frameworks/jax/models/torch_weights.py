@@ -64,6 +64,11 @@ class _State:
             raise ValueError(f"torch weights not copied: {', '.join(sorted(self._left))}")
 
 
+def _count(model: torch.nn.Module, name: str) -> int:
+    """How many modules `model`'s list `name` (an nn.ModuleList) holds."""
+    return len(list(model.get_submodule(name).children()))
+
+
 def mnist_cnn(model: torch.nn.Module) -> Tree:
     """MnistCnn: features.0/2 convolutions, classifier.1/4 dense layers."""
     state = _State(model)
@@ -87,7 +92,7 @@ def dbn(model: torch.nn.Module) -> Tree:
     state = _State(model)
     params: Tree = {}
     visible: Tree = {}
-    for index in range(len(model.rbms)):
+    for index in range(_count(model, "rbms")):
         prefix = f"rbms.{index}"
         params[rbm_name(index)] = {
             "kernel": state.take(f"{prefix}.weight").T,
@@ -105,7 +110,7 @@ def resnet_cifar(model: torch.nn.Module) -> Tree:
     params: Tree = {"conv": state.conv("conv", bias=False)}
     stats: Tree = {}
     params["bn"], stats["bn"] = state.batch_norm("bn")
-    for index in range(len(model.blocks)):
+    for index in range(_count(model, "blocks")):
         prefix = f"blocks.{index}"
         block_params: Tree = {}
         block_stats: Tree = {}
@@ -155,7 +160,7 @@ def text_cnn(model: torch.nn.Module) -> Tree:
     """TextCNN: embedding, the 1-D convolutions (OIW -> WIO), classifier."""
     state = _State(model)
     params: Tree = {"embedding": _embedding(state)}
-    for index in range(len(model.convs)):
+    for index in range(_count(model, "convs")):
         params[f"conv_{index}"] = state.conv(f"convs.{index}")
     params["classifier"] = state.linear("classifier")
     state.done()

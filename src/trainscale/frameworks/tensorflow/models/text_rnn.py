@@ -90,6 +90,8 @@ class TorchLstm(keras.layers.LSTM):
     """`keras.layers.LSTM` whose cell is a `TorchLstmCell` (registered: Bidirectional clones
     its layer through the config)."""
 
+    cell: Any
+
     def __init__(self, units: int, **kwargs: Any):
         super().__init__(units, **kwargs)
         stock = self.cell
