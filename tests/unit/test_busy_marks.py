@@ -112,24 +112,28 @@ def test_bench_table_marks_a_busy_row():
     assert busy["samples/s"] == "100"  # the figures stay
 
 
+def _measured(rate: float, contention: dict, world_size: int = 1) -> dict:
+    """A stored rung run's summary: `rate` samples/s, quiet or busy."""
+    return {
+        "threads_per_worker": 1,
+        "world_size": world_size,
+        "samples_per_s": rate,
+        "step_time_s_median": 1 / rate,
+        "step_time_s_iqr": 0.0,
+    } | contention
+
+
 def test_bench_rounds_on_a_busy_machine_are_left_out_of_the_speedup():
     ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
     serial, other = ladder[0], ladder[1]
 
-    def run(rate, contention):
-        return {
-            "threads_per_worker": 1,
-            "world_size": 1,
-            "samples_per_s": rate,
-            "step_time_s_median": 1 / rate,
-            "step_time_s_iqr": 0.0,
-        } | contention
-
     # Round 2 ran busy: its ratio (0.2x) must not pull the speedup; rounds 1 and 3 say 2x.
     rows = table_rows(
         [
-            RungResult(serial, [run(100, QUIET), run(100, QUIET), run(100, QUIET)]),
-            RungResult(other, [run(200, QUIET), run(20, BUSY), run(200, QUIET)]),
+            RungResult(
+                serial, [_measured(100, QUIET), _measured(100, QUIET), _measured(100, QUIET)]
+            ),
+            RungResult(other, [_measured(200, QUIET), _measured(20, BUSY), _measured(200, QUIET)]),
         ]
     )
     assert rows[1]["speedup"].startswith("2.00x")
@@ -139,8 +143,8 @@ def test_bench_rounds_on_a_busy_machine_are_left_out_of_the_speedup():
     # Every round busy: the ratio as measured, no verdict, and the table says why.
     rows = table_rows(
         [
-            RungResult(serial, [run(100, BUSY), run(100, BUSY)]),
-            RungResult(other, [run(20, BUSY), run(40, BUSY)]),
+            RungResult(serial, [_measured(100, BUSY), _measured(100, BUSY)]),
+            RungResult(other, [_measured(20, BUSY), _measured(40, BUSY)]),
         ]
     )
     assert rows[1]["verdict"] == "not trusted: busy machine"
@@ -152,19 +156,12 @@ def test_a_round_busy_in_the_baseline_only_is_left_out_of_every_pair():
     ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
     serial, other = ladder[0], ladder[1]
 
-    def run(rate, contention):
-        return {
-            "threads_per_worker": 1,
-            "world_size": 1,
-            "samples_per_s": rate,
-            "step_time_s_median": 1 / rate,
-            "step_time_s_iqr": 0.0,
-        } | contention
-
     rows = table_rows(
         [
-            RungResult(serial, [run(100, QUIET), run(10, BUSY), run(100, QUIET)]),
-            RungResult(other, [run(150, QUIET), run(150, QUIET), run(150, QUIET)]),
+            RungResult(serial, [_measured(100, QUIET), _measured(10, BUSY), _measured(100, QUIET)]),
+            RungResult(
+                other, [_measured(150, QUIET), _measured(150, QUIET), _measured(150, QUIET)]
+            ),
         ]
     )
     # The busy serial round (15x) is out: two quiet rounds at 1.5x.
@@ -179,27 +176,33 @@ def test_the_accuracy_row_is_against_the_quiet_serial_rounds_and_marked_when_bus
     serial = ladder[0]
     full = Rung("full recipe", RunOptions.of(workload="mnist-cnn"), cores=2)
 
-    def run(rate, contention):
-        return {
-            "threads_per_worker": 1,
-            "world_size": 2,
-            "samples_per_s": rate,
-            "step_time_s_median": 1 / rate,
-            "step_time_s_iqr": 0.0,
-        } | contention
-
-    base = RungResult(serial, [run(100, QUIET), run(50, BUSY), run(100, QUIET)])
-    rows = table_rows([base, RungResult(full, [run(150, QUIET)], in_rounds=False)])
+    base = RungResult(
+        serial,
+        [
+            _measured(100, QUIET, world_size=2),
+            _measured(50, BUSY, world_size=2),
+            _measured(100, QUIET, world_size=2),
+        ],
+    )
+    rows = table_rows(
+        [base, RungResult(full, [_measured(150, QUIET, world_size=2)], in_rounds=False)]
+    )
     # 150 / 100 (the quiet serial rounds), not 150 / 100 over a median the busy round pulls.
     assert rows[1]["speedup"] == "1.50x"
     assert rows[1]["verdict"] == "-"
     assert "speedup against the serial rung's quiet rounds" in rows[1]["note"]
-    rows = table_rows([base, RungResult(full, [run(150, BUSY)], in_rounds=False)])
+    rows = table_rows(
+        [base, RungResult(full, [_measured(150, BUSY, world_size=2)], in_rounds=False)]
+    )
     assert rows[1]["speedup"] == "1.50x"  # the figure stays
     assert rows[1]["verdict"] == "not trusted: busy machine"
     assert "speedup not trusted" in rows[1]["note"]
-    every = RungResult(serial, [run(100, BUSY), run(120, BUSY)])
-    rows = table_rows([every, RungResult(full, [run(150, QUIET)], in_rounds=False)])
+    every = RungResult(
+        serial, [_measured(100, BUSY, world_size=2), _measured(120, BUSY, world_size=2)]
+    )
+    rows = table_rows(
+        [every, RungResult(full, [_measured(150, QUIET, world_size=2)], in_rounds=False)]
+    )
     assert rows[1]["verdict"] == "not trusted: busy machine"
 
 
