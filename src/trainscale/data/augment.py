@@ -15,12 +15,14 @@ def random_crop_flip(
     `x` is an (N, C, H, W) batch, NCHW or channels_last; the result has the same shape,
     dtype and memory format, and `x` is left untouched. The draws come from `generator`
     only (one set per batch), so a seeded generator gives the same batches every time.
-    Padding is zero on the scale of `x`: on normalised images that is the mean colour.
+    `generator` must be on `x`'s device: the draws are made there, so a GPU step copies
+    nothing from the host. Padding is zero on the scale of `x`: on normalised images that
+    is the mean colour.
     """
     n, _, height, width = x.shape
     channels_last = x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
-    offsets = torch.randint(0, 2 * padding + 1, (2, n), generator=generator).to(x.device)
-    flip = (torch.rand(n, generator=generator) < flip_p).to(x.device)
+    offsets = torch.randint(0, 2 * padding + 1, (2, n), generator=generator, device=x.device)
+    flip = torch.rand(n, generator=generator, device=x.device) < flip_p
     rows = offsets[0, :, None] + torch.arange(height, device=x.device)  # (N, H)
     cols = offsets[1, :, None] + torch.arange(width, device=x.device)  # (N, W)
     # A flip is the same window read right to left: fold it into the gather.

@@ -35,7 +35,8 @@ class WorkerBatches:
         self.data = data
         self.train_x = train_x
         self.sharding = sharding
-        self._augment = torch.Generator().manual_seed(
+        # On the inputs' device, so augmentation draws there: no host-to-device copy a step.
+        self._augment = torch.Generator(device=train_x.device).manual_seed(
             config.optimisation.seed * 1000 + sharding.rank
         )
 

@@ -119,6 +119,11 @@ def workload_names() -> list[str]:
     return registry.names()
 
 
+def builtin_workload_names() -> list[str]:
+    """trainscale's own reference workloads (not a package's or a user's), sorted."""
+    return [name for name in workload_names() if is_builtin(name)]
+
+
 def get_workload(name: str) -> Workload:
     """The workload spec called `name`, or named by a custom reference
     (`FILE.py:ATTR`, `MODULE:ATTR`). An unknown name fails with the list of valid ones; a

@@ -52,7 +52,10 @@ def _sample(probs: torch.Tensor, generator: torch.Generator, sample: bool) -> to
     if not sample:
         return probs
     # A uniform draw and a comparison: about twice as fast as torch.bernoulli on the CPU.
-    return torch.rand(probs.shape, generator=generator).lt_(probs)
+    # Drawn on `probs`' device (`generator` must be there too): no host-to-device copy.
+    return torch.rand(probs.shape, generator=generator, device=probs.device, dtype=probs.dtype).lt_(
+        probs
+    )
 
 
 @torch.no_grad()
@@ -132,7 +135,8 @@ def propagate(rbm: Rbm, inputs: torch.Tensor, strategy: Any) -> torch.Tensor:
     it: the work is split rather than repeated on every worker.
     """
     rows = strategy.eval_shard(inputs.shape[0])
-    out = torch.zeros(inputs.shape[0], rbm.num_hidden)
+    # On the inputs' device: the all-reduce (NCCL on GPUs) and the next RBM need it there.
+    out = torch.zeros(inputs.shape[0], rbm.num_hidden, device=inputs.device, dtype=rbm.weight.dtype)
     out[rows] = rbm.hidden_probs(inputs[rows])
     return strategy.sum_tensor(out)
 
@@ -156,13 +160,16 @@ def train_rbm(
     global_batch = batch_size * world
     num_visible, num_hidden = rbm.num_visible, rbm.num_hidden
     num_weights = num_visible * num_hidden
-    update = torch.empty(num_weights + num_visible + num_hidden + 1)
-    velocity = torch.zeros(num_weights + num_visible + num_hidden)
+    # Every buffer, the generator and the batch index live on the RBM's device: the step's
+    # products write into `update`, and NCCL all-reduces GPU tensors only.
+    device, dtype = rbm.weight.device, rbm.weight.dtype
+    update = torch.empty(num_weights + num_visible + num_hidden + 1, device=device, dtype=dtype)
+    velocity = torch.zeros(num_weights + num_visible + num_hidden, device=device, dtype=dtype)
     v_weight = velocity[:num_weights].view(num_hidden, num_visible)
     v_visible = velocity[num_weights : num_weights + num_visible]
     v_hidden = velocity[num_weights + num_visible :]
     # Per worker (and per layer): workers draw independent samples for their own shards.
-    generator = torch.Generator().manual_seed(
+    generator = torch.Generator(device=device).manual_seed(
         (settings.seed + 1) * 1_000_003 + layer * 1_009 + strategy.env.rank
     )
     chain: torch.Tensor | None = None
@@ -173,9 +180,12 @@ def train_rbm(
         # every worker draws the same one and takes its shard.
         shuffle_seed = settings.seed + 1_000 * (layer + 1)
         order = strategy.shard_indices(inputs.shape[0], epoch, shuffle_seed)
+        order = order.to(inputs.device)  # once an epoch, not once a step
         steps_per_epoch = order.shape[0] // batch_size
         momentum = settings.initial_momentum if epoch == 0 else settings.momentum
-        error_sum = 0.0
+        # Summed on the device and read once an epoch: reading it each step would wait for
+        # the GPU every step. In float64, as the Python float it replaces summed.
+        error_sum = torch.zeros((), device=device, dtype=torch.float64)
         for step in range(steps_per_epoch):
             index = order[step * batch_size : (step + 1) * batch_size]
             v0 = inputs.index_select(0, index)
@@ -184,14 +194,14 @@ def train_rbm(
             chain = cd_statistics(rbm, v0, update, settings, generator, chain)
             strategy.sum_tensor(update)  # the one collective of the step
             update.div_(global_batch)
-            error_sum += float(update[-1])
+            error_sum += update[-1]
             velocity.mul_(momentum).add_(update[:-1], alpha=settings.lr)
             v_weight.add_(rbm.weight, alpha=-settings.lr * settings.weight_decay)
             rbm.weight.add_(v_weight)
             rbm.visible_bias.add_(v_visible)
             rbm.hidden_bias.add_(v_hidden)
             steps += 1
-        error = error_sum / max(1, steps_per_epoch) / num_visible
+        error = error_sum.item() / max(1, steps_per_epoch) / num_visible
         if log is not None:
             log(f"epoch {epoch + 1}/{settings.epochs}  reconstruction error {error:.5f}")
     return {"reconstruction_error": error, "num_steps": steps}

@@ -266,8 +266,13 @@ def length_bucketing(
     unless the run was asked for random batches (-o bucketing=false)."""
     if not data.meta.get("bucketing", True):
         return order
-    lengths = (data.train_x.index_select(0, order) != PAD_ID).sum(dim=1)
-    return bucket_order(order, lengths, batch_size, generator)
+    # `order` is a CPU index (Sharding.shard_indices) while the texts may live on an
+    # accelerator: gather the lengths where the texts are, then bring only the lengths (one
+    # number a text, once an epoch) to `order`'s device, where the CPU-seeded bucketing
+    # runs. The result stays on `order`'s device; the caller moves it to the data's.
+    train_x = data.train_x
+    lengths = (train_x.index_select(0, order.to(train_x.device)) != PAD_ID).sum(dim=1)
+    return bucket_order(order, lengths.to(order.device), batch_size, generator)
 
 
 def mean_length_batch(data: TensorData) -> tuple[torch.Tensor, torch.Tensor]:
@@ -277,6 +282,9 @@ def mean_length_batch(data: TensorData) -> tuple[torch.Tensor, torch.Tensor]:
     text's length, linearly: the count on a text of the mean length is the mean per sample.
     """
     lengths = (data.train_x != PAD_ID).sum(dim=1).clamp(min=1)
-    mean = max(1, round(float(lengths.float().mean())))
-    x = torch.full((2, mean), PAD_ID + 2, dtype=data.train_x.dtype)  # any real token id
+    mean = max(1, round(lengths.float().mean().item()))
+    # On the data's device, which is the model's: a CPU batch would fail the count on a GPU.
+    x = torch.full(
+        (2, mean), PAD_ID + 2, dtype=data.train_x.dtype, device=data.train_x.device
+    )  # any real token id
     return x, data.train_y[:2]
