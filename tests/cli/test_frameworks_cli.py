@@ -114,17 +114,29 @@ def test_every_framework_names_an_extra_or_is_the_core():
     assert {FRAMEWORKS[n].extra for n in ("tensorflow", "jax")} == {"tensorflow", "jax"}
 
 
-@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
-def test_other_frameworks_on_a_gpu_are_refused_before_launch(framework):
+def test_tensorflow_on_a_gpu_is_refused_before_launch():
     from trainscale.errors import ConfigError
     from trainscale.runner.resolve import check_framework
 
-    if missing_modules(framework):
-        pytest.skip(f"{framework} is not installed")
-    opts = RunOptions.of("mnist-cnn", framework=framework, device="cuda")
+    if missing_modules("tensorflow"):
+        pytest.skip("tensorflow is not installed")
+    opts = RunOptions.of("mnist-cnn", framework="tensorflow", device="cuda")
     with pytest.raises(ConfigError, match="CPU only"):
         check_framework(opts, "cuda")
     check_framework(opts.with_(device="cpu"), "cpu")  # the CPU is fine
+
+
+def test_jax_on_a_gpu_is_one_process_per_gpu():
+    from trainscale.errors import ConfigError
+    from trainscale.runner.resolve import check_framework
+
+    if missing_modules("jax"):
+        pytest.skip("jax is not installed")
+    opts = RunOptions.of("mnist-cnn", framework="jax", device="cuda")
+    check_framework(opts, "cuda")  # offered on GPUs
+    check_framework(opts.with_(workers=2), "cuda")
+    with pytest.raises(ConfigError, match="one process per GPU"):
+        check_framework(opts.with_(workers=2, single_process=True), "cuda")
 
 
 def test_every_bench_rung_trains_with_the_chosen_framework():

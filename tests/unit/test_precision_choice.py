@@ -89,3 +89,8 @@ def test_the_simulator_asks_for_a_named_precision():
 def test_this_machine_gets_what_its_flags_say():
     config = resolve(RunOptions.of("mnist-cnn", data="synthetic"), available_cores=[0])
     assert config.optimisation.precision == ("bf16" if cpu_bf16_native() else "fp32")
+
+
+def test_auto_keeps_jax_in_fp32_on_a_gpu_without_blaming_the_cpu():
+    choice = choose_precision("auto", "cuda", framework="jax", cuda_bf16=True)
+    assert choice.precision == "fp32" and "CPU" not in choice.reason

@@ -1,5 +1,9 @@
 """The ladder of settings `trainscale bench` measures, and the order of its rounds.
 
+On a machine with GPUs the ladder ends with GPU settings (1 GPU; N GPUs, one worker each),
+measured in the same rounds as the CPU ones and compared, paired, with the fastest CPU
+setting (`benchmark.table.gpu_lines`).
+
 Every rung trains the same workload at the same global batch size, so the optimisation is
 the same and speedups compare like with like. Throughput rungs train a fixed number of
 steps in short rounds, every rung once a round, in an order rotated from round to round
@@ -28,6 +32,9 @@ class Rung:
     pitfall: bool = False
     pitfall_of: str | None = None
     """For a pitfall, the sound rung it is the naive version of (compared with it, paired)."""
+    gpus: int = 0
+    """GPUs the setting trains on (0: a CPU setting). A GPU rung's speedup is not divided
+    by its cores: it has no efficiency."""
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,14 @@ class Skipped:
 
 
 def plan_ladder(
-    base: RunOptions, num_cores: int, bf16_native: bool, num_gpus: int
+    base: RunOptions,
+    num_cores: int,
+    bf16_native: bool,
+    num_gpus: int,
+    cuda_bf16: bool = False,
 ) -> list[Rung | Skipped]:
-    """The settings to compare on a machine with `num_cores` usable cores."""
+    """The settings to compare on a machine with `num_cores` usable cores and `num_gpus`
+    GPUs; `bf16_native` / `cuda_bf16` say whether the CPU / the GPUs compute bf16 natively."""
 
     def opts(**changes: Any) -> RunOptions:
         return base.with_(**changes)
@@ -101,11 +113,58 @@ def plan_ladder(
                 pitfall_of=pinned.name,
             )
         )
-    if num_gpus:
-        ladder.append(Skipped("1 GPU", "GPU training is not supported by this version"))
-    else:
-        ladder.append(Skipped("1 GPU", "no GPU on this machine"))
+    ladder += gpu_rungs(base, num_cores, num_gpus, cuda_bf16)
     return ladder
+
+
+SAME_RECIPE_NOTE = "same recipe: the CPU rungs' global batch"
+"""A GPU rung's note. A larger batch would keep a GPU busier, but it would change the
+optimisation (the lr, the steps to a target): the bench compares one recipe on each
+device, so its speedups say what the same training gains on the GPU."""
+
+
+def gpu_rungs(
+    base: RunOptions, num_cores: int, num_gpus: int, cuda_bf16: bool
+) -> list[Rung | Skipped]:
+    """The GPU settings: 1 GPU, and N GPUs (one worker each, over NCCL) where there are
+    several; each in fp32 and, where the GPUs compute it natively, bf16. Every one trains
+    the CPU rungs' global batch (`SAME_RECIPE_NOTE`) with the bench's framework."""
+    if not num_gpus:
+        return [Skipped("1 GPU", "no GPU on this machine")]
+    framework = base.parallel.framework
+    if framework == "tensorflow":
+        reason = "TensorFlow trains on the CPU only (docs/frameworks.md)"
+        return [Skipped("1 GPU", reason)]
+    rungs: list[Rung | Skipped] = []
+    for workers in sorted({1, num_gpus}):
+        if workers == 1:
+            name = "1 GPU"
+        else:
+            comm = "DDP" if framework == "pytorch" else "jax.distributed"
+            name = f"{workers} GPUs, {comm} over NCCL"
+        fp32 = Rung(
+            name,
+            base.with_(
+                device="cuda",
+                workers=workers,
+                # The host threads feed the GPUs: the cores shared among the workers.
+                threads_per_worker=max(1, num_cores // workers),
+                affinity="compact",
+                allow_oversubscribe=workers > num_cores,
+                precision="fp32",
+            ),
+            cores=num_cores,
+            note=SAME_RECIPE_NOTE,
+            gpus=workers,
+        )
+        rungs.append(fp32)
+        if cuda_bf16:
+            bf16 = fp32.options.with_(precision="bf16")
+            rungs.append(Rung(f"{name}, bf16", bf16, num_cores, SAME_RECIPE_NOTE, gpus=workers))
+        else:
+            reason = "this GPU has no native bf16 (before Ampere)"
+            rungs.append(Skipped(f"{name}, bf16", reason))
+    return rungs
 
 
 def naive_name(framework: str, num_cores: int) -> str:

@@ -15,6 +15,7 @@ from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder, rotation
 from trainscale.benchmark.table import (
     RungResult,
     baseline_lines,
+    gpu_lines,
     markdown_table,
     pitfall_comparisons,
     quiet_rounds,
@@ -152,6 +153,12 @@ class BenchResult:
         return baseline_lines(self.results)
 
     @property
+    def gpu_lines(self) -> list[str]:
+        """Each GPU setting against the fastest CPU setting, paired over the rounds, as a
+        line with its verdict (`bench.table.gpu_lines`); [] without GPUs."""
+        return gpu_lines(self.results)
+
+    @property
     def pitfall_lines(self) -> list[str]:
         """Each sound setting against its naive pitfall, paired over the rounds, as a line."""
         return [
@@ -202,7 +209,8 @@ class BenchResult:
             f"# trainscale bench {self.bench_id}: {self.workload}",
             "",
             f"Machine: {env['cpu_model']}, {len(env['usable_cores'])} usable cores, "
-            f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}. "
+            f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}"
+            f"{gpus_text(env)}. "
             f"Data: {base.data.kind}. Global batch {self.global_batch_size} on every rung; "
             f"throughput rungs train {self.steps} steps in {self.rounds} round(s) of "
             f"{self.steps_per_run} steps a run ({base.measurement.warmup_steps_untimed} "
@@ -211,7 +219,13 @@ class BenchResult:
             "against the serial 1-core run of the same round: the median over rounds of the "
             "ratio within each round, with its 95% bootstrap interval over rounds; the "
             "verdict says faster or slower only where the interval excludes 1. "
-            "Efficiency = speedup / cores given.",
+            "Efficiency = speedup / cores given."
+            + (
+                " GPU settings train the same global batch (the same recipe) and are "
+                "compared, paired the same way, with the fastest CPU setting."
+                if self.env.get("gpus")
+                else ""
+            ),
             "",
         ]
         if self.rounds < FEW_ROUNDS:
@@ -226,6 +240,8 @@ class BenchResult:
                 lines += [f"Where the data was looked for: {self.data_missing}", ""]
         lines += [markdown_table(self.rows), ""]
         lines += [f"- {line}" for line in self.baseline_lines] + [""]
+        if self.gpu_lines:
+            lines += [f"- {line}" for line in self.gpu_lines] + [""]
         if self.pitfall_lines:
             lines += [f"- {line}" for line in self.pitfall_lines] + [""]
         if self.busy_lines:
@@ -236,6 +252,15 @@ class BenchResult:
             "",
         ]
         return "\n".join(lines)
+
+
+def gpus_text(env: dict[str, Any]) -> str:
+    """', 1 GPU (NVIDIA H100 80GB HBM3)' for the machine line; '' without GPUs."""
+    gpus = env.get("gpus") or []
+    if not gpus:
+        return ""
+    names = ", ".join(dict.fromkeys(str(gpu.get("name")) for gpu in gpus))
+    return f", {len(gpus)} GPU{'s' if len(gpus) > 1 else ''} ({names})"
 
 
 def bench_steps(steps: int | None, quick: bool) -> int:
@@ -337,6 +362,7 @@ def run_bench(
     is written to `out` (None: not written). `framework` trains every rung (docs/frameworks.md).
     """
     from trainscale.hardware.facts import collect_environment
+    from trainscale.hardware.precision_choice import gpus_bf16_native
     from trainscale.runner.launch import RunFailed, execute_run, local_result
     from trainscale.workloads import get_workload
 
@@ -384,7 +410,13 @@ def run_bench(
         data_missing,
         max_extra_rounds=max_extra,
     )
-    ladder = plan_ladder(base, len(env["usable_cores"]), bool(env["bf16_native"]), len(env["gpus"]))
+    ladder = plan_ladder(
+        base,
+        len(env["usable_cores"]),
+        bool(env["bf16_native"]),
+        len(env["gpus"]),
+        gpus_bf16_native(env["gpus"]),
+    )
     result.results = [RungResult(rung) for rung in ladder]
     measured = [r for r in result.results if not isinstance(r.rung, Skipped)]
     listener.started(result, len(measured))

@@ -180,6 +180,55 @@ def baseline_lines(results: list[RungResult], seed: int = 0) -> list[str]:
     return lines
 
 
+def fastest_cpu(results: list[RungResult]) -> RungResult | None:
+    """The CPU setting with the highest median throughput over the rounds (on a quiet
+    machine where it was measured on one), the pitfall aside: what a GPU is up against."""
+    cpu = [
+        r
+        for r in results
+        if r.in_rounds
+        and isinstance(r.rung, Rung)
+        and not r.rung.gpus
+        and not r.rung.pitfall
+        and r.completed
+    ]
+    return max(cpu, key=lambda r: r.quiet_samples_per_s or r.samples_per_s or 0.0, default=None)
+
+
+def gpu_comparisons(results: list[RungResult], seed: int = 0) -> list[PairedRatio]:
+    """Each GPU setting against the fastest CPU setting, paired within the rounds (the
+    throughput of the GPU run / the CPU run of the same round)."""
+    cpu = fastest_cpu(results)
+    if cpu is None:
+        return []
+    rounds, busy = rounds_of(results), busy_rounds_of(results)
+    return [
+        paired_ratio(rounds, cpu.rung.name, r.rung.name, seed=seed, busy=busy)
+        for r in results
+        if r.in_rounds and isinstance(r.rung, Rung) and r.rung.gpus and r.completed
+    ]
+
+
+FASTEST_CPU = "the fastest CPU setting here"
+
+
+def gpu_line(ratio: PairedRatio) -> str:
+    """A GPU setting against the fastest CPU setting as a line: '1 GPU: 9.40x [8.90, 9.80]
+    faster than the fastest CPU setting here (CPU_NAME; 5 rounds)', with a verdict only
+    where the interval excludes 1 (`metrics.paired`)."""
+    against = f"({ratio.a}; {ratio.rounds_note})"
+    if ratio.median is None:
+        return f"{ratio.b}: cannot tell against {FASTEST_CPU} {against}"
+    if ratio.direction is not None and ratio.trusted:
+        return f"{ratio.b}: {ratio.text()} {ratio.direction} than {FASTEST_CPU} {against}"
+    return f"{ratio.b}: {ratio.text()} against {FASTEST_CPU} {against}: {ratio.verdict}"
+
+
+def gpu_lines(results: list[RungResult], seed: int = 0) -> list[str]:
+    """`gpu_line` for every GPU setting that ran: [] on a machine without GPUs."""
+    return [gpu_line(ratio) for ratio in gpu_comparisons(results, seed)]
+
+
 def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
     """Rows of the bench table; speedup and efficiency against the first (baseline) rung,
     paired over the rounds."""
@@ -218,7 +267,8 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
         )
         row["step ms (median, IQR)"] = f"{med * 1000:.1f} ({spread:.0%})"
         speedup = _speedup_cells(item, base, paired.get(item.rung.name), row)
-        if speedup is not None:
+        # Speedup per core says nothing of a GPU setting: its cores only feed the GPUs.
+        if speedup is not None and not item.rung.gpus:
             row["efficiency"] = (
                 f"{stats.efficiency(speedup, item.rung.cores):.0%} of {item.rung.cores} core(s)"
             )

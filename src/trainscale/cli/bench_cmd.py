@@ -24,8 +24,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "Train a workload through a ladder of settings on this machine: 1 core fp32 serial "
             "(the baseline), 1 process with all cores as threads, N pinned workers, the same "
             "in bf16 where the CPU has native bf16, and a naive unpinned oversubscribed DDP run "
-            "(the pitfall). Every rung trains the same global batch (the recipe's samples per "
-            "optimizer step, split evenly among the rung's workers), so speedups compare like "
+            "(the pitfall); with GPUs, 1 GPU (and N GPUs over NCCL), fp32 and native bf16, "
+            "against the fastest CPU setting. Every rung trains the same global batch (the "
+            "recipe's samples per optimizer step, split evenly among the rung's workers), so "
+            "speedups compare like "
             "with like. The rungs run in short rounds, each rung once a round in rotated order, "
             "and each speedup is the median of the ratios to the serial run within a round, "
             "with a 95% interval over rounds. Then the fastest setting trains the full recipe "
@@ -119,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if row["note"]:
             out.print(f"  {row['setting']}: {row['note']}")
     for line in result.baseline_lines:  # which baseline answers which question
+        out.print(f"  {line}", markup=False, soft_wrap=True)
+    for line in result.gpu_lines:  # each GPU setting against the fastest CPU one, paired
         out.print(f"  {line}", markup=False, soft_wrap=True)
     for line in result.pitfall_lines:
         out.print(f"  {line}")

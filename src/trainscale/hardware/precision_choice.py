@@ -10,7 +10,9 @@ workload in docs/workloads.md; `--precision fp32` asks for fp32 anywhere.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -42,6 +44,10 @@ def choose_precision(
     if requested != "auto":
         return PrecisionChoice(requested, f"--precision {requested}")  # type: ignore[arg-type]
     if framework == "jax":  # measured: docs/frameworks.md
+        if device == "cuda":  # bf16 with JAX is measured on the CPU only: no claim on GPUs
+            return PrecisionChoice(
+                "fp32", "auto: fp32 with jax (--precision bf16 asks for bf16 on the GPU)"
+            )
         return PrecisionChoice(
             "fp32", "auto: fp32 with jax, whose CPU backend (XLA) runs bf16 slower than fp32"
         )
@@ -60,3 +66,15 @@ def choose_precision(
     return PrecisionChoice(
         "fp32", "auto: this CPU has no native bf16 (AVX512-BF16 or AMX); emulated bf16 is slower"
     )
+
+
+def gpus_bf16_native(gpus: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether every GPU of the machine's facts (`hardware.facts`' `gpus`, with their
+    'capability', '8.0') computes bf16 natively: compute capability 8.0 (Ampere) or later,
+    torch's rule for `is_bf16_supported(including_emulation=False)`. False without GPUs."""
+    if not gpus:
+        return False
+    try:
+        return all(int(str(gpu["capability"]).split(".")[0]) >= 8 for gpu in gpus)
+    except (KeyError, ValueError):  # facts without a readable capability: no claim
+        return False

@@ -161,6 +161,13 @@ class DdpCommunication:
         return True
 
     def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self._on_gpu and tensor.device.type == "cpu":
+            # NCCL reduces GPU tensors only; another framework's evaluator counts on the
+            # host (JAX on a GPU): reduce a device copy, then write it back in place.
+            on_device = tensor.to(self.device.torch_device)
+            dist.all_reduce(on_device, op=dist.ReduceOp.SUM)
+            tensor.copy_(on_device)
+            return tensor
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 

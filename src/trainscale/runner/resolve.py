@@ -26,7 +26,7 @@ from trainscale.config.options import (
 )
 from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
-from trainscale.frameworks import PYTORCH, get_framework, require
+from trainscale.frameworks import PYTORCH, TENSORFLOW, get_framework, require
 from trainscale.hardware import resources
 from trainscale.hardware.facts import read_numa_nodes
 from trainscale.hardware.precision_choice import choose_precision
@@ -134,10 +134,18 @@ def check_framework(opts: RunOptions, device: str) -> None:
         if given:
             raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
     require(name)
-    if device == "cuda":
+    if device != "cuda":
+        return
+    if name == TENSORFLOW:
+        # Not installable on the GPU image (tensorflow-cpu only), so never run there.
         raise ConfigError(
             f"--device cuda with --framework {name}: this version trains {label} on the CPU "
-            "only (docs/frameworks.md); on GPUs use --framework pytorch"
+            "only (docs/frameworks.md); on GPUs use --framework pytorch or jax"
+        )
+    if par.single_process:
+        raise ConfigError(
+            f"--single-process with --device cuda: {label} on GPUs is one process per GPU "
+            "(--workers N without --single-process)"
         )
 
 

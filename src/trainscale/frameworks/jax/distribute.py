@@ -13,6 +13,10 @@ computes on T threads at a time (measured: one runnable thread at T=1, two at T=
 process is already pinned to its cores by the worker's torch strategy, so the default (no
 NPROC) is one thread per core the process may use, whatever the other workers use: the
 oversubscription pitfall when workers x threads exceeds the cores.
+
+GPUs (--device cuda): one GPU per worker process, its local rank's, as PyTorch's workers
+have; the processes join jax.distributed and XLA's collectives go over NCCL. JAX allocates
+GPU memory as it needs it (no preallocation: the process shares its GPU with torch's side).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import math
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,40 +115,82 @@ class Distribution:
         atexit.register(_leave_now, 1 if stopped is None else 128 + int(stopped))
 
 
-def configure_backend(config: RunConfig) -> None:
-    """Set XLA's CPU threads, the host devices and the CPU collectives, before the backend
-    starts. A backend already started (an earlier run in the same process) keeps its own:
-    `pool_threads()` records what it has."""
+def configure_backend(config: RunConfig, local_rank: int = 0) -> None:
+    """Set XLA's platform, its devices (the host devices and CPU threads, or this worker's
+    GPU) and the CPU collectives, before the backend starts. A backend already started (an
+    earlier run in the same process) keeps its own: `pool_threads()` records what it has."""
     from jax._src import xla_bridge
 
     if xla_bridge.backends_are_initialized():
         return
+    # XLA reads these when its backend starts (the CUDA plugin its memory options, the CPU
+    # client NPROC and XLA_FLAGS), which is later than here: nothing has run yet.
+    os.environ.update(backend_environment(config, os.environ))
+    for name, value in backend_options(config, local_rank).items():
+        jax.config.update(name, value)
+
+
+def backend_environment(config: RunConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment variables to set before XLA's backend starts, given the process's
+    `environ` (a user's own XLA_FLAGS are kept, ours appended).
+
+    On a GPU: XLA_PYTHON_CLIENT_PREALLOCATE=false, unless the user set it. JAX's CUDA client
+    otherwise takes 75% of the GPU's memory when it starts, and this process also holds
+    torch's CUDA context (the worker's device, NCCL for the bookkeeping collectives):
+    JAX allocates as it needs instead. The CPU's collective timeouts and threads are
+    CPU-client settings, left out on a GPU.
+    On the CPU: a peer that stops answering fails the run after --timeout, as DDP's
+    collectives do (without these a gloo all-reduce waits for a hung peer for ever); NPROC
+    sizes XLA's CPU pool where the run gives the worker its threads.
+    """
     par = config.parallel
-    jax.config.update("jax_platforms", "cuda" if par.device == "cuda" else "cpu")
-    # Its SIGTERM handler would keep a worker the launcher stops running until it is killed.
-    jax.config.update("jax_enable_preemption_service", False)
-    # A peer that stops answering fails the run after --timeout, as DDP's collectives do
-    # (without these a gloo all-reduce waits for a hung peer for ever).
+    if par.device == "cuda":
+        if "XLA_PYTHON_CLIENT_PREALLOCATE" in environ:
+            return {}
+        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     timeout = max(1, math.ceil(par.timeout_s))
-    flags = os.environ.get("XLA_FLAGS", "")
-    os.environ["XLA_FLAGS"] = " ".join(
+    flags = " ".join(
         [
-            flags,
+            environ.get("XLA_FLAGS", ""),
             f"--xla_cpu_collective_timeout_seconds={timeout}",
             f"--xla_cpu_collective_call_terminate_timeout_seconds={timeout}",
         ]
     ).strip()
-    if par.device != "cuda":
-        # One process holding every replica gets all their threads, as its torch side
-        # (HostThreads.for_worker) does.
-        threads = par.threads_per_worker
-        if threads is not None and par.single_process:
-            threads *= par.workers
-        if threads is not None:
-            os.environ["NPROC"] = str(threads)
-        if par.single_process:
-            jax.config.update("jax_num_cpu_devices", par.workers)
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    env = {"XLA_FLAGS": flags}
+    # One process holding every replica gets all their threads, as its torch side
+    # (HostThreads.for_worker) does.
+    threads = par.threads_per_worker
+    if threads is not None and par.single_process:
+        threads *= par.workers
+    if threads is not None:
+        env["NPROC"] = str(threads)
+    return env
+
+
+def backend_options(config: RunConfig, local_rank: int) -> dict[str, Any]:
+    """The jax.config settings of a run, set before the backend starts.
+
+    The platform is named (JAX_PLATFORMS' setting): a GPU run whose CUDA backend cannot
+    start fails, rather than training on the CPU under a GPU label. A GPU worker sees one
+    GPU, its local rank's, the one torch's side of the worker selected (CudaDevice): the
+    worker's torch has already started CUDA with all the node's GPUs, so CUDA_VISIBLE_DEVICES
+    set now would change nothing, whereas jax_cuda_visible_devices restricts JAX's client
+    (jax.distributed sets the same from its local_device_ids). Without it a serial run
+    would put every GPU of the node on its mesh.
+    """
+    par = config.parallel
+    options: dict[str, Any] = {
+        "jax_platforms": "cuda" if par.device == "cuda" else "cpu",
+        # Its SIGTERM handler would keep a worker the launcher stops running until killed.
+        "jax_enable_preemption_service": False,
+    }
+    if par.device == "cuda":
+        options["jax_cuda_visible_devices"] = str(local_rank)
+        return options
+    if par.single_process:
+        options["jax_num_cpu_devices"] = par.workers
+    options["jax_cpu_collectives_implementation"] = "gloo"
+    return options
 
 
 def join(config: RunConfig, strategy: Strategy) -> Distribution:

@@ -48,7 +48,8 @@ def train(
     """Train `workload` on `data` in JAX as `config` says; returns measurements (all ranks)."""
     if config.optimisation.precision == "fp16":
         raise ConfigError("--precision fp16 is not available with --framework jax; use bf16")
-    configure_backend(config)  # before any jax operation: threads and devices are fixed then
+    # Before any jax operation: threads and devices are fixed then.
+    configure_backend(config, strategy.env.local_rank)
     distribution = join(config, strategy)
     try:
         outcome = _train(config, workload, data, strategy, progress or NullProgress(), distribution)
@@ -102,6 +103,9 @@ def _train(
     facts: dict[str, Any] = {
         "jax_threads": pool_threads(),
         "jax_distribution": distribution.description,
+        # Where JAX computes ('gpu: NVIDIA H100 80GB HBM3', 'cpu: cpu'): the run's device is
+        # what was asked; this is what JAX's backend gave.
+        "jax_device": _device_name(distribution),
     }
     stepper = JaxStep(
         module,
@@ -135,3 +139,9 @@ def _train(
         replicas=distribution.replicas if config.parallel.single_process else None,
         facts=facts,
     )
+
+
+def _device_name(distribution: Distribution) -> str:
+    """'platform: kind' of the first device on the run's mesh."""
+    device = distribution.mesh.devices.flat[0]
+    return f"{device.platform}: {device.device_kind}"

@@ -1,0 +1,42 @@
+"""`trainscale bench --quick` on a GPU machine: the GPU rungs run in the rounds and the
+verdict line against the fastest CPU setting is printed and written. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainscale.cli import main
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def test_quick_bench_runs_the_gpu_rung_and_says_how_it_compares(tmp_path, capsys, monkeypatch):
+    from trainscale.hardware import facts
+
+    # The CPU ladder of 2 cores: on a 16-core GPU machine its 16-worker rungs take about
+    # 3 minutes a round (process starts), and the GPU rungs are what this test is about.
+    real = facts.collect_environment
+
+    def two_cores(*args: object, **kwargs: object) -> dict:
+        env = real(*args, **kwargs)
+        return {**env, "usable_cores": env["usable_cores"][:2]}
+
+    monkeypatch.setattr(facts, "collect_environment", two_cores)
+    out = tmp_path / "bench.md"
+    args = ["bench", "--quick", "--data", "synthetic", "--store", str(tmp_path / "s.db")]
+    code = main([*args, "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 1 GPU |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] != "-", f"the 1 GPU rung did not run: {row}"  # samples/s
+    assert "same recipe" in row
+    # The verdict line: paired against the fastest CPU setting, in the table and printed.
+    verdict = next(line for line in text.splitlines() if line.startswith("- 1 GPU: "))
+    assert "the fastest CPU setting here" in verdict
+    assert "1 GPU: " in captured.out and "the fastest CPU setting here" in captured.out
