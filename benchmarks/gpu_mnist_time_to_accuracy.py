@@ -2,16 +2,24 @@
 
     TRAINSCALE_DATA_DIR=/path/to/datasets python benchmarks/gpu_mnist_time_to_accuracy.py
 
-Side by side in one invocation: trainscale's GPU settings (data resident on the GPU, bf16
-autocast, channels_last, fused Adam, one-cycle schedule, large batch; `--extra` adds or
-overrides `trainscale run` options) and the plain pytorch/examples MNIST recipe (Adadelta
-lr 1.0, batch 64, StepLR gamma 0.7, a DataLoader-free loop over the same in-memory
-tensors, evaluated once per epoch). Target: <= 1 s of training clock to 99.0%.
+Side by side in one invocation, each seed in turn:
+- trainscale's default `run mnist-cnn --device cuda` (the workload's recipe, untouched);
+- trainscale's fast setting: the same model at a larger global batch, which a GPU runs with
+  far fewer kernel launches per epoch (`--fast` overrides it);
+- the pytorch/examples MNIST recipe (Adadelta lr 1.0, batch 64, StepLR gamma 0.7, evaluated
+  once per epoch) over the same in-memory tensors on the same GPU, warmed up first (one
+  untimed forward and backward, so CUDA, cuBLAS and cuDNN start-up stay off its clock, as
+  they stay off trainscale's), timed under the same rule: training time between
+  synchronisations, evaluation excluded.
+Target: <= 0.76 s of training clock to 99.0% in every seed (train_mnist_fast's published
+figure on a GTX 1660 Ti). The fast setting against the examples recipe is a paired ratio of
+times to 99.0%, seed by seed, with a 95% bootstrap interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 import time
@@ -20,41 +28,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import spread, trainscale_run, write_json  # noqa: E402
 
-FAST = [
-    "mnist-cnn",
-    "--device",
-    "cuda",
-    "--precision",
-    "bf16",
-    "--global-batch-size",
-    "512",
-    "--lr",
-    "0.004",
-    "--epochs",
-    "2",
-    "--eval-every",
-    "20",
-    "--quiet",
-]
+DEFAULT = ["mnist-cnn", "--device", "cuda", "--quiet"]
+FAST = "--precision bf16 --global-batch-size 512 --lr 0.006 --epochs 4 --eval-every 10"
+TARGET = 0.99
 
 
-def pytorch_examples_seconds_to_99(max_epochs: int = 14) -> float | None:
+def pytorch_examples_seconds_to_99(seed: int, max_epochs: int = 14) -> float | None:
     """The pytorch/examples recipe; training seconds until a per-epoch test reaches 99%."""
     import torch
 
-    from trainscale.config.options import RunOptions
     from trainscale.data.tensors import DataRequest
-    from trainscale.runner.resolve import prepare
+    from trainscale.models.mnist_cnn import MnistCnn
     from trainscale.workloads import get_workload
 
-    config = prepare(RunOptions.of(workload="mnist-cnn", threads_per_worker=1))
-    data = get_workload("mnist-cnn").load_real(DataRequest(data_dir=Path(config.data_dir)))
+    # The files trainscale's runs found: the same search ($TRAINSCALE_DATA_DIR first).
+    data = get_workload("mnist-cnn").load_real(DataRequest())
     device = torch.device("cuda")
     x, y = data.train_x.to(device), data.train_y.to(device)
     tx, ty = data.test_x.to(device), data.test_y.to(device)
-    from trainscale.models.mnist_cnn import MnistCnn
-
-    torch.manual_seed(1)
+    # Warm-up on a throwaway model: CUDA context, cuBLAS/cuDNN handles and kernels loaded.
+    warm = MnistCnn().to(device)
+    torch.nn.functional.cross_entropy(warm(x[:64]), y[:64]).backward()
+    torch.cuda.synchronize()
+    torch.manual_seed(seed)
     model = MnistCnn().to(device)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
@@ -76,38 +72,66 @@ def pytorch_examples_seconds_to_99(max_epochs: int = 14) -> float | None:
         model.eval()
         with torch.no_grad():
             accuracy = (model(tx).argmax(1) == ty).float().mean().item()
-        if accuracy >= 0.99:
+        if accuracy >= TARGET:
             return clock
     return None
 
 
 def main() -> None:
+    from trainscale.metrics.paired import paired_ratio
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[])
+    parser.add_argument("--fast", default=FAST, help=f"the fast setting (default: {FAST})")
+    parser.add_argument("--no-default", action="store_true", help="skip the default recipe")
     parser.add_argument("--out", default="benchmarks/results/gpu_mnist_time_to_accuracy.json")
     args = parser.parse_args()
     store = Path(tempfile.mkdtemp()) / "bench.db"
-    reached, results = [], []
+    fast = shlex.split(args.fast)
+    rows: list[dict] = []
     for seed in args.seeds:
-        result = trainscale_run([*FAST, "--seed", str(seed), *args.extra], store)
-        results.append(result)
-        if result["time_to_target_s"] is not None:
-            reached.append(result["time_to_target_s"])
-        print(
-            f"seed {seed}: trainscale time to 99.0% {result['time_to_target_s']} s, final "
-            f"{result['test_accuracy']:.4f}",
-            flush=True,
+        row: dict = {"seed": seed}
+        if not args.no_default:
+            row["default"] = trainscale_run([*DEFAULT, "--seed", str(seed)], store)
+        row["fast"] = trainscale_run([*DEFAULT, *fast, "--seed", str(seed)], store)
+        row["examples_s"] = pytorch_examples_seconds_to_99(seed)
+        rows.append(row)
+        line = ", ".join(
+            f"{side} {row[side]['time_to_target_s']} s (final {row[side]['test_accuracy']:.4f})"
+            for side in ("default", "fast")
+            if side in row
         )
-    baseline = pytorch_examples_seconds_to_99()
-    print(
-        f"trainscale: reached in {len(reached)}/{len(results)} runs, time to target "
-        f"{spread(reached) if reached else 'not reached'}"
+        print(f"seed {seed}: {line}; pytorch/examples {row['examples_s']} s", flush=True)
+
+    summary: dict = {}
+    for side in ("default", "fast"):
+        times = [r[side]["time_to_target_s"] for r in rows if side in r]
+        reached = [t for t in times if t is not None]
+        summary[side] = {
+            "reached": f"{len(reached)}/{len(times)}",
+            "time_to_target_s": spread(reached) if reached else None,
+            "all_within_0_76_s": bool(times) and all(t is not None and t <= 0.76 for t in times),
+        }
+        print(f"trainscale {side}: reached {len(reached)}/{len(times)}, {summary[side]}")
+    examples = [r["examples_s"] for r in rows if r["examples_s"] is not None]
+    summary["examples_s"] = spread(examples) if examples else None
+    ratio = paired_ratio(
+        [{"examples": r["examples_s"], "fast": r["fast"]["time_to_target_s"]} for r in rows],
+        "examples",
+        "fast",
+        measure="step_time",
     )
-    print(f"pytorch/examples recipe: {baseline} s to 99.0%")
+    summary["fast_vs_examples"] = {
+        "median": ratio.median,
+        "ci95": ratio.ci,
+        "direction": ratio.direction,
+        "pairs": len(ratio.ratios),
+    }
+    print(f"pytorch/examples recipe: {summary['examples_s']} s to 99.0%")
+    print(f"trainscale fast vs pytorch/examples (time to 99%): {summary['fast_vs_examples']}")
     write_json(
         Path(args.out),
-        {"command": " ".join(sys.argv), "runs": results, "pytorch_examples_s": baseline},
+        {"command": " ".join(sys.argv), "fast": args.fast, "summary": summary, "runs": rows},
     )
 
 

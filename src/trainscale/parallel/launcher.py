@@ -10,6 +10,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
@@ -60,6 +61,18 @@ class RendezvousLost(Exception):
         self.reason = reason
 
 
+def shutdown_settings(config_class: type, seconds: int) -> dict[str, Any]:
+    """`shutdown_timeout` (how long the agent waits between SIGTERM and SIGKILL of its
+    workers) for the launcher's config, where this torch's LaunchConfig has the field.
+
+    Recent torch versions have the field; older ones in the declared range (from 2.4)
+    reject the keyword and keep their own fixed grace period instead.
+    """
+    if "shutdown_timeout" in {field.name for field in fields(config_class)}:
+        return {"shutdown_timeout": seconds}
+    return {}
+
+
 def launch_workers(
     entrypoint: Callable[..., Any],
     args: tuple[Any, ...],
@@ -101,7 +114,7 @@ def launch_workers(
         monitor_interval=0.1,
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=log_dir),
-        shutdown_timeout=shutdown_timeout_s,
+        **shutdown_settings(LaunchConfig, shutdown_timeout_s),
         **nodes,
     )
     try:

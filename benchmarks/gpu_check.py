@@ -1,0 +1,266 @@
+"""One GPU check of trainscale, in steps under one time budget, with a JSON record of each.
+
+    python benchmarks/gpu_check.py --out DIR [--budget 520] [--only tests,mnist] [--dry-run]
+
+Run by benchmarks/gpu_check.sh (which first installs what the GPU image lacks). The steps,
+most important first, each under its own time cap and skipped once the budget is spent:
+
+- machine, env, probe: the GPU, driver, torch and CUDA; the measured matmul rates;
+- mnist: benchmarks/gpu_mnist_time_to_accuracy.py on real MNIST (needs --mnist DIR);
+- resnet: benchmarks/gpu_resnet_throughput.py (trainscale vs a bare loop, bf16, compile);
+- tests: tests/gpu (every workload in three precisions, compile, JAX on CUDA, NVML energy,
+  bench's GPU rungs), run in parallel processes since they assert behaviour, not speed
+  (after the timed steps, which need a quiet machine);
+- bench: `trainscale bench --quick` of mnist-cnn, CPU rungs and GPU rungs in the same
+  rounds (the GPU verdict line); on 16 cores a round takes about 3 minutes;
+- workloads: each workload's default recipe on the GPU and on the CPU (one process, every
+  core), a short synthetic run each: samples per second side by side.
+
+Every step writes its output under DIR/steps/ and one line to DIR/results.jsonl; the store
+(DIR/trainscale.db) holds every run. Nothing here asserts: tests/gpu does; this records.
+machine, mnist, resnet and tests take about 9 minutes on one H200 with 16 host cores; bench
+and workloads as long again: a session with 15 minutes of device time runs
+`--only machine,mnist,resnet,tests`, or `--only machine,bench,workloads`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainscale.workloads import builtin_workload_names
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = builtin_workload_names()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of the check: its group (for --only), name, time cap and argv."""
+
+    group: str
+    name: str
+    cap_s: int
+    argv: list[str]
+
+
+def plan(out: Path, mnist: Path | None, steps_dir: Path) -> list[Step]:
+    """The steps in the order they run."""
+    py = sys.executable
+    ts = [py, "-m", "trainscale"]
+    store = ["--store", str(out / "trainscale.db")]
+    steps = [
+        Step(
+            "machine",
+            "nvidia_smi",
+            20,
+            [
+                "nvidia-smi",
+                "--query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit",
+                "--format=csv",
+            ],
+        ),
+        Step("machine", "env", 60, [*ts, "env", "--json"]),
+        Step(
+            "machine", "probe", 90, [*ts, "probe", "--device", "cuda", "--quick", "--json", *store]
+        ),
+    ]
+    if mnist is not None:
+        steps.append(
+            Step(
+                "mnist",
+                "mnist_time_to_99",
+                130,
+                [
+                    py,
+                    "benchmarks/gpu_mnist_time_to_accuracy.py",
+                    "--out",
+                    str(out / "gpu_mnist_time_to_accuracy.json"),
+                ],
+            )
+        )
+    steps.append(
+        Step(
+            "resnet",
+            "resnet_throughput",
+            150,
+            [
+                py,
+                "benchmarks/gpu_resnet_throughput.py",
+                "--rounds",
+                "3",
+                "--steps",
+                "100",
+                *store,
+                "--out",
+                str(out / "gpu_resnet_throughput.json"),
+            ],
+        )
+    )
+    steps.append(
+        Step(
+            "tests",
+            "tests_gpu",
+            240,
+            [
+                py,
+                "-m",
+                "pytest",
+                "tests/gpu",
+                "-n",
+                "8",
+                "-v",
+                "-rA",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:benchmark",
+                "--timeout",
+                "200",
+                "--junitxml",
+                str(steps_dir / "tests_gpu.xml"),
+            ],
+        )
+    )
+    for workload in ("mnist-cnn",):
+        steps.append(
+            Step(
+                "bench",
+                f"bench_{workload}",
+                420,
+                [
+                    *ts,
+                    "bench",
+                    "--workload",
+                    workload,
+                    "--quick",
+                    "--data",
+                    "synthetic",
+                    *store,
+                    "--out",
+                    str(steps_dir / f"bench_{workload}.md"),
+                ],
+            )
+        )
+    for workload in WORKLOADS:
+        for device, steps_n in (("cuda", "60"), ("cpu", "15")):
+            steps.append(
+                Step(
+                    "workloads",
+                    f"{device}_{workload}",
+                    60,
+                    [
+                        *ts,
+                        "run",
+                        workload,
+                        "--device",
+                        device,
+                        "--data",
+                        "synthetic",
+                        "--no-eval",
+                        "--steps",
+                        steps_n,
+                        "--warmup-steps",
+                        "5",
+                        "--tag",
+                        "gpu-check",
+                        "--quiet",
+                        "--json",
+                        *store,
+                    ],
+                )
+            )
+    return steps
+
+
+def last_json(text: str) -> object:
+    """The command's JSON answer: the whole output, else its last line that is an object."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
+def run_step(step: Step, steps_dir: Path, cap_s: float) -> dict:
+    """Run one step under `cap_s`; its record (rc, seconds, tails, JSON answer)."""
+    started = time.perf_counter()
+    stdout, stderr = steps_dir / f"{step.name}.out", steps_dir / f"{step.name}.err"
+    with stdout.open("w") as out_file, stderr.open("w") as err_file:
+        try:
+            rc: int | None = subprocess.run(
+                step.argv, cwd=ROOT, stdout=out_file, stderr=err_file, timeout=cap_s
+            ).returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+        except OSError as error:  # e.g. nvidia-smi missing
+            err_file.write(f"{error}\n")
+            rc = 127
+    text, errors = stdout.read_text(), stderr.read_text()
+    record: dict = {
+        "name": step.name,
+        "rc": rc,
+        "timed_out": rc is None,
+        "seconds": round(time.perf_counter() - started, 1),
+        "out_tail": text.splitlines()[-15:],
+    }
+    if rc != 0:
+        record["err_tail"] = errors.splitlines()[-15:]
+    answer = last_json(text)
+    if isinstance(answer, dict):
+        record["json"] = answer
+    return record
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--budget", type=float, default=520.0, help="seconds for all steps")
+    parser.add_argument("--only", default="", help="comma-separated groups to run")
+    parser.add_argument("--mnist", type=Path, default=None, help="a folder with MNIST files")
+    parser.add_argument("--steps-dir", type=Path, default=None, help="default: OUT/steps")
+    parser.add_argument("--dry-run", action="store_true", help="print the steps only")
+    args = parser.parse_args()
+    steps_dir = args.steps_dir or args.out / "steps"
+    steps_dir.mkdir(parents=True, exist_ok=True)
+    groups = {g for g in args.only.split(",") if g}
+    steps = [s for s in plan(args.out, args.mnist, steps_dir) if not groups or s.group in groups]
+    if args.dry_run:
+        for step in steps:
+            print(f"[{step.group}] {step.name} (cap {step.cap_s}s): {shlex.join(step.argv)}")
+        return 0
+    if args.mnist is not None:  # the benchmarks find the data where the product looks
+        os.environ["TRAINSCALE_DATA_DIR"] = str(args.mnist)
+    deadline = time.perf_counter() + args.budget
+    with (args.out / "results.jsonl").open("a") as results:
+        for step in steps:
+            left = deadline - time.perf_counter()
+            if left < 15:
+                record: dict = {"name": step.name, "skipped": "budget spent"}
+            else:
+                print(f"{time.strftime('%H:%M:%S')} {step.name} ...", flush=True)
+                record = run_step(step, steps_dir, min(step.cap_s, left))
+            results.write(json.dumps(record, default=str) + "\n")
+            results.flush()
+            shown = {k: v for k, v in record.items() if k not in ("json", "out_tail")}
+            print(f"  {json.dumps(shown, default=str)[:600]}", flush=True)
+            if record.get("out_tail"):
+                print("  | " + "\n  | ".join(record["out_tail"][-4:]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

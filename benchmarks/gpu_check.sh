@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU check: install what the GPU image lacks, then run benchmarks/gpu_check.py.
+#
+#   bash benchmarks/gpu_check.sh [RESULTS_DIR] [gpu_check.py options...]
+#
+# Needs nothing from the network. Python packages the image lacks (pydantic and the packages
+# it needs) come as wheels in .whl/ beside this checkout; real MNIST, if wanted, as IDX files
+# in .gpudata/mnist/. The project runs from src/ (no build: the image's setuptools may be
+# older than the project's build needs). Results go to RESULTS_DIR (default: $OUT, else
+# ./gpu-check): results.jsonl, trainscale.db, the benchmarks' JSON, steps.tar.gz, check.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=${1:-${OUT:-gpu-check}}
+shift || true
+WORK=$(mktemp -d)
+mkdir -p "$RESULTS"
+PY=${PYTHON:-python3}
+if [ -z "${NO_WHEELS:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH="$PWD/src:/tmp/site"
+else
+    export PYTHONPATH="$PWD/src"
+fi
+export PYTHONUNBUFFERED=1
+MNIST=()
+[ -d .gpudata/mnist ] && MNIST=(--mnist "$PWD/.gpudata/mnist")
+"$PY" -c "import trainscale.cli, pydantic, torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())" || exit 1
+# Everything but the per-step logs is written straight into RESULTS, so a check stopped
+# at a time limit still leaves what it measured.
+"$PY" benchmarks/gpu_check.py --out "$RESULTS" --steps-dir "$WORK/steps" "${MNIST[@]}" "$@" \
+    2>&1 | tee "$RESULTS/check.log"
+tar -czf "$RESULTS/steps.tar.gz" -C "$WORK" steps
