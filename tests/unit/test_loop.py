@@ -3,6 +3,8 @@ function declares."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -112,3 +114,29 @@ def test_a_step_function_that_takes_its_batches_from_the_loop_needs_them():
     stepper = RecordingStep(StepRules(samples_per_step=16))
     with pytest.raises(ValueError, match="batches"):
         loop_of(stepper, StepPlan(steps_per_epoch=6, total_steps=6))
+
+
+class SlowEvaluationStep(RecordingStep):
+    """Its evaluations take a noticeable time, which the training clock must not hold."""
+
+    def eval_model(self) -> torch.nn.Module:
+        time.sleep(0.1)
+        return super().eval_model()
+
+
+def test_one_mark_per_step_boundary_chains_the_steps():
+    # A step starts where the previous one ended, so host work between steps is on the clock
+    # and the step times cover the whole span between evaluations.
+    stepper = RecordingStep(StepRules(samples_per_step=16, draws_batches=False))
+    outcome = loop_of(stepper, StepPlan(steps_per_epoch=6, total_steps=6), eval_every=100)
+    starts = [g.start for g in stepper.given]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert outcome.step_times_s[:-1] == pytest.approx(gaps)
+
+
+def test_the_chain_restarts_after_an_evaluation():
+    stepper = SlowEvaluationStep(StepRules(samples_per_step=16, draws_batches=False))
+    outcome = loop_of(stepper, StepPlan(steps_per_epoch=6, total_steps=6), eval_every=2)
+    # Three evaluations of 100 ms each ran between the steps: none is on any step.
+    assert max(outcome.step_times_s) < 0.1
+    assert outcome.eval_time_s >= 0.3

@@ -11,8 +11,9 @@ from torch.utils.flop_counter import FlopCounterMode
 from trainscale.data.bucketing import bucket_order
 from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.metrics.flops import extra_flop_formulas
+from trainscale.models import text_rnn
 from trainscale.models.text_cnn import TextCNN
-from trainscale.models.text_rnn import TextRNN
+from trainscale.models.text_rnn import TextRNN, rnn_compute_dtype
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.flops import count_flops_per_sample
@@ -237,3 +238,43 @@ def test_trainer_uses_batch_order_and_flops_batch() -> None:
 def test_workloads_without_hooks_are_unchanged() -> None:
     workload = get_workload("mnist-cnn")
     assert workload.batch_order is None and workload.flops_batch is None
+
+
+# --- precision of the recurrent layer ------------------------------------------------------
+
+
+def test_rnn_compute_dtype() -> None:
+    # CUDA's autocast would run cuDNN RNNs in fp16 under bf16 with no scaler: fp32 there.
+    assert rnn_compute_dtype("cuda", torch.bfloat16) == torch.float32
+    assert rnn_compute_dtype("cuda", torch.float16) == torch.float16
+    assert rnn_compute_dtype("cpu", torch.bfloat16) == torch.bfloat16
+    assert rnn_compute_dtype("cpu", None) == torch.float32
+    assert rnn_compute_dtype("cuda", None) == torch.float32
+
+
+def test_rnn_leaves_autocast_for_fp32_when_the_rule_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Pretend the CPU were CUDA: under a bf16 autocast the RNN then sees fp32 inputs with
+    # autocast off, and its output is fp32.
+    monkeypatch.setattr(text_rnn, "rnn_compute_dtype", lambda device_type, dtype: torch.float32)
+    seen: list[tuple[torch.dtype, bool]] = []
+    model = _models()["lstm"].eval()
+
+    def record(module, args) -> None:
+        seen.append((args[0].data.dtype, torch.is_autocast_enabled("cpu")))
+
+    model.rnn.register_forward_pre_hook(record)
+    x = torch.tensor([[5, 6, 7, 0], [4, 3, 0, 0]])
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(x)
+    assert seen == [(torch.float32, False)]
+
+
+def test_rnn_keeps_cpu_bf16_autocast() -> None:
+    seen: list[bool] = []
+    model = _models()["lstm"].eval()
+    model.rnn.register_forward_pre_hook(lambda m, a: seen.append(torch.is_autocast_enabled("cpu")))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.tensor([[5, 6, 7, 0]]))
+    assert seen == [True]

@@ -6,6 +6,10 @@ packed one whose texts are all as long) through a fused oneDNN kernel,
 These formulas count it the way the counter counts the same LSTM when it decomposes it
 into matrix products (on mixed-length packed batches): matmuls only, 2 FLOPs per
 multiply-add, elementwise gate arithmetic left out.
+
+On CUDA, nn.LSTM / nn.GRU run all layers and directions in one cuDNN call,
+`aten._cudnn_rnn` (and `aten._cudnn_rnn_backward`), which the counter does not know either;
+they are counted here with the same per-layer formula, so a model counts alike on both.
 """
 
 from __future__ import annotations
@@ -40,13 +44,94 @@ def mkldnn_rnn_layer_backward_flop(
     return 2 * rnn_layer_flops(input, w_ih, w_hh)
 
 
+def cudnn_rnn_flops(
+    input_shape: Sequence[int],
+    weight_shapes: Sequence[Sequence[int]],
+    weight_stride0: int,
+    proj_size: int,
+    num_layers: int,
+    bidirectional: bool,
+) -> int:
+    """Forward FLOPs of a whole cuDNN RNN: `rnn_layer_flops` for every layer and direction.
+
+    `weight_shapes` is the module's flat weight list, `weight_stride0` tensors per layer and
+    direction, each group starting with w_ih, w_hh (then biases, then w_hr with a
+    projection). The token count is the product of the input's leading dimensions: (T, N)
+    or (N, T) unpacked, or the packed row count (= sum(batch_sizes)).
+    """
+    tokens = math.prod(input_shape[:-1])
+    flops = 0
+    for group in range(num_layers * (2 if bidirectional else 1)):
+        first = group * weight_stride0
+        w_ih, w_hh = weight_shapes[first], weight_shapes[first + 1]
+        flops += rnn_layer_flops((tokens, w_ih[1]), w_ih, w_hh)
+        if proj_size > 0:  # LSTM projection h = w_hr @ h_full, last of the group, per token
+            w_hr = weight_shapes[first + weight_stride0 - 1]
+            flops += 2 * tokens * w_hr[0] * w_hr[1]
+    return flops
+
+
+def cudnn_rnn_flop(
+    input,
+    weight,
+    weight_stride0,
+    weight_buf,
+    hx,
+    cx,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    *args: Any,
+    out_shape=None,
+    **kwargs: Any,
+) -> int:
+    """`aten._cudnn_rnn(input, weight, weight_stride0, weight_buf, hx, cx, mode, hidden_size,
+    proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes, ...)`."""
+    return cudnn_rnn_flops(input, weight, weight_stride0, proj_size, num_layers, bidirectional)
+
+
+def cudnn_rnn_backward_flop(
+    input,
+    weight,
+    weight_stride0,
+    weight_buf,
+    hx,
+    cx,
+    output,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    dropout,
+    train,
+    bidirectional,
+    *args: Any,
+    out_shape=None,
+    **kwargs: Any,
+) -> int:
+    """`aten._cudnn_rnn_backward`: two matmuls per forward one, as for the oneDNN backward."""
+    return 2 * cudnn_rnn_flops(input, weight, weight_stride0, proj_size, num_layers, bidirectional)
+
+
 def extra_flop_formulas() -> dict[Any, Callable[..., int]]:
-    """`custom_mapping` for `FlopCounterMode`: the fused CPU RNN ops this torch has."""
+    """`custom_mapping` for `FlopCounterMode`: the fused RNN ops (oneDNN on the CPU, cuDNN
+    on CUDA) this torch has; an op a build lacks is left out rather than failing."""
     aten = torch.ops.aten
     formulas = {}
     for name, formula in (
         ("mkldnn_rnn_layer", mkldnn_rnn_layer_flop),
         ("mkldnn_rnn_layer_backward", mkldnn_rnn_layer_backward_flop),
+        ("_cudnn_rnn", cudnn_rnn_flop),
+        ("_cudnn_rnn_backward", cudnn_rnn_backward_flop),
     ):
         if hasattr(aten, name):
             formulas[getattr(aten, name)] = formula

@@ -29,6 +29,29 @@ def trim_to_longest(x: torch.Tensor, min_len: int = 1) -> tuple[torch.Tensor, to
     return x[:, :width], lengths
 
 
+def rnn_compute_dtype(device_type: str, autocast_dtype: torch.dtype | None) -> torch.dtype:
+    """The dtype the recurrent layer computes in on `device_type` under an autocast to
+    `autocast_dtype` (None: no autocast).
+
+    CUDA's autocast casts `_cudnn_rnn` to fp16 whatever the autocast dtype, so under a bf16
+    autocast the LSTM/GRU would compute in fp16 with no loss scaler while the run is stored
+    as bf16: there it runs in fp32 instead. Under fp16 autocast fp16 is what was asked for
+    (and a GradScaler exists); on the CPU a bf16 autocast computes in bf16.
+    """
+    if autocast_dtype is None:
+        return torch.float32
+    if device_type == "cuda" and autocast_dtype == torch.bfloat16:
+        return torch.float32
+    return autocast_dtype
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype | None:
+    """The dtype of the autocast active on `device_type`, or None when there is none."""
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
 def valid_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
     """(N, width) bool: True at each text's real positions."""
     return torch.arange(width, device=lengths.device)[None, :] < lengths[:, None]
@@ -63,7 +86,17 @@ class TextRNN(nn.Module):
         packed = pack_padded_sequence(
             embedded, lengths.cpu(), batch_first=True, enforce_sorted=False
         )
-        out, _ = self.rnn(packed)
+        device_type = embedded.device.type
+        autocast_dtype = _autocast_dtype(device_type)
+        if (
+            autocast_dtype is not None
+            and rnn_compute_dtype(device_type, autocast_dtype) == torch.float32
+        ):
+            # Autocast would pick fp16 for the cuDNN RNN: run it outside autocast, in fp32.
+            with torch.autocast(device_type, enabled=False):
+                out, _ = self.rnn(packed.float())
+        else:
+            out, _ = self.rnn(packed)
         # Padding positions come back as zeros: they add nothing to the sum below.
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
         mask = valid_mask(lengths, x.shape[1]).unsqueeze(-1)

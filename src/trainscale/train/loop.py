@@ -6,9 +6,11 @@ function's business, with the few differences the loop must honour declared in i
 `StepRules`.
 
 Clocks (see docs/methodology.md):
-- each step is timed from batch slicing to the end of the step: with perf_counter on the
-  CPU, with CUDA events on a GPU, read only at evaluation points and epoch ends, so no step
-  waits for the host;
+- steps are timed between step boundaries, one mark each (the end of step k is the start of
+  step k+1), so the summed step times cover the whole span of training between
+  evaluations, host work between steps included: with perf_counter on the CPU, with CUDA
+  events on a GPU, read only at evaluation points and epoch ends, so no step waits for the
+  host;
 - the training clock starts at the pre-training phase's time and adds every step time
   (warm-up steps included: they are real training work) and each epoch's shuffle;
   evaluation is timed apart and never on it;
@@ -63,7 +65,8 @@ class StepInput:
     index: int
     """The global step, 0-based."""
     start: Any
-    """The step's start mark on the loop's clock (breakdowns measure phases from it)."""
+    """The step's start mark on the loop's clock, which is the previous step's end mark (or
+    the mark after an evaluation or at an epoch's start); breakdowns measure phases from it."""
     draw: Callable[[], Batch] | None
     """Slices (and augments) this step's batch, on the step's clock; None unless the step
     function's rules say the loop draws batches."""
@@ -202,16 +205,21 @@ class _Loop:
             epoch_train_s += shuffle_s
             self.train_clock_s += shuffle_s
         steps = min(self.plan.steps_per_epoch, self.plan.total_steps - self.step)
+        # One mark per step boundary: a step ends where the next one starts, so the host's
+        # work between steps (bookkeeping, progress, the next batch's draw) is on the clock
+        # even when the GPU idles through it. Only an evaluation breaks the chain: a fresh
+        # mark after it keeps it off the clock.
+        boundary = self.clock.mark()
         for batch in range(steps):
             draw = (
                 None
                 if order is None or self.batches is None
                 else functools.partial(self.batches.batch, order, batch)
             )
-            start = self.clock.mark()
+            start = boundary
             loss = self.stepper.step(StepInput(self.step, start, draw))
-            end = self.clock.mark()
-            self.times.add(start, end)
+            boundary = self.clock.mark()
+            self.times.add(start, boundary)
             loss_sum += loss
             self.step += 1
             if self.step % 10 == 0 or self.step == self.plan.total_steps:
@@ -220,6 +228,7 @@ class _Loop:
             # Every epoch ends with an evaluation, for the per-epoch rows and curve.
             if self.evaluated and (self.step % self.eval_every == 0 or batch == steps - 1):
                 self._evaluate()
+                boundary = self.clock.mark()
         self._settle()
         epoch_train_s += sum(self.times.seconds[self.step - steps : self.step])
         self.epochs.append(

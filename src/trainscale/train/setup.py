@@ -59,6 +59,19 @@ def build_model(
     return model, train_x
 
 
+def wants_cudnn_benchmark(workload: Workload, device: torch.device) -> bool:
+    """Whether the run should let cuDNN autotune its convolutions: on CUDA, for workloads
+    whose batches all have one shape (`Workload.fixed_shapes`)."""
+    return device.type == "cuda" and workload.fixed_shapes
+
+
+def configure_cudnn(workload: Workload, device: torch.device) -> None:
+    """Set `torch.backends.cudnn.benchmark` for this run on CUDA (both ways, so a setting
+    left by an earlier run in the same process does not carry over); no-op elsewhere."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = wants_cudnn_benchmark(workload, device)
+
+
 def run_pretraining(
     model: nn.Module,
     workload: Workload,
@@ -87,6 +100,7 @@ def prepare_model(
     """Build, count, pre-train, wrap and compile the model, in that order (all before any
     timed step; pre-training is on the training clock, the rest off it)."""
     device = strategy.device
+    configure_cudnn(workload, device)
     model, train_x = build_model(config, workload, data, device)
     flops_per_sample = count_flops_per_sample(
         model, *flops_batch(workload, data, train_x), workload

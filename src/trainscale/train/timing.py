@@ -6,6 +6,11 @@ kernels are *queued*. A CUDA event pair measures the device's own time, and read
 needs a synchronisation, which would stall the pipeline if done every step. So the clock
 records marks during the steps and resolves them only at measurement boundaries
 (evaluation, epoch end), where the trainer synchronises anyway.
+
+The loop takes one mark per step boundary (a step's end mark is the next step's start), so
+the step times add up to the whole training span between evaluations: on a GPU a pair of
+events per step would leave out the host's time between steps whenever the device idles
+through it, flattering launch-bound runs.
 """
 
 from __future__ import annotations

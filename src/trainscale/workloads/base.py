@@ -76,6 +76,11 @@ class Workload:
     metric: str = "accuracy"
     channels_last: bool = False
     """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""
+    fixed_shapes: bool = False
+    """Whether every training batch has one shape (images of one size, full batches): then
+    cuDNN's autotuner (`torch.backends.cudnn.benchmark`) pays for itself on CUDA, its
+    one-off search per shape being amortised over the run. Not for variable-length text,
+    whose every new batch width would be searched again."""
     options: Mapping[str, str] = field(default_factory=dict)
     """Workload options a user may set with `-o KEY=VALUE`: name -> help text (with default)."""
     check_options: Callable[[Mapping[str, str]], None] | None = None

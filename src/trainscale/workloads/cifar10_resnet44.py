@@ -106,5 +106,6 @@ def cifar10_resnet44() -> Workload:
             weight_decay=1e-4,
         ),
         channels_last=True,
+        fixed_shapes=True,
         augment=random_crop_flip,
     )

@@ -87,4 +87,5 @@ def mnist_cnn() -> Workload:
             label_smoothing=0.1,
         ),
         channels_last=True,
+        fixed_shapes=True,
     )
