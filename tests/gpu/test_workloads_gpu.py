@@ -70,6 +70,9 @@ def test_workload_trains_on_the_gpu(tmp_path, capsys, workload, precision):
     assert expected, "the CPU count is the reference"
     assert result["flops_per_sample"] == pytest.approx(expected, rel=0.01)
     assert result["mfu"] is not None and 0 < result["mfu"] < 1
+    if get_workload(workload).recurrent and precision == "bf16":
+        # Stored as bf16, and the reason says the recurrent layers computed in fp32.
+        assert "recurrent layers compute in fp32" in result["config"]["precision_reason"]
 
 
 class DtypeRecorder(TorchDispatchMode):

@@ -8,7 +8,8 @@ from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 from trainscale.hardware.facts import cpu_bf16_native
 from trainscale.hardware.precision_choice import choose_precision
-from trainscale.runner.resolve import precision_line, resolve
+from trainscale.runner.resolve import _resolve_optimisation, precision_line, resolve
+from trainscale.workloads import get_workload
 
 
 @pytest.mark.parametrize(
@@ -94,3 +95,21 @@ def test_this_machine_gets_what_its_flags_say():
 def test_auto_keeps_jax_in_fp32_on_a_gpu_without_blaming_the_cpu():
     choice = choose_precision("auto", "cuda", framework="jax", cuda_bf16=True)
     assert choice.precision == "fp32" and "CPU" not in choice.reason
+
+
+@pytest.mark.parametrize(
+    ("workload", "device", "noted"),
+    [
+        ("imdb-bilstm", "cuda", True),
+        ("imdb-bigru", "cuda", True),
+        ("imdb-bilstm", "cpu", False),  # oneDNN computes the RNN in bf16 on the CPU
+        ("tweets-text", "cuda", False),  # no recurrent layer
+        ("mnist-cnn", "cuda", False),
+    ],
+)
+def test_the_precision_reason_says_where_recurrent_layers_stay_fp32(workload, device, noted):
+    optimisation = _resolve_optimisation(
+        RunOptions.of(workload, precision="bf16"), get_workload(workload), device
+    )
+    assert optimisation.precision == "bf16"
+    assert ("recurrent layers compute in fp32" in optimisation.precision_reason) is noted

@@ -192,6 +192,13 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
         if opt.lr_scaling != "none" and global_batch > recipe.batch_size:
             warmup = max(warmup, 0.1)
     choice = choose_precision(opt.precision, device, framework=opts.parallel.framework)
+    reason = choice.reason
+    if workload.recurrent and device == "cuda" and choice.precision == "bf16":
+        # The stored precision must say what computed: cuDNN's RNNs stay in fp32 here.
+        reason += (
+            "; the recurrent layers compute in fp32 (under bf16 autocast cuDNN would run "
+            "them in fp16, without loss scaling)"
+        )
     return OptimisationConfig(
         batch_size=batch_size,
         global_batch_size=global_batch,
@@ -211,7 +218,7 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
         epochs=opt.epochs if opt.epochs is not None else recipe.epochs,
         steps=opt.steps,
         seed=opt.seed,
-        precision_reason=choice.reason,
+        precision_reason=reason,
     )
 
 

@@ -81,6 +81,10 @@ class Workload:
     cuDNN's autotuner (`torch.backends.cudnn.benchmark`) pays for itself on CUDA, its
     one-off search per shape being amortised over the run. Not for variable-length text,
     whose every new batch width would be searched again."""
+    recurrent: bool = False
+    """Whether the PyTorch model computes with cuDNN-backed recurrent layers (LSTM, GRU): on
+    CUDA under bf16 they run in fp32 (models/text_rnn.py), and the run's precision reason
+    says so."""
     options: Mapping[str, str] = field(default_factory=dict)
     """Workload options a user may set with `-o KEY=VALUE`: name -> help text (with default)."""
     check_options: Callable[[Mapping[str, str]], None] | None = None

@@ -162,6 +162,7 @@ def imdb_rnn(cell: str) -> Workload:
         check_options=check_imdb_options,
         batch_order=length_bucketing,
         flops_batch=mean_length_batch,
+        recurrent=True,
     )
 
 
