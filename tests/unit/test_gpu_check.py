@@ -1,0 +1,58 @@
+"""The GPU check's driver (benchmarks/gpu_check.py): what it records when a step ends, fails
+or runs out of time. Runs on any machine: the steps here are plain commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def python_step(gpu_check, code: str, cap_s: int = 30):
+    return gpu_check.Step("test", "step", cap_s, [sys.executable, "-c", code])
+
+
+def test_a_step_past_its_cap_is_recorded_timed_out(gpu_check, tmp_path):
+    record = gpu_check.run_step(
+        python_step(gpu_check, "import time; time.sleep(30)"), tmp_path, 0.5
+    )
+    assert record["timed_out"] and record["rc"] is None
+    assert record["seconds"] < 10
+
+
+def test_a_failed_step_keeps_its_error_and_a_json_answer_is_parsed(gpu_check, tmp_path):
+    code = "import json, sys; print('progress'); print(json.dumps({'a': 1})); sys.exit('boom')"
+    record = gpu_check.run_step(python_step(gpu_check, code), tmp_path, 30)
+    assert record["rc"] == 1 and not record["timed_out"]
+    assert record["err_tail"] == ["boom"]
+    assert record["json"] == {"a": 1}
+
+
+def test_a_multi_line_json_answer_is_parsed_whole(gpu_check):
+    assert gpu_check.last_json(json.dumps({"a": {"b": 2}}, indent=2)) == {"a": {"b": 2}}
+    assert gpu_check.last_json("no answer") is None
+
+
+def test_the_plan_puts_the_timed_steps_before_the_tests(gpu_check, tmp_path):
+    names = [s.name for s in gpu_check.plan(tmp_path, tmp_path / "mnist", tmp_path / "steps")]
+    assert names[:3] == ["nvidia_smi", "env", "probe"]
+    assert names.index("mnist_time_to_99") < names.index("tests_gpu")
+    assert names.index("resnet_throughput") < names.index("tests_gpu")
+    assert {f"cuda_{w}" for w in gpu_check.WORKLOADS} <= set(names)
+    without_mnist = [s.name for s in gpu_check.plan(tmp_path, None, tmp_path / "steps")]
+    assert "mnist_time_to_99" not in without_mnist
