@@ -8,6 +8,7 @@ is back); a sweep still running is not resumed a second time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ import psutil
 import pytest
 
 from trainscale.errors import StoreError, TrainscaleError
-from trainscale.results.owner import Owner, this_host
+from trainscale.results.owner import Owner, current_owner, this_host
 from trainscale.results.store import RunStore
 from trainscale.runner.record import create_run_row
 from trainscale.sweeps.execute import execute_sweep
@@ -107,6 +108,26 @@ def test_a_run_on_another_host_is_listed_as_running_there(store_path, capsys):
     assert "running on gpu-node-7" in shown and "process 4242 on gpu-node-7" in shown
     with RunStore(store_path) as store:
         assert store.get_run("elsewhere0000").status == "running"
+
+
+def test_a_run_in_another_container_of_the_same_name_is_not_failed_by_runs_list(store_path, capsys):
+    """Its pid is not visible from here (another pid namespace, or another machine of the
+    same host name): `runs list` must not take it for dead, and its result is still taken."""
+    me = current_owner()
+    gone_here = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone_here.wait()  # a pid that means nothing here any more
+    other_ns = dataclasses.replace(me, pid=gone_here.pid, pid_ns=(me.pid_ns or 0) + 1)
+    other_boot = dataclasses.replace(me, pid=gone_here.pid, boot_id="another-machine")
+    with RunStore(store_path) as store:
+        _create(store, "container0000", owner=other_ns)
+        _create(store, "twinhost0000", owner=other_boot)
+    assert run_cli(["runs", "list", "--store", str(store_path)]) == 0
+    out = capsys.readouterr().out
+    assert "failed" not in out and out.count(f"running on {this_host()}") == 2
+    with RunStore(store_path) as store:
+        store.complete_run("container0000", {"samples_per_s": 1.0}, [], [0.1])
+        assert store.get_run("container0000").status == "completed"
+        assert store.get_run("twinhost0000").status == "running"
 
 
 def test_a_failure_the_store_refuses_is_said_in_one_line(store_path, capsys, monkeypatch):

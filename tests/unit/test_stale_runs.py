@@ -3,16 +3,28 @@ marked failed when a command that reads runs opens the store; schema 3 stores st
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from trainscale.results.owner import Owner, current_owner, is_alive, this_host
+from trainscale.errors import StoreError
+from trainscale.results.owner import (
+    Owner,
+    current_owner,
+    decode_host,
+    encode_host,
+    is_alive,
+    is_here,
+    this_host,
+    was_rebooted,
+)
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
 
@@ -186,3 +198,78 @@ def test_older_schemas_still_migrate_to_the_current_one(tmp_path: Path, version:
         assert store.get_run("completed-v3").summary == {"samples_per_s": 321.0}
         _create(store, "new")
         assert store.get_run("new").owner == current_owner()
+
+
+def test_a_run_in_another_pid_namespace_of_this_host_is_left_alone(tmp_path: Path) -> None:
+    """A container of the same host name: its pids mean other processes than ours."""
+    path = tmp_path / "s.db"
+    dead = _dead_owner()
+    me = current_owner()
+    other_ns = dataclasses.replace(dead, boot_id=me.boot_id, pid_ns=(me.pid_ns or 0) + 1)
+    with RunStore(path) as store:
+        _create(store, "container", owner=other_ns)
+    with RunStore(path, create=False, fail_stale=True) as store:
+        record = store.get_run("container")
+        assert store.fail_stale_runs() == []
+    assert record.status == "running" and record.owner == other_ns
+    assert record.owner_host == this_host()  # the stored extras do not leak into the name
+    assert not is_here(other_ns)
+
+
+def test_a_run_of_another_live_machine_of_the_same_name_is_left_alone(tmp_path: Path) -> None:
+    """Another boot id, but a process started after this machine booted: not a restart."""
+    path = tmp_path / "s.db"
+    me = current_owner()
+    other = Owner(me.host, 4242, time.time() - 5.0, "another-boot", me.pid_ns)
+    with RunStore(path) as store:
+        _create(store, "twin", owner=other)
+        assert store.fail_stale_runs() == []
+        assert store.get_run("twin").status == "running"
+
+
+def test_a_run_from_before_this_machine_restarted_is_stale(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    me = current_owner()
+    if me.boot_id is None:
+        pytest.skip("no boot id on this system")
+    before = Owner(me.host, me.pid, psutil.boot_time() - 3600.0, "an-earlier-boot", me.pid_ns)
+    assert was_rebooted(before)
+    with RunStore(path) as store:
+        _create(store, "rebooted", owner=before)
+        assert store.fail_stale_runs() == ["rebooted"]
+    status, error = _status(path, "rebooted")
+    assert status == "failed" and error.startswith("stale: owning process")
+
+
+def test_the_host_column_round_trips_and_old_rows_read_as_before() -> None:
+    owner = Owner("node-1", 7, 1.0, "b00t", 4026531836)
+    assert encode_host(owner) == "node-1 boot=b00t pidns=4026531836"
+    assert decode_host(encode_host(owner)) == ("node-1", "b00t", 4026531836)
+    assert decode_host("node-1") == ("node-1", None, None)
+    assert decode_host("node-1 pidns=x what=ever") == ("node-1", None, None)
+
+
+def test_a_run_failed_as_stale_is_completed_by_its_real_result(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with RunStore(path) as store:
+        _create(store, "late", owner=_dead_owner())
+        assert store.fail_stale_runs() == ["late"]
+        store.complete_run("late", {"samples_per_s": 2.0}, [{"train_loss": 0.5}], [0.1, 0.2])
+        record = store.get_run("late")
+        assert record.status == "completed" and record.error is None
+        assert record.summary == {"samples_per_s": 2.0} and store.step_times("late") == [0.1, 0.2]
+
+
+def test_a_run_failed_as_stale_takes_its_owners_reason(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with RunStore(path) as store:
+        _create(store, "late", owner=_dead_owner())
+        assert store.fail_stale_runs() == ["late"]
+        assert store.fail_run("late", "worker rank 0 failed: boom")
+        assert store.get_run("late").error == "worker rank 0 failed: boom"
+        # A real reason is kept, as before: the first is the root cause.
+        assert not store.fail_run("late", "the launcher saw the worker exit")
+        _create(store, "truly-failed")
+        store.fail_run("truly-failed", "out of memory")
+        with pytest.raises(StoreError, match="already failed; it cannot be completed"):
+            store.complete_run("truly-failed", {}, [], [])

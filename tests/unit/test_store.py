@@ -379,3 +379,48 @@ def test_concurrent_writer_processes(tmp_path: Path) -> None:
     total_steps = conn.execute("SELECT count(*) FROM step_times").fetchone()[0]
     assert total_steps == 2 * RUNS_PER_WRITER * STEPS_PER_RUN
     conn.close()
+
+
+# -- the store file deleted or replaced while a run has it open ----------------------------
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_result_whose_store_went_away_is_saved_in_a_copy(tmp_path: Path, how: str) -> None:
+    """The worker holds the store open for the whole run; meanwhile the file is removed (or
+    another put in its place). Its result must not go into the unlinked file, nor a new
+    empty store appear at the path: it is saved in a copy that names the run."""
+    path = tmp_path / "runs.db"
+    other = tmp_path / "other.db"
+    store = RunStore(path)
+    _create(store, "run-a")
+    for file in tmp_path.glob("runs.db*"):  # `rm runs.db*`: the -wal and -shm go too
+        file.unlink()
+    if how == "replaced":
+        RunStore(other).close()
+        os.replace(other, path)
+    with pytest.raises(StoreError, match=f"was {how}.*result was saved to") as raised:
+        store.complete_run("run-a", {"samples_per_s": 9.5}, [{"train_loss": 0.1}], [0.2, 0.3])
+    store.close()
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1
+    saved = Path(message.split("saved to ")[1].split(" instead")[0])
+    assert saved.parent == tmp_path and saved.exists()
+    with RunStore(saved, create=False) as copy:
+        record = copy.get_run("run-a")
+        assert record.status == "completed" and record.summary == {"samples_per_s": 9.5}
+        assert copy.step_times("run-a") == [0.2, 0.3]
+    if how == "deleted":
+        assert not path.exists()  # no empty store made in its place
+    else:
+        with RunStore(path, create=False) as replacement:
+            assert replacement.list_runs() == []
+
+
+def test_any_write_to_a_deleted_store_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        _create(store, "run-a")
+        path.unlink()
+        with pytest.raises(StoreError, match=f"cannot write results store {path}: .*deleted"):
+            store.fail_run("run-a", "boom")
+    assert not path.exists()

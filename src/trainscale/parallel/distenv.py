@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import socket
@@ -71,6 +72,37 @@ def node_address(environ: Mapping[str, str] | None = None) -> str | None:
         return None
 
 
+# Who this process's parent was when the module was first imported here, for workers not
+# started by multiprocessing (an external torchrun's Popen). Kept with our own pid: a child
+# forked later inherits this module's state, and must not compare against its grandparent.
+_IMPORTED_BY = (os.getpid(), os.getppid())
+
+
+def starting_parent() -> int | None:
+    """The pid of the process that started this one, as known from the start; None if unknown.
+
+    multiprocessing hands its children their parent's pid (spawn passes it on the command
+    line), so it is exact even when the parent died before this process got going. Otherwise
+    the parent seen when this module was imported is the earliest one on record.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid is not None:
+        return parent.pid
+    pid, ppid = _IMPORTED_BY
+    return ppid if pid == os.getpid() else None
+
+
+def parent_is_gone(starting: int | None, current: int) -> bool:
+    """Whether the parent that started this process has died (it was re-parented).
+
+    A process whose parent dies is adopted by pid 1 or by a sub-reaper, so its parent pid
+    changes. Comparing with pid 1 instead would be wrong where the parent itself is pid 1
+    (the command as a container's init, `unshare --pid --fork`): every worker would exit.
+    With no starting parent on record nothing can be told, and the process goes on.
+    """
+    return starting is not None and current != starting
+
+
 def exit_with_parent() -> None:
     """Have the kernel kill this worker when the process that started it dies (Linux).
 
@@ -87,5 +119,6 @@ def exit_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
     except (OSError, AttributeError):  # no prctl here: keep the launcher's own clean-up only
         return
-    if os.getppid() == 1:  # the parent died before the request: too late to be told
+    # The parent may have died before the request, and then the kernel will never tell.
+    if parent_is_gone(starting_parent(), os.getppid()):
         os._exit(1)

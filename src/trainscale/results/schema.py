@@ -282,11 +282,11 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     version = read_schema_version(conn)
     if version == SCHEMA_VERSION:
         return
-    _refuse_newer(version)
+    refuse_newer(version)
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = read_schema_version(conn)
-        _refuse_newer(version)
+        refuse_newer(version)
         if version is None:
             _refuse_foreign_database(conn)
             for statement in DDL:
@@ -307,7 +307,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         raise
 
 
-def _refuse_newer(version: int | None) -> None:
+def refuse_newer(version: int | None) -> None:
     if version is not None and version > SCHEMA_VERSION:
         raise StoreError(
             f"it has schema version {version}, written by a newer trainscale (this one reads "

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import sqlite3
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,9 +32,12 @@ from typing import Any, TypeVar
 
 from trainscale.errors import StoreError
 from trainscale.results.owner import (
+    STALE_PREFIX,
     Owner,
     current_owner,
-    is_alive,
+    decode_host,
+    encode_host,
+    is_gone,
     stale_reason,
     this_host,
 )
@@ -43,6 +47,8 @@ from trainscale.results.schema import (
     RUN_STATUSES,
     SCHEMA_VERSION,
     ensure_schema,
+    read_schema_version,
+    refuse_newer,
 )
 
 STORE_ENV_VAR = "TRAINSCALE_STORE"
@@ -146,6 +152,10 @@ class RunRecord:
     """Its pid."""
     owner_started: float | None = None
     """Its start time, seconds since the epoch (tells a reused pid apart)."""
+    owner_boot_id: str | None = None
+    """Its machine's boot id (None where not recorded); see `results.owner`."""
+    owner_pid_ns: int | None = None
+    """Its pid namespace's inode (None where not recorded)."""
 
     @property
     def short_id(self) -> str:
@@ -174,7 +184,13 @@ class RunRecord:
         """The process that created the run and, while it is 'running', owns it."""
         if self.owner_host is None or self.owner_pid is None or self.owner_started is None:
             return None
-        return Owner(self.owner_host, self.owner_pid, self.owner_started)
+        return Owner(
+            self.owner_host,
+            self.owner_pid,
+            self.owner_started,
+            self.owner_boot_id,
+            self.owner_pid_ns,
+        )
 
 
 @dataclass(frozen=True)
@@ -235,9 +251,23 @@ class RunStore:
         create=False) no file at all. With `fail_stale`, runs left 'running' by a process of
         this host that is gone are marked failed first (`fail_stale_runs`), where the store
         can be written: what a command that reads runs should show.
+
+        create=False opens for reading: through a connection that cannot change the file
+        (SQLite's mode=ro, or query_only where the file is writable; see `_open_read_only`),
+        so a store on a read-only mount or of another user can be read, and a file that is
+        not a store is refused, never turned into one. A write through such a store (marking
+        stale runs; migrating an older schema) opens its own read-write connection, which
+        never creates the file, and fails as any write does where the file is not writable.
         """
         self.path = Path(path)
-        self._conn: sqlite3.Connection | None = _connect(self.path, create=create)
+        self._read_only = not create
+        self._conn: sqlite3.Connection | None = (
+            _connect(self.path, create=True) if create else _connect_for_reading(self.path)
+        )
+        self._writer: sqlite3.Connection | None = None
+        # Which file was opened: a connection keeps writing into it even once the path is
+        # deleted or replaced, where what is written would be lost (see `_moved`).
+        self._identity = _identity(self.path)
         self._left_out: dict[tuple[str, str], DamagedRow] = {}
         if fail_stale:
             # A store this process may read but not write (read-only, locked past the
@@ -258,6 +288,9 @@ class RunStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def __enter__(self) -> RunStore:
         return self
@@ -322,7 +355,7 @@ class RunStore:
             "sweep_id": sweep_id,
             "sweep_item": _opt_int(sweep_item),
             "repeat_index": _opt_int(repeat_index),
-            "owner_host": owner.host,
+            "owner_host": encode_host(owner),
             "owner_pid": owner.pid,
             "owner_started": owner.started,
         }
@@ -344,18 +377,30 @@ class RunStore:
         of the per-epoch fields (`train_loss`, `test_loss`, `test_accuracy`, `train_clock_s`,
         `epoch_time_s`, `eval_time_s`); other keys are ignored. `step_times_s` is the per-step
         time of the run (the slowest rank's), in step order. If anything fails, nothing is
-        written and the run stays 'running'.
+        written and the run stays 'running'. A run failed as `stale:` (a reader's guess that
+        its owner was gone) is completed all the same: the result proves the guess wrong.
         """
         # Encode and convert before taking the write lock: a bad value should fail fast and
         # never hold other writers up.
         summary_json = _dumps(summary)
         epoch_rows = [_epoch_row(run_id, index, epoch) for index, epoch in enumerate(epochs, 1)]
         step_rows = [(run_id, step, float(t)) for step, t in enumerate(step_times_s)]
+        moved = self._moved()
+        if moved is not None:
+            # Written here, the result would go into a file nobody can open again; and a
+            # new store at the path would hold no row for the run. Keep it in a copy.
+            saved = self._save_copy()
+            with RunStore(saved) as copy:
+                copy.complete_run(run_id, summary, epochs, step_times_s)
+            raise StoreError(
+                f"{moved}; the run's result was saved to {saved} instead "
+                f"(`trainscale runs show {run_id[:8]} --store {saved}`)"
+            )
         with self._write() as conn:
             status = _status(conn, run_id)
             if status is None:
                 raise StoreError(f"no run {run_id} in {self.path} to complete")
-            if status != "running":
+            if status != "running" and not _failed_as_stale(conn, run_id):
                 raise StoreError(f"run {run_id} is already {status}; it cannot be completed")
             conn.executemany(
                 f"INSERT INTO epochs (run_id, epoch, {', '.join(EPOCH_FIELDS)}) "
@@ -410,7 +455,8 @@ class RunStore:
         A run that does not exist yet (it failed before `create_run`) is inserted with
         whatever of the optional fields are known. A completed run is left alone, and so is a
         run already failed: the first reason is usually the root cause (a worker crashed)
-        and later ones its echo (the launcher saw the worker exit).
+        and later ones its echo (the launcher saw the worker exit). A run failed as `stale:`
+        by a reader (a guess that its owner was gone) takes the owner's reason instead.
         """
         if data_kind is not None:
             _check_data_kind(data_kind)
@@ -440,7 +486,8 @@ class RunStore:
                     },
                 )
                 return True
-            if status != "running":
+            # A `stale:` guess gives way to the owner's own reason, which names the cause.
+            if status != "running" and not _failed_as_stale(conn, run_id):
                 return False
             conn.execute(
                 "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE run_id = ?",
@@ -601,24 +648,26 @@ class RunStore:
 
         Gone: killed (SIGKILL, the OOM killer), or the machine restarted; a pid now used by
         another process does not count as the owner (start times differ). Rows owned on
-        other hosts, and rows from before schema 4 (no owner), are left alone. Returns the
-        ids of the runs marked.
+        other hosts, in another pid namespace or on another live machine of the same host
+        name (see `results.owner`), and rows from before schema 4 (no owner), are left
+        alone. Returns the ids of the runs marked.
         """
         host = this_host()
         with self._read() as conn:
+            # The stored host may carry the boot id and namespace after a space.
             rows = conn.execute(
-                "SELECT run_id, owner_pid, owner_started FROM runs "
-                "WHERE status = 'running' AND owner_host = ?",
-                (host,),
+                "SELECT run_id, owner_host, owner_pid, owner_started FROM runs "
+                "WHERE status = 'running' AND (owner_host = ? OR substr(owner_host, 1, ?) = ?)",
+                (host, len(host) + 1, host + " "),
             ).fetchall()
-        gone = [
-            (row["run_id"], Owner(host, row["owner_pid"], row["owner_started"]))
+        owned = [
+            (row["run_id"], _record_owner(row))
             for row in rows
             if row["owner_pid"] is not None and row["owner_started"] is not None
         ]
         # A process that is gone stays gone: no need to look again under the write lock. The
         # status test in the UPDATE keeps a run its owner finished meanwhile as it is.
-        gone = [(run_id, owner) for run_id, owner in gone if not is_alive(owner)]
+        gone = [(run_id, owner) for run_id, owner in owned if is_gone(owner)]
         if not gone:
             return []
         marked = []
@@ -719,11 +768,58 @@ class RunStore:
             raise StoreError(f"results store {self.path} is closed")
         return self._conn
 
+    def _moved(self) -> str | None:
+        """Why the path no longer names the file this store opened (deleted, or another
+        file put in its place), or None while it does, or where that cannot be told."""
+        now = _identity(self.path)
+        if now is None and self.path.exists():
+            return None  # cannot stat it (permissions): the write itself will tell
+        if now is None:
+            return f"results store {self.path} was deleted while it was open"
+        if self._identity is not None and now != self._identity:
+            return f"results store {self.path} was replaced by another file while it was open"
+        return None
+
+    def _save_copy(self) -> Path:
+        """Copy the database this store has open (still readable through the connection,
+        even deleted) to a new file beside the path, else in the temporary directory;
+        returns it. StoreError if no copy can be written anywhere."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        name = f"{self.path.stem}.saved-{stamp}-{uuid.uuid4().hex[:6]}.db"
+        problems = []
+        for folder in (self.path.parent, Path(tempfile.gettempdir())):
+            target = folder / name
+            try:
+                with closing(sqlite3.connect(target)) as copy:
+                    self._connection().backup(copy)
+                return target
+            except (sqlite3.Error, OSError) as error:
+                problems.append(f"{target}: {error}")
+                with contextlib.suppress(OSError):
+                    target.unlink()
+        raise StoreError(
+            f"results store {self.path} is gone, and no copy could be saved ({'; '.join(problems)})"
+        )
+
+    def _write_connection(self) -> sqlite3.Connection:
+        """The connection writes go through: the store's own, or for a store opened for
+        reading, a read-write one opened on the first write (sqlite3.OperationalError where
+        the file cannot be opened so)."""
+        conn = self._connection()
+        if not self._read_only:
+            return conn
+        if self._writer is None:
+            self._writer = _open(self.path, "rw")
+        return self._writer
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: all of it commits, or none of it (rollback on any error)."""
-        conn = self._connection()
+        moved = self._moved()
+        if moved is not None:
+            raise StoreError(f"cannot write results store {self.path}: {moved}")
         try:
+            conn = self._write_connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -818,6 +914,110 @@ def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
     return conn
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`; None where it cannot be looked at."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _open(path: Path, mode: str, *, immutable: bool = False) -> sqlite3.Connection:
+    """An SQLite connection to an existing file in URI `mode` ('ro' or 'rw': neither
+    creates the file), with the store's pragmas; sqlite3.Error where it cannot be opened."""
+    uri = f"{path.absolute().as_uri()}?mode={mode}" + ("&immutable=1" if immutable else "")
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_for_reading(path: Path) -> sqlite3.Connection:
+    """Open an existing store read-only; StoreError for no file, a file that is not a store
+    (which is left exactly as it was), or one from a newer trainscale.
+
+    A store of an older schema is migrated first where it can be written (as a write opens
+    it), and refused with what to do where it cannot.
+    """
+    if path.is_dir():
+        raise StoreError(f"cannot open results store {path}: it is a directory, not a file")
+    if not path.exists():
+        raise StoreError(missing_store_message(path))
+    try:
+        conn = _open_read_only(path)
+        with _closed_on_error(conn):
+            version = read_schema_version(conn)
+            refuse_newer(version)
+    except StoreError as error:
+        raise StoreError(f"cannot use results store {path}: {error}") from None
+    except sqlite3.DatabaseError as error:
+        if "not a database" in str(error):
+            raise StoreError(not_a_store_message(path)) from None
+        raise StoreError(f"cannot open results store {path}: {error}") from None
+    if version == SCHEMA_VERSION:
+        return conn
+    conn.close()
+    if version is None:  # no trainscale tables (an empty file is a valid, empty database)
+        raise StoreError(not_a_store_message(path))
+    # An older layout: reads would miss columns, so it is brought up to date, as before.
+    try:
+        _connect(path, create=False).close()
+    except StoreError as error:
+        raise StoreError(
+            f"{error}; results store {path} has schema version {version} and must be "
+            "upgraded once by a trainscale that can write it"
+        ) from None
+    return _connect_for_reading(path)
+
+
+@contextmanager
+def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
+    """Close `conn` if the block fails (the caller will not get it)."""
+    try:
+        yield
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot change the store.
+
+    Where this process may write the file and its directory, a read-write connection with
+    `query_only` set: SQLite refuses every change through it, yet, as the last connection
+    to close, it still folds the WAL back and removes the -wal and -shm files (a mode=ro
+    connection would leave them behind). Elsewhere (a read-only mount, another user's
+    store), mode=ro; and where the WAL's shared-memory file (-shm) cannot be created there,
+    no writer is around to have made it, so the file cannot change while read and is opened
+    as immutable.
+    """
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK):
+        conn = _open(path, "rw")
+        with _closed_on_error(conn):
+            conn.execute("PRAGMA query_only = ON")
+        return conn
+    conn = _open(path, "ro")
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError as error:
+        conn.close()
+        if "unable to open" not in str(error):
+            raise
+        conn = _open(path, "ro", immutable=True)
+    return conn
+
+
+def not_a_store_message(path: Path) -> str:
+    """The one-line message for a read command given a file that is not a results store."""
+    return f"{path} is not a trainscale results store; pass the store with --store"
+
+
 def _use_wal(conn: sqlite3.Connection) -> None:
     """Switch to WAL, waiting out a process that is switching the same new store at the same
     moment: SQLite answers that pragma 'database is locked' at once, without its busy
@@ -836,6 +1036,13 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 def _utc_now() -> str:
     # A fixed format (microseconds, +00:00) so that text order is time order.
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _failed_as_stale(conn: sqlite3.Connection, run_id: str) -> bool:
+    """Whether the run is failed only because a reader guessed its owner was gone (a
+    `stale:` reason, see `results.owner`): its owner's own word, arriving later, wins."""
+    row = conn.execute("SELECT status, error FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return row is not None and row[0] == "failed" and str(row[1] or "").startswith(STALE_PREFIX)
 
 
 def _status(conn: sqlite3.Connection, run_id: str) -> str | None:
@@ -962,10 +1169,24 @@ def _record(row: sqlite3.Row) -> RunRecord:
         sweep_item=row["sweep_item"],
         config_hash=row["config_hash"],
         repeat_index=row["repeat_index"],
-        owner_host=row["owner_host"],
         owner_pid=row["owner_pid"],
         owner_started=row["owner_started"],
+        **_owner_host_fields(row["owner_host"]),
     )
+
+
+def _record_owner(row: sqlite3.Row) -> Owner:
+    """The owner of a row read with owner_host, owner_pid and owner_started."""
+    host, boot_id, pid_ns = decode_host(row["owner_host"])
+    return Owner(host, row["owner_pid"], row["owner_started"], boot_id, pid_ns)
+
+
+def _owner_host_fields(text: str | None) -> dict[str, Any]:
+    """RunRecord's owner_host, owner_boot_id and owner_pid_ns from the stored column."""
+    if text is None:
+        return {"owner_host": None}
+    host, boot_id, pid_ns = decode_host(text)
+    return {"owner_host": host, "owner_boot_id": boot_id, "owner_pid_ns": pid_ns}
 
 
 def _probe_record(row: sqlite3.Row) -> ProbeRecord:

@@ -1,0 +1,137 @@
+"""Read commands (`runs list/show`, `report`) only read the store: they work on a store
+they cannot write, never change it, and never create or convert a file into one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainscale.errors import StoreError
+from trainscale.results.owner import Owner, this_host
+from trainscale.results.store import RunStore
+
+from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def _fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every file of `folder`: its content hash and modification time."""
+    return {
+        p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(folder.iterdir())
+    }
+
+
+def _dead_owner() -> Owner:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return Owner(this_host(), child.pid, 0.0)
+
+
+def test_read_commands_change_nothing_in_a_writable_store(tmp_path, capsys):
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = build_store(folder / "runs.db", cpu_parallel_configs())
+    before = _fingerprint(folder)
+    assert run_cli(["runs", "list", "--store", str(path)]) == 0
+    assert run_cli(["runs", "show", run_id(0, 0), "--store", str(path)]) == 0
+    out = tmp_path / "report"
+    assert run_cli(["report", "--sweep", "5eed", "--out", str(out), "--store", str(path)]) == 0
+    capsys.readouterr()
+    assert _fingerprint(folder) == before  # no -wal or -shm left, no byte or mtime changed
+
+
+def test_a_store_opened_for_reading_refuses_writes_through_its_connection(tmp_path):
+    path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
+    with RunStore(path, create=False) as store:
+        with pytest.raises(sqlite3.OperationalError, match="readonly|query_only|read-only"):
+            store._connection().execute("DELETE FROM runs")
+        assert len(store.list_runs()) > 0
+
+
+def test_read_commands_work_on_a_read_only_mount(tmp_path):
+    """A store the user cannot write (root ignores permissions, so: a read-only bind mount
+    in a private mount namespace), with a stale run in it that cannot be marked now."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("needs root, unshare and mount to make a read-only mount privately")
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path = build_store(folder / "runs.db", cpu_parallel_configs())
+    with RunStore(path) as store:
+        store.create_run(
+            "orphan0000",
+            "mnist-cnn",
+            {},
+            {},
+            data_kind="synthetic",
+            world_size=1,
+            threads_per_worker=1,
+            affinity="none",
+            precision="fp32",
+            global_batch_size=8,
+            owner=_dead_owner(),
+        )
+    before = _fingerprint(folder)
+    trainscale = f"{sys.executable} -m trainscale"
+    script = (
+        f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}" || exit 99; '
+        f'{trainscale} runs list --store "{path}" && '
+        f'{trainscale} runs show orphan --store "{path}" && '
+        f'{trainscale} report --sweep 5eed --out "{tmp_path / "report"}" --store "{path}"'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if done.returncode == 99:
+        pytest.skip(f"cannot mount here: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "readonly" not in done.stderr and "Traceback" not in done.stderr
+    assert "orphan00" in done.stdout and (tmp_path / "report").is_dir()
+    assert _fingerprint(folder) == before
+    # Where the store can be written again, the stale run is marked as before.
+    with RunStore(path, create=False, fail_stale=True) as store:
+        assert store.get_run("orphan0000").status == "failed"
+
+
+@pytest.mark.parametrize("content", [b"x", b"", b"some notes\n" * 100])
+@pytest.mark.parametrize(
+    "command",
+    [["runs", "list"], ["runs", "show", "abc"], ["report", "--runs", "abc", "--out", "r"]],
+)
+def test_a_read_command_never_turns_a_file_into_a_store(tmp_path, capsys, content, command):
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(content)
+    assert run_cli([*command, "--store", str(notes)]) != 0
+    line = one_error_line(capsys)
+    assert f"{notes} is not a trainscale results store" in line
+    assert notes.read_bytes() == content
+    assert {p.name for p in tmp_path.iterdir()} - {"home"} == {"notes.txt"}  # no -wal, -shm
+
+
+def test_a_read_command_creates_no_store_where_there_is_none(tmp_path, capsys):
+    missing = tmp_path / "none.db"
+    assert run_cli(["runs", "list", "--store", str(missing)]) != 0
+    assert f"no results store at {missing}" in one_error_line(capsys)
+    assert not missing.exists()
+    with pytest.raises(StoreError, match="no results store"):
+        RunStore(missing, create=False)
+    assert not missing.exists()
