@@ -55,6 +55,13 @@ def test_a_missing_extra_is_one_line_naming_it_and_nothing_is_written(
         (["--format", "csv", "--experiment", "e"], "--experiment: for --format mlflow only"),
         (["--format", "json", "--run", REAL_ID[:4], "--status", "failed"], "not both"),
         (["--format", "tensorboard", "--out", "logs", "--run", "zzz"], "no run 'zzz'"),
+        # In-memory stores: MLflow takes them, and the export is gone when the command ends.
+        (["--format", "mlflow", "--tracking-uri", "sqlite://"], "in-memory database"),
+        (["--format", "mlflow", "--tracking-uri", "sqlite:///:memory:"], "in-memory database"),
+        # Empty values: the default experiment, or '.', silently.
+        (["--format", "mlflow", "--experiment", ""], "argument --experiment: is empty"),
+        (["--format", "json", "--out", ""], "argument --out: is empty"),
+        (["--format", "tensorboard", "--out", " "], "argument --out: is empty"),
     ],
 )
 def test_a_bad_destination_or_flag_is_one_line_before_anything_is_written(
@@ -69,6 +76,16 @@ def test_a_bad_destination_or_flag_is_one_line_before_anything_is_written(
     assert words in one_error_line(capsys)
     assert _written(tmp_path) == set()
     assert store.read_bytes() == before
+
+
+def test_an_in_memory_tracking_store_from_the_environment_is_refused(
+    store, tmp_path, capsys, monkeypatch
+):
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite://")
+    assert run_cli(["runs", "export", "--store", str(store), "--format", "mlflow"]) == 2
+    assert "MLflow tracking store sqlite:// is an in-memory database" in one_error_line(capsys)
+    assert _written(tmp_path) == set()
 
 
 def test_mlflow_export_prints_a_line_per_run_and_skips_them_the_second_time(

@@ -142,6 +142,24 @@ def test_validate_reports_held_out_runs(store_path, tmp_path, capsys):
     assert "median |step-time error|" in text and "oversubscribed" in text
 
 
+def test_validate_skips_runs_of_workloads_it_cannot_build_with_a_note(store_path, capsys):
+    with RunStore(store_path) as store:
+        source = "/home/someone/models.py:make_workload"
+        custom = add_measured_run(store, run_id(20), workload="my-model", workload_source=source)
+        add_measured_run(store, run_id(21), workload="my-model", workload_source=source, workers=2)
+        gone = add_measured_run(store, run_id(22), workload="a-plugins-model")
+
+    code = run_cli(["simulate", "--validate", "--store", str(store_path), "--json"])
+
+    assert code == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert {row["run_id"] for row in out["rows"]} == {run_id(2), run_id(3), run_id(4)}
+    skipped = {s["run_id"]: s["reason"] for s in out["skipped"]}
+    assert skipped[custom].startswith("custom workload my-model")
+    assert run_id(21) in skipped
+    assert "workload a-plugins-model is not known here" in skipped[gone]
+
+
 def test_list_clusters(capsys):
     assert run_cli(["simulate", "--list-clusters", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -69,3 +69,26 @@ def test_list_published_names_every_table(capsys):
 def test_mistakes_are_one_line(capsys, args, message):
     assert run_cli(["simulate", *args]) == 2
     assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("option", ["--validate-published", "--fit-to"])
+def test_an_unwritable_plot_directory_is_refused_before_any_fit(capsys, monkeypatch, option):
+    from trainscale.simulate import published_run
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the plot directory was checked")
+
+    monkeypatch.setattr(published_run, "fit_table", no_fit)
+    table = ["tf-benchmarks-dgx1-p100-resnet50"] if option == "--fit-to" else []
+    assert run_cli(["simulate", option, *table, "--plot", "/proc/nope"]) == 2
+    assert "cannot create /proc/nope for the plots" in one_error_line(capsys)
+
+
+def test_the_help_examples_name_shipped_tables():
+    import re
+
+    from trainscale.cli.simulate_cmd import EPILOG
+
+    named = re.findall(r"--fit-to (\S+)", EPILOG)
+    assert named
+    assert set(named) <= set(published_table_names())

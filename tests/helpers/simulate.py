@@ -45,9 +45,11 @@ def add_measured_run(
     precision: str = "fp32",
     tag: str | None = None,
     repeat: int = 0,
+    workload_source: str | None = None,
 ) -> str:
     """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
-    summary of a real run."""
+    summary of a real run. `workload_source`: a custom workload's reference, as a run of
+    one stores it."""
     assert device == "cpu", "fixture runs are CPU runs: their hardware figures say so"
     machine = dict(env or MACHINE)
     cores = machine["usable_cores"]
@@ -73,6 +75,8 @@ def add_measured_run(
         "bucket_cap_mb": None,
         "compile": False,
     }
+    if workload_source is not None:
+        config["workload_source"] = workload_source
     config_hash = hashlib.sha256(repr(sorted(config.items())).encode()).hexdigest()[:16]
     store.create_run(
         rid,

@@ -220,3 +220,29 @@ def test_a_malformed_table_is_one_line_naming_the_key(tmp_path, case, text, mess
 def test_a_missing_file_is_one_line(tmp_path):
     with pytest.raises(PublishedTableError, match=r"published table .*t\.toml does not exist"):
         load_table(tmp_path / "t.toml")
+
+
+def test_a_table_whose_fit_from_names_itself_is_one_line(tmp_path):
+    path = tmp_path / "t.toml"
+    write(tmp_path, GOOD.replace("fit = [1]", f'fit = []\nfit_from = "{path}"'))
+
+    with pytest.raises(PublishedTableError, match=r"t\.toml: fit_from: names this table itself"):
+        load_table(path)
+
+
+def test_tables_whose_fit_from_name_each_other_are_one_line(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    write(
+        tmp_path,
+        GOOD.replace('"t"', '"a"').replace("fit = [1]", f'fit = []\nfit_from = "{b}"'),
+        "a.toml",
+    )
+    write(
+        tmp_path,
+        GOOD.replace('"t"', '"b"').replace("fit = [1]", f'fit = []\nfit_from = "{a}"'),
+        "b.toml",
+    )
+
+    with pytest.raises(PublishedTableError, match=r"name each other: a -> b -> a$") as caught:
+        load_table(a)
+    assert "\n" not in str(caught.value)

@@ -13,6 +13,7 @@ from trainscale.benchmark.run import (
 )
 from trainscale.cli.bench_progress import Progress
 from trainscale.cli.common import add_data_choice_argument, add_store_argument
+from trainscale.cli.values import given_name
 from trainscale.config.cli import add_option_arguments
 
 
@@ -77,6 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_store_argument(parser, as_path=False)
     parser.add_argument(
         "--out",
+        type=given_name,
         metavar="FILE",
         default=DEFAULT_OUT,
         help="where to write the Markdown table, in an existing writable directory "

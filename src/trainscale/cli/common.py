@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import get_args
 
+from trainscale.cli.values import given_path
 from trainscale.results.store import DEFAULT_STORE_NAME, STORE_ENV_VAR
 
 ArgumentTarget = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -134,4 +135,4 @@ def add_step_model_arguments(target: ArgumentTarget) -> None:
 
 def add_plot_argument(target: ArgumentTarget) -> None:
     """--plot DIR: where the PNG plots go."""
-    target.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots into DIR")
+    target.add_argument("--plot", type=given_path, metavar="DIR", help="write PNG plots into DIR")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from trainscale.cli.common import add_store_argument
+from trainscale.cli.values import given_path
 from trainscale.results.store import default_store_path
 
 EPILOG = """\
@@ -40,7 +41,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--runs", nargs="+", metavar="ID", help="run ids (or unique prefixes) to report together"
     )
     parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="directory to write the report to"
+        "--out",
+        type=given_path,
+        required=True,
+        metavar="DIR",
+        help="directory to write the report to",
     )
     parser.add_argument(
         "--baseline",

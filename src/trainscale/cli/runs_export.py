@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from trainscale.cli.values import given_name, given_path
 from trainscale.errors import ConfigError
 from trainscale.reporting import listing as stored
 from trainscale.reporting.mlflow_export import (
     DEFAULT_EXPERIMENT,
     export_mlflow,
+    refuse_in_memory,
     tracking_uri_in_use,
 )
 from trainscale.reporting.tensorboard_export import write_tensorboard
@@ -40,7 +41,7 @@ def add_parser(actions: argparse._SubParsersAction, parents: list[argparse.Argum
     )
     parser.add_argument(
         "--out",
-        type=Path,
+        type=given_path,
         metavar="PATH",
         help="csv/json: write to this file instead of standard output; tensorboard: the log "
         "directory (required)",
@@ -62,6 +63,7 @@ def add_parser(actions: argparse._SubParsersAction, parents: list[argparse.Argum
     parser.set_defaults(runs_handler=run)
     parser.add_argument(
         "--experiment",
+        type=given_name,
         metavar="NAME",
         help="mlflow: the experiment to log to, created if missing "
         f"(default: {DEFAULT_EXPERIMENT})",
@@ -119,6 +121,8 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ConfigError(f"{' and '.join(given)}: for --format mlflow only")
     if args.fmt == "mlflow" and args.out is not None:
         raise ConfigError("--format mlflow writes to --tracking-uri, not --out")
+    if args.tracking_uri is not None:
+        refuse_in_memory(args.tracking_uri)  # before the store is read
     if args.fmt == "tensorboard" and args.out is None:
         raise ConfigError("--format tensorboard needs --out LOGDIR, the log directory")
 

@@ -27,7 +27,7 @@ examples:
   trainscale simulate mnist-cnn --cluster cpu-25gbe --algorithm hierarchical --plot out/
   trainscale simulate resnet50 --cluster dgx1-v100 --nodes 32 --workers 8,64,256
   trainscale simulate --validate                                 # predict held-out stored runs
-  trainscale simulate --fit-to tf-benchmarks-k80-resnet50        # fit part of a published table
+  trainscale simulate --fit-to tf-benchmarks-k80-p2-8xlarge-resnet50  # fit part of a table
   trainscale simulate --validate-published --plot out/          # every published table
 
 Compute time comes from stored serial runs of the workload on the cluster's device (or the

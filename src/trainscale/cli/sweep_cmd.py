@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from trainscale.cli.common import add_store_argument
+from trainscale.cli.values import given_path
 from trainscale.config.cli import add_option_arguments
 from trainscale.parallel.interrupts import describe, exit_status
 
@@ -51,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_store_argument(parser)
     parser.add_argument(
         "--report",
-        type=Path,
+        type=given_path,
         metavar="DIR",
         help="write the sweep's report (Markdown, CSV, HTML with plots) to DIR afterwards; "
         "DIR must be a writable directory or creatable (checked before the first run)",

@@ -5,6 +5,22 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
+
+
+def given_path(text: str) -> Path:
+    """A file or directory name, not empty: Path('') is '.', and writing there was never
+    what an empty value (an unset shell variable, say) meant."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a file or directory name")
+    return Path(text)
+
+
+def given_name(text: str) -> str:
+    """A name that is not empty or blank (an empty one would silently mean the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a name")
+    return text
 
 
 def positive_int(text: str) -> int:

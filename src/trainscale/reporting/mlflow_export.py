@@ -88,6 +88,9 @@ def open_experiment(tracking_uri: str | None, experiment: str) -> tuple[Any, str
     import mlflow
 
     uri = tracking_uri_in_use(tracking_uri)
+    refuse_in_memory(uri)
+    if not experiment.strip():
+        raise ConfigError("the MLflow experiment name is empty; give a name")
     refuse_foreign_sqlite(uri)
     try:
         client = mlflow.MlflowClient(tracking_uri=uri)
@@ -102,6 +105,20 @@ def open_experiment(tracking_uri: str | None, experiment: str) -> tuple[Any, str
             "another --experiment"
         )
     return client, found.experiment_id
+
+
+def refuse_in_memory(uri: str) -> None:
+    """ConfigError when `uri` is an SQLite database that lives only while the command runs
+    (`sqlite://`, `sqlite:///:memory:`, mode=memory, or SQLite's nameless temporary file):
+    MLflow would accept it and everything exported would be gone when the command ends."""
+    if not uri.startswith("sqlite:"):
+        return
+    path = uri.removeprefix("sqlite:").removeprefix("//").split("?")[0]
+    if path in ("", "/", "/:memory:") or "mode=memory" in uri:
+        raise ConfigError(
+            f"MLflow tracking store {uri} is an in-memory database: everything exported "
+            "would be lost when the command ends; give a file, e.g. sqlite:///mlflow.db"
+        )
 
 
 def refuse_foreign_sqlite(uri: str) -> None:

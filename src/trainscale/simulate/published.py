@@ -199,16 +199,24 @@ def published_table_names() -> list[str]:
 def load_table(path_or_name: Path | str) -> PublishedTable:
     """A shipped table by name, or a table file by path (anything with a '/' or ending in
     '.toml'). PublishedTableError, one line, for a table that cannot be used."""
+    return _load_table(path_or_name, ())
+
+
+def _load_table(path_or_name: Path | str, loading: tuple[str, ...]) -> PublishedTable:
+    """`load_table`, from within the tables named in `loading` (each one's `fit_from`
+    names the next): a table met again there is a cycle."""
     text = str(path_or_name)
     if isinstance(path_or_name, Path) or text.endswith(".toml") or "/" in text:
-        return _table_of(load_toml(Path(path_or_name), TableFile), Path(path_or_name))
+        file = load_toml(Path(path_or_name), TableFile)
+        return _table_of(file, Path(path_or_name), loading=loading)
     if text not in published_table_names():
         raise PublishedTableError(
             f"unknown published table {text!r}; tables: {', '.join(published_table_names())}"
         )
     resource = resources.files("trainscale.simulate") / _FOLDER / f"{text}.toml"
     with resources.as_file(resource) as path:
-        return _table_of(load_toml(path, TableFile), path, origin=f"published:{text}")
+        file = load_toml(path, TableFile)
+        return _table_of(file, path, origin=f"published:{text}", loading=loading)
 
 
 def load_all() -> list[PublishedTable]:
@@ -216,12 +224,24 @@ def load_all() -> list[PublishedTable]:
     return [load_table(name) for name in published_table_names()]
 
 
-def _fit_from(file: TableFile, where: str) -> str | None:
+def _fit_from(file: TableFile, where: str, loading: tuple[str, ...]) -> str | None:
     """The shipped table whose fit points calibrate this one (a table of efficiencies has
-    no point of its own to fit): same system, model and precision, and fitted itself."""
+    no point of its own to fit): same system, model and precision, and fitted itself.
+    `loading`: the tables whose `fit_from` led here, this one last."""
     if file.fit_from is None:
         return None
-    other = load_table(file.fit_from)  # an unknown name: one line listing the tables
+    if Path(file.fit_from).stem in loading:
+        # Loading it would load this one again, for ever (a RecursionError pages long).
+        start = loading.index(Path(file.fit_from).stem)
+        if start == len(loading) - 1:
+            raise PublishedTableError(
+                f"{where}: fit_from: names this table itself; name the table whose fit "
+                "points calibrate it"
+            )
+        cycle = " -> ".join([*loading[start:], Path(file.fit_from).stem])
+        raise PublishedTableError(f"{where}: fit_from: the tables name each other: {cycle}")
+    # An unknown name: one line listing the tables.
+    other = _load_table(file.fit_from, loading)
     for key in ("system", "model", "precision"):
         if getattr(other, key) != getattr(file, key):
             raise PublishedTableError(
@@ -233,7 +253,9 @@ def _fit_from(file: TableFile, where: str) -> str | None:
     return other.name
 
 
-def _table_of(file: TableFile, path: Path, origin: str | None = None) -> PublishedTable:
+def _table_of(
+    file: TableFile, path: Path, origin: str | None = None, loading: tuple[str, ...] = ()
+) -> PublishedTable:
     where = f"{TableFile.file_kind} {path}"
     if file.name != path.stem:
         raise PublishedTableError(
@@ -272,7 +294,7 @@ def _table_of(file: TableFile, path: Path, origin: str | None = None) -> Publish
         data=file.data,
         source=file.source,
         fit=tuple(sorted(file.fit)),
-        fit_from=_fit_from(file, where),
+        fit_from=_fit_from(file, where, (*loading, file.name)),
         points=tuple(points),
         path=origin or str(path),
     )

@@ -70,7 +70,7 @@ def _fit_all(
     seed: int,
     plot_dir: str | Path | None,
 ) -> PublishedFitResult:
-    check_simulation_inputs(samples=samples)
+    check_simulation_inputs(samples=samples, plot_dir=plot_dir)
     fits = []
     for table in tables:
         # Each point is laid out over the nodes it ran on (fit.placed), whatever the preset's.

@@ -20,6 +20,7 @@ from trainscale.config.limits import (
     check_count,
 )
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
 from trainscale.simulate.calibrate import device_kind, probe_link
 from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
@@ -50,8 +51,12 @@ def check_simulation_inputs(
     bucket_cap_mb: float | None = None,
     batch_size: int | None = None,
     global_batch_size: int | None = None,
+    plot_dir: str | Path | None = None,
 ) -> None:
-    """ConfigError (naming the option) for a number the simulator cannot use."""
+    """ConfigError (naming the option) for a number the simulator cannot use, or for a
+    `plot_dir` where no plot could be written (said now, not after minutes of work)."""
+    if plot_dir is not None:
+        check_out_dir(Path(plot_dir), "the plots")
     for name, value in (("batch-size", batch_size), ("global-batch-size", global_batch_size)):
         if value is not None and value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
@@ -144,6 +149,7 @@ def simulate_scaling(
         bucket_cap_mb=bucket_cap_mb,
         batch_size=batch_size,
         global_batch_size=global_batch_size,
+        plot_dir=plot_dir,
     )
     opened = open_store(Path(store or default_store_path()), required=bool(calibrate_from))
     try:
@@ -221,7 +227,7 @@ def validate_simulator(
 ) -> ValidationResult:
     """Predict every completed stored run (of `workload`, with `tag`, of `sweep`) that
     calibration did not use, on its own machine (or `cluster`), and the errors."""
-    check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma)
+    check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma, plot_dir=plot_dir)
     if workload:
         workload = workload_name(workload)
     store_path = Path(store or default_store_path())
@@ -335,7 +341,10 @@ def time_to_accuracy(
     # An unknown name is the first thing to say, before any store or emulation is looked at.
     workload = workload_name(workload)
     check_simulation_inputs(
-        samples=samples, threads_per_worker=threads_per_worker, straggler_sigma=straggler_sigma
+        samples=samples,
+        threads_per_worker=threads_per_worker,
+        straggler_sigma=straggler_sigma,
+        plot_dir=plot_dir,
     )
     store_path = Path(store or default_store_path())
     opened = open_store(store_path, required=True)

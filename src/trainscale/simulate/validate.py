@@ -18,7 +18,9 @@ Runs stored as busy (other work used their cores; the busy rule, `metrics.run_fl
 left out of both, each listed as skipped with the reason: their speed is the neighbours' as
 much as the setting's, so it can neither calibrate the model nor judge it. A busy run given
 explicitly to calibrate from is used, and its calibration carries the note that it is not
-trusted.
+trusted. Runs of a user's own workload (or of one whose package is no longer installed) are
+skipped too, with the reason: the simulator builds each workload's model to lay out its
+gradients, and it does not run a user's code to validate the other runs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from trainscale.errors import TrainscaleError
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.metrics.throughput import throughput
@@ -49,6 +52,7 @@ from trainscale.simulate.cluster import ClusterSpec, LinkSpec, local_cluster
 from trainscale.simulate.predict import predict_one
 from trainscale.simulate.setup import fit_network
 from trainscale.simulate.stragglers import DEFAULT_SAMPLES
+from trainscale.workloads import get_workload
 
 TARGET_MEDIAN_ABS_ERROR = 0.10
 
@@ -264,6 +268,8 @@ def validate_runs(
     `sigma_records` are the runs a device's own spread is looked for in (default: `records`).
     """
     measured = [r for r in records if is_measured(r) and r.workload]
+    unknown = {r.run_id: why for r in measured if (why := unmodelled_workload(r)) is not None}
+    measured = [r for r in measured if r.run_id not in unknown]
     busy = [r for r in measured if ran_busy(r.summary)]
     measured = [r for r in measured if not ran_busy(r.summary)]
     if calibrate_from is not None:
@@ -318,6 +324,7 @@ def validate_runs(
     skipped: list[tuple[str, str]] = [
         (r.run_id, BUSY_SKIPPED) for r in busy if r.run_id not in calibration_ids
     ]
+    skipped += unknown.items()
     for record in measured:
         if record.run_id in calibration_ids:
             continue
@@ -344,6 +351,22 @@ def validate_runs(
         calibrations=tuple(calibrations.values()),
         calibration_run_ids=tuple(sorted(calibration_ids)),
     )
+
+
+def unmodelled_workload(record: RunRecord) -> str | None:
+    """Why the simulator cannot predict `record`'s workload (a skip reason), or None.
+
+    A custom workload is named by its spec's name, which answers only once its file is
+    loaded, and loading it would run the user's code; a registered workload whose package
+    has gone is unknown. Either would otherwise fail the whole validation.
+    """
+    if record.config.get("workload_source"):
+        return f"custom workload {record.workload} (its code is not run to simulate it)"
+    try:
+        get_workload(str(record.workload))
+    except TrainscaleError:
+        return f"workload {record.workload} is not known here (a package no longer installed?)"
+    return None
 
 
 def _with_note(calibration: Calibration, note: str) -> Calibration:

@@ -36,6 +36,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from trainscale.config.options import RunConfig
 from trainscale.errors import ConfigError
+from trainscale.frameworks.proxy import no_proxy_environment
 from trainscale.parallel.distenv import node_address
 from trainscale.parallel.strategy import Strategy
 
@@ -201,6 +202,9 @@ def join(config: RunConfig, strategy: Strategy) -> Distribution:
     if env.world_size > 1:
         address, bind = _coordinator(strategy)
         _stdout_to_stderr()
+        # jax.distributed's client reaches the coordinator over gRPC, which would send it
+        # through a proxy the user's environment names (trainscale.frameworks.proxy).
+        os.environ.update(no_proxy_environment(os.environ))
         jax.distributed.initialize(
             coordinator_address=address,
             coordinator_bind_address=bind,

@@ -5,7 +5,8 @@ Three shapes, as TensorFlow users run them:
 - serial: one process, one replica, TensorFlow's default strategy (no wrapper);
 - one process per worker (the elastic launcher's): `MultiWorkerMirroredStrategy` over the
   processes, its cluster (TF_CONFIG) built from the worker's rank and world size, gradients
-  summed by TensorFlow's own collectives (ring all-reduce on the CPU);
+  summed by TensorFlow's own collectives (ring all-reduce on the CPU); on one node, each
+  worker's gRPC server listens on the loopback interface only (`loopback`);
 - `--single-process` with N workers: one process, `MirroredStrategy` over N logical CPU
   devices, the global batch split among the N replicas.
 
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.config.options import RunConfig
+from trainscale.frameworks.proxy import no_proxy_environment
+from trainscale.frameworks.tensorflow.loopback import loopback_bind
 from trainscale.parallel.device import HostThreads
 from trainscale.parallel.distenv import node_address
 from trainscale.parallel.strategy import Strategy
@@ -141,10 +144,12 @@ def setup_distribution(config: RunConfig, strategy: Strategy) -> TfDistribution:
         host = worker_host(strategy)
         addresses = strategy.gather_objects(f"{host}:{free_port(host)}")
         os.environ["TF_CONFIG"] = json.dumps(cluster_spec(addresses, env.rank))
+        # gRPC reads these when it opens the channels to the peers, later than here.
+        os.environ.update(no_proxy_environment(os.environ))
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.RING
         )
-        tf_strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        tf_strategy = _multi_worker_strategy(tf, options, on_loopback=host == "127.0.0.1")
         label = f"MultiWorkerMirroredStrategy(ring, {env.world_size} workers)"
         return TfDistribution(tf_strategy, label, env.world_size, 1, intra, inter)
     if parallel.single_process:
@@ -158,6 +163,27 @@ def setup_distribution(config: RunConfig, strategy: Strategy) -> TfDistribution:
         label = f"MirroredStrategy({replicas} replicas on logical CPU devices, one process)"
         return TfDistribution(tf_strategy, label, replicas, replicas, intra, inter)
     return TfDistribution(tf.distribute.get_strategy(), "default (serial)", 1, 1, intra, inter)
+
+
+def _multi_worker_strategy(tf: Any, options: Any, on_loopback: bool) -> Any:
+    """MultiWorkerMirroredStrategy, whose creation starts this worker's gRPC server.
+
+    TensorFlow's server listens on every interface whatever TF_CONFIG says; when the peers
+    are all on this machine (`on_loopback`) it is kept on the loopback interface instead
+    (`loopback_bind`), as the run's other sockets are: it is unauthenticated and runs the
+    ops it is sent.
+    """
+    if not on_loopback:
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    with loopback_bind() as bound:
+        if not bound:
+            warnings.warn(
+                "TensorFlow's gRPC server could not be kept on the loopback interface here: "
+                "it listens on every interface for this run",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
 def sum_over_workers(distribution: TfDistribution) -> Any:

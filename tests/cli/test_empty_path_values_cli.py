@@ -1,0 +1,22 @@
+"""An empty path where a command writes (an unset shell variable, say) is one line and exit
+2: Path('') is '.', which the user never meant."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.cli import one_error_line, run_cli
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["report", "--runs", "abc", "--out", ""], "--out"),
+        (["bench", "--out", ""], "--out"),
+        (["simulate", "--validate-published", "--plot", ""], "--plot"),
+        (["sweep", "spec.toml", "--report", ""], "--report"),
+    ],
+)
+def test_an_empty_output_path_is_one_line(capsys, args, option):
+    assert run_cli(args) == 2
+    assert f"argument {option}: is empty" in one_error_line(capsys)
