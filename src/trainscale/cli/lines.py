@@ -4,9 +4,11 @@ and a quiet exit when its reader has gone."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import NoReturn
 
 
@@ -55,3 +57,34 @@ def discard_stdout() -> None:
         os.dup2(devnull, fd)
     finally:
         os.close(devnull)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(active: bool = True) -> Iterator[None]:
+    """While the block runs, what is written to standard output goes to standard error: by
+    this process and by the processes it starts, which inherit its descriptors.
+
+    For `--json`: standard output then carries the one JSON document the command prints
+    after the block, whatever a workload's code printed (a `print()` in its model, its
+    import, its factory) while the run was made. Inactive, the block runs as it is.
+    """
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved: int | None = None
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)  # the workers, started in the block, inherit descriptor 1 as it is now
+    except OSError:  # no descriptor 1 or 2 (a detached process): Python's own stream only
+        if saved is not None:
+            os.close(saved)
+            saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)

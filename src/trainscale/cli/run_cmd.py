@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
-from trainscale.cli.lines import one_line
+from trainscale.cli.lines import one_line, stdout_to_stderr
 from trainscale.config.cli import add_option_arguments, add_tag_argument, options_from_args
 from trainscale.metrics.run_flags import stall_text
 
@@ -98,12 +98,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainscale: {text}", file=sys.stderr, flush=True)
 
     try:
-        result = start_run(
-            options_from_args(args),
-            args.store,
-            quiet=args.quiet or args.json,
-            announce=None if args.quiet else announce,
-        )
+        with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+            result = start_run(
+                options_from_args(args),
+                args.store,
+                quiet=args.quiet or args.json,
+                announce=None if args.quiet else announce,
+            )
     except RunFailed as failure:
         print(f"trainscale: {failure}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+from torch.multiprocessing import ProcessRaisedException
 
 from trainscale.parallel import loopback
 from trainscale.parallel import rendezvous as rdzv
@@ -29,11 +30,13 @@ AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
 class WorkersFailed(Exception):
-    """One or more workers failed; `reason` is a one-line account of the first failure."""
+    """One or more workers failed; `reason` is a one-line account of the first failure,
+    `rank` the global rank of the worker that failed first (when known)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, rank: int | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.rank = rank
 
 
 def _first_failure(error: ChildFailedError) -> str:
@@ -122,13 +125,14 @@ def launch_workers(
             preserved_handlers(AGENT_SIGNALS),
             children_start_deaf(),
             _quiet_agent_shutdown(),
+            _no_second_traceback(),
             allocator_settings(),
         ):
             return elastic_launch(config, entrypoint)(*args)
     except SignalException as stop:  # the agent has stopped the workers by now
         raise Interrupted(stop.sigval) from None
     except ChildFailedError as error:
-        raise WorkersFailed(_first_failure(error)) from None
+        raise WorkersFailed(_first_failure(error), error.get_first_failure()[0]) from None
     except RendezvousError as error:
         if rendezvous is None:
             raise
@@ -170,3 +174,39 @@ def _quiet_agent_shutdown() -> Iterator[None]:
     finally:
         for handler in handlers:
             handler.removeFilter(quiet)
+
+
+class _WorkerRaised(logging.Filter):
+    """Drops the elastic launcher's log of a worker that raised an exception.
+
+    ("failed (exitcode: 1) local_rank: 0 ... of fn: worker_main", then the worker's whole
+    traceback again, one prefixed line each.) The worker has printed its traceback itself
+    (an error of trainscale's) or saved it to a file (an error of the user's code, whose
+    one line the command prints); the failure reaches the command as WorkersFailed either
+    way. A worker that died otherwise (a signal, an exit status) is still logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        raised = record.exc_info[1] if record.exc_info else None
+        if isinstance(raised, ProcessRaisedException):
+            return False
+        # ("Terminating process N via signal SIGTERM": the failed worker's peers are
+        # stopped because it failed, which the command's one line says.)
+        return record.msg != "Terminating process %s via signal SIGTERM"
+
+
+@contextmanager
+def _no_second_traceback() -> Iterator[None]:
+    """Install `_WorkerRaised` on the loggers of the launcher's worker processes."""
+    loggers = [
+        logging.getLogger("torch.distributed.elastic.multiprocessing.api"),
+        logging.getLogger("torch.multiprocessing.spawn"),
+    ]
+    quiet = _WorkerRaised()
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)

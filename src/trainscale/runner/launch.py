@@ -41,6 +41,7 @@ from trainscale.parallel.rendezvous import (
 )
 from trainscale.results.export import run_to_json_dict
 from trainscale.results.store import RunStore, default_store_path
+from trainscale.runner.failure_log import saved_traceback
 from trainscale.runner.record import SweepSlot, create_run_row, new_run_id
 from trainscale.runner.resolve import batch_split, precision_line, prepare
 from trainscale.runner.worker import worker_main
@@ -111,7 +112,9 @@ def execute_run(
         )
     except WorkersFailed as failure:
         unrecorded = record_failure(store_file, run_id, failure.reason)
-        raise RunFailed(run_id, failure.reason, unrecorded) from None
+        reason = failure.reason if unrecorded else _stored_reason(store_file, run_id)
+        saved = saved_traceback(run_id, failure.rank)
+        raise RunFailed(run_id, reason or failure.reason, unrecorded, saved) from None
     except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
         unrecorded = record_failure(store_file, run_id, failure_reason(error))
         signum = stop_signal(error)
@@ -121,9 +124,31 @@ def execute_run(
     finally:
         # After the launcher has reaped the workers, so their whole CPU time is counted.
         contention = sampler.stop()
+    _check_stored(store_file, run_id)
     record_contention(store_file, run_id, contention)
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
+
+
+def _stored_reason(store_file: Path, run_id: str) -> str | None:
+    """The reason the run is stored as failed with: rank 0's own when it recorded one
+    first (a diverged run), so that the terminal says what the store says."""
+    try:
+        with RunStore(store_file) as store:
+            return store.get_run(run_id).error
+    except StoreError:
+        return None
+
+
+def _check_stored(store_file: Path, run_id: str) -> None:
+    """RunFailed, recorded, when the workers all exited with status 0 but rank 0 stored no
+    result (something in them called `os._exit(0)`): the row must not stay 'running', nor
+    be printed as a result."""
+    with RunStore(store_file) as store:
+        if store.get_run(run_id).status != "running":
+            return
+    reason = "the workers exited (status 0) before rank 0 stored the run's result"
+    raise RunFailed(run_id, reason, record_failure(store_file, run_id, reason))
 
 
 def local_result(result: dict[str, Any] | RemoteResult | None) -> dict[str, Any]:
@@ -310,14 +335,24 @@ def _unrecorded_note(unrecorded: str | None) -> str:
 
 class RunFailed(Exception):
     """A run started and failed; it is stored as failed with `reason` (by global rank 0, or
-    by the launching parent), unless the store refused: then `unrecorded` says why."""
+    by the launching parent), unless the store refused: then `unrecorded` says why.
+    `traceback_file` is where the failed worker saved its full traceback, if it did."""
 
-    def __init__(self, run_id: str | None, reason: str, unrecorded: str | None = None):
+    def __init__(
+        self,
+        run_id: str | None,
+        reason: str,
+        unrecorded: str | None = None,
+        traceback_file: Path | None = None,
+    ):
         name = f"run {run_id[:8]}" if run_id else "run"
-        super().__init__(f"{name} failed: {reason}{_unrecorded_note(unrecorded)}")
+        # The one line a terminal shows: the reason, and where the rest is (not the rest).
+        where = f" (full traceback: {traceback_file})" if traceback_file else ""
+        super().__init__(f"{name} failed: {reason}{_unrecorded_note(unrecorded)}{where}")
         self.run_id = run_id
         self.reason = reason
         self.unrecorded = unrecorded
+        self.traceback_file = traceback_file
 
 
 class RunInterrupted(Interrupted):

@@ -13,7 +13,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
-from trainscale.errors import StoreError, WorkloadError
+from trainscale.errors import StoreError, TrainscaleError, WorkloadError
 from trainscale.frameworks import trainer as framework_trainer
 from trainscale.hardware.energy import combine_nodes, start_node_meter
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
@@ -28,11 +28,13 @@ from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import make_strategy
 from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
+from trainscale.runner.failure_log import save_traceback
 from trainscale.runner.record import create_run_row, store_outcome
 from trainscale.runner.resolve import data_request
+from trainscale.train.divergence import TrainingDiverged
 from trainscale.train.progress import make_progress
 from trainscale.workloads import get_workload
-from trainscale.workloads.custom import parse_reference, user_code_error
+from trainscale.workloads.custom import is_user_exit, parse_reference, user_code_error
 
 if TYPE_CHECKING:
     from trainscale.results.store import RunStore
@@ -107,11 +109,21 @@ def worker_main(
         explained = _explain(error, config)
         if store is not None and create_row:
             _record_own_failure(store, run_id, explained, stopped)
+        elif store is not None and isinstance(explained, TrainingDiverged):
+            # Stored as it reads, not under the launcher's 'worker rank 0 (pid N) failed:'
+            # (the parent's record of the failure then finds the run failed already).
+            with contextlib.suppress(StoreError):
+                store.fail_run(run_id, str(explained))
         if stopped is not None:  # leave with 128 + N, whatever the signal interrupted
             raise WorkerStopped(stopped) from None
-        if not isinstance(error, Exception):
+        if not isinstance(explained, Exception):
             raise
-        traceback.print_exc()
+        save_traceback(error, run_id, env.rank)
+        # An error of trainscale's own (a bug) keeps its traceback on the terminal; one the
+        # user can act on (their code's, a diverged run) is the parent's one line, with a
+        # pointer to the saved traceback.
+        if not isinstance(explained, TrainscaleError):
+            traceback.print_exc()
         if explained is not error:  # the launcher's error file then holds the explanation
             raise explained from error
         raise
@@ -123,11 +135,19 @@ def worker_main(
 
 def _explain(error: BaseException, config: RunConfig) -> BaseException:
     """An error of a custom workload's code as one line naming its file and line (what the
-    run is stored as failed with); any other error as it is."""
-    if config.workload_source is None or not isinstance(error, Exception):
-        return error
+    run is stored as failed with); any other error as it is.
 
-    if isinstance(error, WorkloadError):
+    A `sys.exit()` from the workload's code (its forward pass, its loss) is such an error
+    too: left alone it would end the worker with status 0 before rank 0 stored anything.
+    """
+    if is_user_exit(error) and config.workload_source is None:
+        code = "" if error.code is None else repr(error.code)
+        return RuntimeError(f"sys.exit({code}) was called during the run")
+    if config.workload_source is None:
+        return error
+    if not isinstance(error, Exception) and not is_user_exit(error):
+        return error
+    if isinstance(error, TrainscaleError):  # already one line (a diverged run, a DataError)
         return error
     try:
         reference = parse_reference(config.workload_source)

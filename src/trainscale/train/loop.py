@@ -32,6 +32,7 @@ from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
+from trainscale.train.divergence import DivergenceWatch
 from trainscale.train.evaluate import evaluate
 from trainscale.train.plan import StepPlan
 from trainscale.train.progress import ProgressSink
@@ -164,6 +165,7 @@ class _Loop:
         self.show_loss = strategy.device.type == "cpu"
         self.clock = make_clock(strategy.device)
         self.times = StepTimes(self.clock)
+        self.divergence = DivergenceWatch(strategy, plan.total_steps)
         self.train_clock_s = clock_start_s
         self.eval_time_s = 0.0
         self.step = 0
@@ -221,6 +223,7 @@ class _Loop:
             boundary = self.clock.mark()
             self.times.add(start, boundary)
             loss_sum += loss
+            self.divergence.observe(loss, self.step)
             self.step += 1
             if self.step % 10 == 0 or self.step == self.plan.total_steps:
                 shown = {"loss": float(loss_sum) / (batch + 1)} if self.show_loss else {}
@@ -258,6 +261,7 @@ class _Loop:
     def _settle(self) -> None:
         """Resolve the pending step times onto the training clock (a GPU synchronises)."""
         self.train_clock_s += sum(self.times.pending())
+        self.divergence.check()  # a diverged run stops here, where the loop syncs anyway
 
     def _evaluate(self) -> None:
         self._settle()

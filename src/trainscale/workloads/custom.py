@@ -26,7 +26,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 from trainscale.errors import TrainscaleError, WorkloadError
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
@@ -114,7 +114,9 @@ def load_reference(reference: Reference) -> Workload:
             value = value()
         except TrainscaleError:  # the user's own DataError or ConfigError says it already
             raise
-        except Exception as error:
+        except (Exception, SystemExit) as error:
+            if not is_user_exit(error) and not isinstance(error, Exception):
+                raise
             raise user_code_error(error, reference, f"{reference.shown} raised") from error
     return guarded(check_spec(value, reference.shown), reference)
 
@@ -163,7 +165,9 @@ def _import(reference: Reference) -> ModuleType:
         raise user_code_error(error, reference, f"{reference.origin} failed to import:") from error
     except SyntaxError as error:
         raise WorkloadError(_syntax_line(error, error.filename or reference.origin)) from None
-    except Exception as error:
+    except (Exception, SystemExit) as error:
+        if not is_user_exit(error) and not isinstance(error, Exception):
+            raise
         raise user_code_error(error, reference, f"{reference.origin} failed to import:") from error
 
 
@@ -189,7 +193,7 @@ def _import_file(path: Path) -> ModuleType:
         raise WorkloadError(_syntax_line(error, path.name)) from None
     except BaseException as error:
         del sys.modules[name]
-        if not isinstance(error, Exception):
+        if not isinstance(error, Exception) and not is_user_exit(error):
             raise
         reference = Reference(str(path), DEFAULT_ATTRIBUTE, is_file=True)
         raise user_code_error(error, reference, f"{path.name} failed to import:") from error
@@ -217,7 +221,20 @@ def user_code_error(error: BaseException, reference: Reference, what: str) -> Wo
     where = user_frame(error.__traceback__, reference)
     message = str(error).strip().splitlines()
     detail = f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+    if is_user_exit(error):  # str(SystemExit(0)) is '0': say what happened instead
+        code = "" if error.code is None else repr(error.code)
+        detail = f"SystemExit: the workload called sys.exit({code})"
     return WorkloadError(f"{what} {detail}{where}")
+
+
+def is_user_exit(error: BaseException) -> TypeGuard[SystemExit]:
+    """Whether `error` is what `sys.exit()` (or `exit()`) raises: a plain SystemExit.
+
+    The user's code calling it is a failure of the workload like any error, not a request
+    to end trainscale (which would end a run with status 0 and nothing printed). Subclasses
+    are not the user's: a worker's stop signal is one (parallel/interrupts.py).
+    """
+    return type(error) is SystemExit
 
 
 def user_frame(tb: TracebackType | None, reference: Reference) -> str:
@@ -252,7 +269,9 @@ def guarded(spec: Workload, reference: Reference) -> Workload:
                 return function(*args, **kwargs)
             except TrainscaleError:
                 raise
-            except Exception as error:
+            except (Exception, SystemExit) as error:
+                if not is_user_exit(error) and not isinstance(error, Exception):
+                    raise
                 raise user_code_error(
                     error, reference, f"workload {reference.shown}: {what} raised"
                 ) from error
