@@ -12,6 +12,7 @@ import pytest
 from trainscale.errors import StoreError
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunRecord, RunStore, default_store_path
+from trainscale.runner.launch import record_failure
 
 SUMMARY = {
     "samples_per_s": 1234.5,
@@ -423,4 +424,15 @@ def test_any_write_to_a_deleted_store_is_refused(tmp_path: Path) -> None:
         path.unlink()
         with pytest.raises(StoreError, match=f"cannot write results store {path}: .*deleted"):
             store.fail_run("run-a", "boom")
+    assert not path.exists()
+
+
+def test_recording_a_failure_never_recreates_a_deleted_store(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        _create(store, "run-a")
+    for leftover in tmp_path.glob("runs.db*"):
+        leftover.unlink()
+    reason = record_failure(path, "run-a", "worker failed")
+    assert reason is not None and "gone" in reason
     assert not path.exists()
