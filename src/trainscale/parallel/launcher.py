@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import signal
 import sys
@@ -39,15 +40,38 @@ class WorkersFailed(Exception):
         self.rank = rank
 
 
-def _first_failure(error: ChildFailedError) -> str:
-    rank, failure = error.get_first_failure()
-    message = failure.message
+PEER_LOST = re.compile(
+    r"connection (reset|closed|refused)|broken pipe|peer|gloo .*failed|nccl .*error",
+    re.IGNORECASE,
+)
+"""What a worker says when another one went away first: a consequence, not the cause."""
+
+
+def _detail(message: object) -> str:
+    """The last line of a worker's error message (its exception's one line)."""
     while isinstance(message, dict):  # the error file's structured form nests "message"
         message = message.get("message", "")
     # An error raised inside a C++ callback (a DDP comm hook) ends with an "At:" list of
     # Python frames; the message is what comes before it.
     text = str(message or "").split("\nAt:\n")[0].strip().splitlines()
-    detail = text[-1] if text else ""
+    return text[-1] if text else ""
+
+
+def _root_failure(error: ChildFailedError) -> tuple[int, Any]:
+    """The failure that started it: the earliest, as torch picks it. Its timestamps are
+    whole seconds, and torch breaks a tie by the lowest rank; so within the earliest second,
+    a worker that lost its peer ("connection reset by peer") gives way to one that did not
+    (the peer whose own error made the others fail)."""
+    first = min(failure.timestamp for failure in error.failures.values())
+    tied = sorted(rank for rank, failure in error.failures.items() if failure.timestamp == first)
+    causes = [r for r in tied if not PEER_LOST.search(_detail(error.failures[r].message))]
+    rank = (causes or tied)[0]
+    return rank, error.failures[rank]
+
+
+def _first_failure(error: ChildFailedError) -> str:
+    rank, failure = _root_failure(error)
+    detail = _detail(failure.message)
     if not detail or detail.startswith("To enable traceback"):
         detail = f"exit code {failure.exitcode}"
         if failure.exitcode is not None and failure.exitcode < 0:
@@ -132,7 +156,7 @@ def launch_workers(
     except SignalException as stop:  # the agent has stopped the workers by now
         raise Interrupted(stop.sigval) from None
     except ChildFailedError as error:
-        raise WorkersFailed(_first_failure(error), error.get_first_failure()[0]) from None
+        raise WorkersFailed(_first_failure(error), _root_failure(error)[0]) from None
     except RendezvousError as error:
         if rendezvous is None:
             raise
