@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import StoreError
-from trainscale.results.owner import Owner, this_host
 from trainscale.results.store import RunStore
 
 from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.owned_runs import create_owned_run, dead_owner
 from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id
 
 
@@ -34,12 +34,6 @@ def _fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
         p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
         for p in sorted(folder.iterdir())
     }
-
-
-def _dead_owner() -> Owner:
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return Owner(this_host(), child.pid, 0.0)
 
 
 def test_read_commands_change_nothing_in_a_writable_store(tmp_path, capsys):
@@ -72,19 +66,7 @@ def test_read_commands_work_on_a_read_only_mount(tmp_path):
     folder.mkdir()
     path = build_store(folder / "runs.db", cpu_parallel_configs())
     with RunStore(path) as store:
-        store.create_run(
-            "orphan0000",
-            "mnist-cnn",
-            {},
-            {},
-            data_kind="synthetic",
-            world_size=1,
-            threads_per_worker=1,
-            affinity="none",
-            precision="fp32",
-            global_batch_size=8,
-            owner=_dead_owner(),
-        )
+        create_owned_run(store, "orphan0000", dead_owner())
     before = _fingerprint(folder)
     trainscale = f"{sys.executable} -m trainscale"
     script = (

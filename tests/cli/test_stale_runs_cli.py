@@ -31,6 +31,7 @@ from trainscale.sweeps.plan import make_plan
 from trainscale.sweeps.spec import parse_spec
 
 from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.owned_runs import create_owned_run
 
 HERE = Path(__file__).parent
 START_TIMEOUT_S = 180
@@ -43,22 +44,6 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.delenv("TRAINSCALE_FAULT_INJECT", raising=False)
     monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
     monkeypatch.chdir(tmp_path)
-
-
-def _create(store: RunStore, run_id: str, owner: Owner | None = None) -> None:
-    store.create_run(
-        run_id,
-        "mnist-cnn",
-        {},
-        {},
-        data_kind="synthetic",
-        world_size=1,
-        threads_per_worker=1,
-        affinity="none",
-        precision="fp32",
-        global_batch_size=8,
-        owner=owner,
-    )
 
 
 def test_a_run_whose_command_was_killed_is_failed_as_stale_when_runs_are_read(
@@ -100,7 +85,7 @@ def test_a_run_whose_command_was_killed_is_failed_as_stale_when_runs_are_read(
 
 def test_a_run_on_another_host_is_listed_as_running_there(store_path, capsys):
     with RunStore(store_path) as store:
-        _create(store, "elsewhere0000", owner=Owner("gpu-node-7", 4242, 1.0))
+        create_owned_run(store, "elsewhere0000", owner=Owner("gpu-node-7", 4242, 1.0))
     assert run_cli(["runs", "list", "--store", str(store_path)]) == 0
     assert "running on gpu-node-7" in capsys.readouterr().out
     assert run_cli(["runs", "show", "elsewhere", "--store", str(store_path)]) == 0
@@ -119,8 +104,8 @@ def test_a_run_in_another_container_of_the_same_name_is_not_failed_by_runs_list(
     other_ns = dataclasses.replace(me, pid=gone_here.pid, pid_ns=(me.pid_ns or 0) + 1)
     other_boot = dataclasses.replace(me, pid=gone_here.pid, boot_id="another-machine")
     with RunStore(store_path) as store:
-        _create(store, "container0000", owner=other_ns)
-        _create(store, "twinhost0000", owner=other_boot)
+        create_owned_run(store, "container0000", owner=other_ns)
+        create_owned_run(store, "twinhost0000", owner=other_boot)
     assert run_cli(["runs", "list", "--store", str(store_path)]) == 0
     out = capsys.readouterr().out
     assert "failed" not in out and out.count(f"running on {this_host()}") == 2

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,23 +26,9 @@ from trainscale.results.owner import (
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
 
+from tests.helpers.owned_runs import create_owned_run, dead_owner
+
 V3_DUMP = Path(__file__).with_name("store_v3.sql")
-
-
-def _create(store: RunStore, run_id: str, owner: Owner | None = None) -> None:
-    store.create_run(
-        run_id,
-        "mnist-cnn",
-        {"workload": "mnist-cnn"},
-        {"cpu_model": "X"},
-        data_kind="synthetic",
-        world_size=1,
-        threads_per_worker=1,
-        affinity="none",
-        precision="fp32",
-        global_batch_size=8,
-        owner=owner,
-    )
 
 
 def _status(path: Path, run_id: str) -> tuple[str, str | None]:
@@ -55,18 +39,9 @@ def _status(path: Path, run_id: str) -> tuple[str, str | None]:
         conn.close()
 
 
-def _dead_owner() -> Owner:
-    """The owner record of a process that has exited (and been reaped)."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    owner = Owner(this_host(), child.pid, psutil.Process(child.pid).create_time())
-    child.kill()
-    child.wait()
-    return owner
-
-
 def test_a_new_run_records_this_process_as_its_owner(tmp_path: Path) -> None:
     with RunStore(tmp_path / "s.db") as store:
-        _create(store, "mine")
+        create_owned_run(store, "mine")
         record = store.get_run("mine")
     assert record.owner == current_owner()
     assert record.owner.pid == os.getpid() and record.owner.host == this_host()
@@ -75,10 +50,10 @@ def test_a_new_run_records_this_process_as_its_owner(tmp_path: Path) -> None:
 
 def test_a_run_whose_owner_is_gone_is_failed_as_stale_by_a_reader(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    dead = _dead_owner()
+    dead = dead_owner()
     with RunStore(path) as store:
-        _create(store, "orphan", owner=dead)
-        _create(store, "alive")  # owned by this test's process
+        create_owned_run(store, "orphan", owner=dead)
+        create_owned_run(store, "alive")  # owned by this test's process
     with RunStore(path) as store:  # a plain open (a writer's) changes nothing
         assert store.get_run("orphan").status == "running"
     with RunStore(path, create=False, fail_stale=True) as store:
@@ -96,7 +71,7 @@ def test_a_reused_pid_is_not_taken_for_the_owner(tmp_path: Path) -> None:
     earlier = Owner(me.host, me.pid, me.started - 3600.0)
     assert not is_alive(earlier)
     with RunStore(path) as store:
-        _create(store, "before-restart", owner=earlier)
+        create_owned_run(store, "before-restart", owner=earlier)
         assert store.fail_stale_runs() == ["before-restart"]
     status, error = _status(path, "before-restart")
     assert status == "failed" and error.startswith(f"stale: owning process {me.pid}")
@@ -106,7 +81,7 @@ def test_a_run_owned_on_another_host_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     elsewhere = Owner("node-elsewhere", 1, 0.0)  # pid 1 here is not that host's pid 1
     with RunStore(path) as store:
-        _create(store, "remote", owner=elsewhere)
+        create_owned_run(store, "remote", owner=elsewhere)
     with RunStore(path, fail_stale=True) as store:
         record = store.get_run("remote")
         assert store.fail_stale_runs() == []
@@ -115,9 +90,9 @@ def test_a_run_owned_on_another_host_is_left_alone(tmp_path: Path) -> None:
 
 def test_a_run_finished_by_its_owner_is_never_failed_as_stale(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    dead = _dead_owner()
+    dead = dead_owner()
     with RunStore(path) as store:
-        _create(store, "done", owner=dead)
+        create_owned_run(store, "done", owner=dead)
         store.complete_run("done", {"samples_per_s": 1.0}, [], [0.1])
     with RunStore(path) as store:
         assert store.fail_stale_runs() == []
@@ -129,7 +104,7 @@ def test_a_store_that_cannot_be_written_still_opens_for_reading(
 ) -> None:
     path = tmp_path / "s.db"
     with RunStore(path) as store:
-        _create(store, "orphan", owner=_dead_owner())
+        create_owned_run(store, "orphan", owner=dead_owner())
     # Another process holds the write lock past the busy timeout: the check gives up and
     # the reader sees the run as it is.
     monkeypatch.setattr("trainscale.results.store.BUSY_TIMEOUT_S", 0.2)
@@ -169,7 +144,7 @@ def test_a_schema_3_store_migrates_to_4_keeping_everything(tmp_path: Path) -> No
         assert store.fail_stale_runs() == []
         assert completed.schema_version == 3
         # New runs in the migrated store record their owner.
-        _create(store, "new-v4")
+        create_owned_run(store, "new-v4")
         assert store.get_run("new-v4").owner == current_owner()
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
@@ -196,18 +171,18 @@ def test_older_schemas_still_migrate_to_the_current_one(tmp_path: Path, version:
     conn.close()
     with RunStore(path) as store:
         assert store.get_run("completed-v3").summary == {"samples_per_s": 321.0}
-        _create(store, "new")
+        create_owned_run(store, "new")
         assert store.get_run("new").owner == current_owner()
 
 
 def test_a_run_in_another_pid_namespace_of_this_host_is_left_alone(tmp_path: Path) -> None:
     """A container of the same host name: its pids mean other processes than ours."""
     path = tmp_path / "s.db"
-    dead = _dead_owner()
+    dead = dead_owner()
     me = current_owner()
     other_ns = dataclasses.replace(dead, boot_id=me.boot_id, pid_ns=(me.pid_ns or 0) + 1)
     with RunStore(path) as store:
-        _create(store, "container", owner=other_ns)
+        create_owned_run(store, "container", owner=other_ns)
     with RunStore(path, create=False, fail_stale=True) as store:
         record = store.get_run("container")
         assert store.fail_stale_runs() == []
@@ -222,7 +197,7 @@ def test_a_run_of_another_live_machine_of_the_same_name_is_left_alone(tmp_path: 
     me = current_owner()
     other = Owner(me.host, 4242, time.time() - 5.0, "another-boot", me.pid_ns)
     with RunStore(path) as store:
-        _create(store, "twin", owner=other)
+        create_owned_run(store, "twin", owner=other)
         assert store.fail_stale_runs() == []
         assert store.get_run("twin").status == "running"
 
@@ -235,7 +210,7 @@ def test_a_run_from_before_this_machine_restarted_is_stale(tmp_path: Path) -> No
     before = Owner(me.host, me.pid, psutil.boot_time() - 3600.0, "an-earlier-boot", me.pid_ns)
     assert was_rebooted(before)
     with RunStore(path) as store:
-        _create(store, "rebooted", owner=before)
+        create_owned_run(store, "rebooted", owner=before)
         assert store.fail_stale_runs() == ["rebooted"]
     status, error = _status(path, "rebooted")
     assert status == "failed" and error.startswith("stale: owning process")
@@ -252,7 +227,7 @@ def test_the_host_column_round_trips_and_old_rows_read_as_before() -> None:
 def test_a_run_failed_as_stale_is_completed_by_its_real_result(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with RunStore(path) as store:
-        _create(store, "late", owner=_dead_owner())
+        create_owned_run(store, "late", owner=dead_owner())
         assert store.fail_stale_runs() == ["late"]
         store.complete_run("late", {"samples_per_s": 2.0}, [{"train_loss": 0.5}], [0.1, 0.2])
         record = store.get_run("late")
@@ -263,13 +238,13 @@ def test_a_run_failed_as_stale_is_completed_by_its_real_result(tmp_path: Path) -
 def test_a_run_failed_as_stale_takes_its_owners_reason(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with RunStore(path) as store:
-        _create(store, "late", owner=_dead_owner())
+        create_owned_run(store, "late", owner=dead_owner())
         assert store.fail_stale_runs() == ["late"]
         assert store.fail_run("late", "worker rank 0 failed: boom")
         assert store.get_run("late").error == "worker rank 0 failed: boom"
         # A real reason is kept, as before: the first is the root cause.
         assert not store.fail_run("late", "the launcher saw the worker exit")
-        _create(store, "truly-failed")
+        create_owned_run(store, "truly-failed")
         store.fail_run("truly-failed", "out of memory")
         with pytest.raises(StoreError, match="already failed; it cannot be completed"):
             store.complete_run("truly-failed", {}, [], [])
