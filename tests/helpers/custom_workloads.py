@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +85,25 @@ def fresh_custom_workloads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget the custom workloads this process loaded (tests reuse names across files)."""
     monkeypatch.setattr(workloads, "_custom_by_source", {})
     monkeypatch.setattr(workloads, "_source_by_name", {})
+
+
+def run_in_subprocess(
+    tmp_path: Path, path: Path, timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`trainscale run FILE:make_workload` for a short synthetic run, as a fresh process
+    (`python -m trainscale`, the console command's own entry) in `tmp_path` with its store
+    at `tmp_path/runs.db`; the finished process and its seconds. `timeout_s` is the test's
+    bound: a command that would hang fails the test there."""
+    command = [sys.executable, "-m", "trainscale", "run", f"{path}:make_workload"]
+    options = ["--data", "synthetic", "--steps", "6", "--no-eval", "--quiet"]
+    environ = {**os.environ, "TRAINSCALE_CACHE_DIR": str(tmp_path / "cache"), **(env or {})}
+    start = time.monotonic()
+    done = subprocess.run(
+        [*command, *options, "--store", str(tmp_path / "runs.db")],
+        cwd=tmp_path,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    return done, time.monotonic() - start

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import signal
 import sys
@@ -19,11 +18,13 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-from torch.multiprocessing import ProcessRaisedException
+from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
 from trainscale.parallel import loopback
 from trainscale.parallel import rendezvous as rdzv
 from trainscale.parallel.allocator import allocator_settings
+from trainscale.parallel.exit_watch import ExitWatch, watching_exits
+from trainscale.parallel.failure_reasons import first_failure, root_failure
 from trainscale.parallel.interrupts import Interrupted, children_start_deaf, preserved_handlers
 
 AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -38,45 +39,6 @@ class WorkersFailed(Exception):
         super().__init__(reason)
         self.reason = reason
         self.rank = rank
-
-
-PEER_LOST = re.compile(
-    r"connection (reset|closed|refused)|broken pipe|peer|gloo .*failed|nccl .*error",
-    re.IGNORECASE,
-)
-"""What a worker says when another one went away first: a consequence, not the cause."""
-
-
-def _detail(message: object) -> str:
-    """The last line of a worker's error message (its exception's one line)."""
-    while isinstance(message, dict):  # the error file's structured form nests "message"
-        message = message.get("message", "")
-    # An error raised inside a C++ callback (a DDP comm hook) ends with an "At:" list of
-    # Python frames; the message is what comes before it.
-    text = str(message or "").split("\nAt:\n")[0].strip().splitlines()
-    return text[-1] if text else ""
-
-
-def _root_failure(error: ChildFailedError) -> tuple[int, Any]:
-    """The failure that started it: the earliest, as torch picks it. Its timestamps are
-    whole seconds, and torch breaks a tie by the lowest rank; so within the earliest second,
-    a worker that lost its peer ("connection reset by peer") gives way to one that did not
-    (the peer whose own error made the others fail)."""
-    first = min(failure.timestamp for failure in error.failures.values())
-    tied = sorted(rank for rank, failure in error.failures.items() if failure.timestamp == first)
-    causes = [r for r in tied if not PEER_LOST.search(_detail(error.failures[r].message))]
-    rank = (causes or tied)[0]
-    return rank, error.failures[rank]
-
-
-def _first_failure(error: ChildFailedError) -> str:
-    rank, failure = _root_failure(error)
-    detail = _detail(failure.message)
-    if not detail or detail.startswith("To enable traceback"):
-        detail = f"exit code {failure.exitcode}"
-        if failure.exitcode is not None and failure.exitcode < 0:
-            detail = f"killed by signal {-failure.exitcode}"
-    return f"worker rank {rank} (pid {failure.pid}) failed: {detail}"
 
 
 class RendezvousLost(Exception):
@@ -144,6 +106,7 @@ def launch_workers(
         **shutdown_settings(LaunchConfig, shutdown_timeout_s),
         **nodes,
     )
+    watch = ExitWatch()
     try:
         with (
             preserved_handlers(AGENT_SIGNALS),
@@ -151,12 +114,21 @@ def launch_workers(
             _quiet_agent_shutdown(),
             _no_second_traceback(),
             allocator_settings(),
+            # Innermost: its thread has ended before the agent's signal handlers go.
+            watching_exits() as watch,
         ):
             return elastic_launch(config, entrypoint)(*args)
     except SignalException as stop:  # the agent has stopped the workers by now
+        if watch.reason is not None:  # the watch stopped it: a worker left unfinished
+            raise WorkersFailed(watch.reason, watch.rank) from None
         raise Interrupted(stop.sigval) from None
     except ChildFailedError as error:
-        raise WorkersFailed(_first_failure(error), _root_failure(error)[0]) from None
+        # A worker that left unfinished makes its peers fail (their collectives lose it):
+        # it is the cause, even when the agent noticed a peer first.
+        unfinished = watch.unfinished_exit()
+        if unfinished is not None:
+            raise WorkersFailed(unfinished[1], unfinished[0]) from None
+        raise WorkersFailed(first_failure(error), root_failure(error)[0]) from None
     except RendezvousError as error:
         if rendezvous is None:
             raise
@@ -207,12 +179,14 @@ class _WorkerRaised(logging.Filter):
     traceback again, one prefixed line each.) The worker has printed its traceback itself
     (an error of trainscale's) or saved it to a file (an error of the user's code, whose
     one line the command prints); the failure reaches the command as WorkersFailed either
-    way. A worker that died otherwise (a signal, an exit status) is still logged.
+    way. A worker that died otherwise (a signal, an exit status) has no traceback worth
+    showing: torch's log of it is a traceback of its own monitor, and the command's one line
+    names the signal or status and what the worker was doing.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         raised = record.exc_info[1] if record.exc_info else None
-        if isinstance(raised, ProcessRaisedException):
+        if isinstance(raised, (ProcessRaisedException, ProcessExitedException)):
             return False
         # ("Terminating process N via signal SIGTERM": the failed worker's peers are
         # stopped because it failed, which the command's one line says.)

@@ -5,6 +5,9 @@ file named after the run and its rank, in the cache directory; the command then 
 one-line reason the run is stored with and points at the file. Without it an error in a
 workload's forward pass printed about 90 lines: the worker's traceback, then the elastic
 launcher's copy of it, before the one line that says what happened.
+
+The folder is pruned on each save (files older than 30 days, and all but the newest 100):
+tracebacks are for the failure just seen, not an archive.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from trainscale.data.cache import cache_dir
+from trainscale.parallel import breadcrumbs
 
-SUBDIR = "failures"
-"""The cache's folder of tracebacks (a small text file per failed worker)."""
+SUBDIR = breadcrumbs.FOLDER
+"""The cache's folder of tracebacks (a small text file per failed worker), beside the
+workers' phase notes."""
 
 
 def traceback_path(run_id: str, rank: int) -> Path:
     """The file where rank `rank` of run `run_id` keeps its traceback if it fails."""
-    return cache_dir() / SUBDIR / f"run-{run_id}-rank-{rank}.txt"
+    return breadcrumbs.folder() / f"run-{run_id}-rank-{rank}.txt"
 
 
 def save_traceback(error: BaseException, run_id: str, rank: int) -> Path | None:
@@ -33,6 +37,10 @@ def save_traceback(error: BaseException, run_id: str, rank: int) -> Path | None:
         path.write_text("".join(traceback.format_exception(error)))
     except OSError:
         return None
+    # Here, not on a schedule: only failures add files. Phase notes of workers that died
+    # without a traceback go too.
+    breadcrumbs.prune(path.parent, "run-*-rank-*.txt")
+    breadcrumbs.prune(path.parent, f"*{breadcrumbs.SUFFIX}")
     return path
 
 

@@ -37,6 +37,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from trainscale.config.options import RunConfig
 from trainscale.errors import ConfigError
 from trainscale.frameworks.proxy import no_proxy_environment
+from trainscale.parallel.breadcrumbs import note_phase
 from trainscale.parallel.distenv import node_address
 from trainscale.parallel.strategy import Strategy
 
@@ -205,6 +206,8 @@ def join(config: RunConfig, strategy: Strategy) -> Distribution:
         # jax.distributed's client reaches the coordinator over gRPC, which would send it
         # through a proxy the user's environment names (trainscale.frameworks.proxy).
         os.environ.update(no_proxy_environment(os.environ))
+        # Noted for the launcher: XLA ends the process from C++ if this times out.
+        note_phase(f"joining jax.distributed ({env.world_size} processes)", "XLA")
         jax.distributed.initialize(
             coordinator_address=address,
             coordinator_bind_address=bind,
@@ -216,6 +219,9 @@ def join(config: RunConfig, strategy: Strategy) -> Distribution:
             shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S,
         )
         joined = True
+    # XLA's backend starts here; it exits from C++ on a flag it does not know.
+    flags = os.environ.get("XLA_FLAGS", "")
+    note_phase(f"starting JAX's XLA backend (XLA_FLAGS='{flags}')", "XLA")
     devices = jax.devices()
     if config.parallel.single_process and len(devices) != config.parallel.workers:
         raise ConfigError(

@@ -29,6 +29,7 @@ from trainscale.frameworks.jax.distribute import (
     join,
     pool_threads,
 )
+from trainscale.parallel.breadcrumbs import clear_phase, note_phase
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
 from trainscale.train.flops import seeded_torch_model
@@ -57,6 +58,7 @@ def train(
         distribution.abandon()  # the others wait on this process: leave at once
         raise
     distribution.shutdown()
+    clear_phase()
     return outcome
 
 
@@ -122,9 +124,12 @@ def _train(
     batches = WorkerBatches(local_config, for_nhwc(workload), data, train_x, strategy.sharding)
     first = batches.epoch_order(0)[:local_batch]
     x = train_x[first]
+    note_phase("compiling the JAX step", "XLA")
     compile_s = strategy.max_float(
         stepper.compile_for(host_batch(x, stepper.width_for(x)), host_labels(data.train_y[first]))
     )
+    # Once, not per step: a timed-out collective aborts the process from C++.
+    note_phase(f"training (JAX's step and collectives, {distribution.description})", "XLA")
     return measure_training(
         config,
         workload,

@@ -27,6 +27,7 @@ from typing import Any
 from trainscale.config.options import RunConfig
 from trainscale.frameworks.proxy import no_proxy_environment
 from trainscale.frameworks.tensorflow.loopback import loopback_bind
+from trainscale.parallel.breadcrumbs import note_phase
 from trainscale.parallel.device import HostThreads
 from trainscale.parallel.distenv import node_address
 from trainscale.parallel.strategy import Strategy
@@ -136,6 +137,7 @@ def setup_distribution(config: RunConfig, strategy: Strategy) -> TfDistribution:
     learns every other's.
     """
     env = strategy.env
+    note_phase("starting TensorFlow's runtime", "TensorFlow")
     intra, inter = set_threads(*thread_counts(config, env.local_rank))
     import tensorflow as tf
 
@@ -149,6 +151,7 @@ def setup_distribution(config: RunConfig, strategy: Strategy) -> TfDistribution:
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.RING
         )
+        note_phase(f"joining the TensorFlow cluster ({env.world_size} workers)", "TensorFlow")
         tf_strategy = _multi_worker_strategy(tf, options, on_loopback=host == "127.0.0.1")
         label = f"MultiWorkerMirroredStrategy(ring, {env.world_size} workers)"
         return TfDistribution(tf_strategy, label, env.world_size, 1, intra, inter)

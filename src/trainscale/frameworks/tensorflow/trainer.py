@@ -23,6 +23,7 @@ from trainscale.frameworks.tensorflow.inputs import model_shape, training_layout
 from trainscale.frameworks.tensorflow.optim import torch_schedule
 from trainscale.frameworks.tensorflow.pretrain import run_pretraining
 from trainscale.frameworks.tensorflow.step import TfStep
+from trainscale.parallel.breadcrumbs import clear_phase, note_phase
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
 from trainscale.train.flops import seeded_torch_model
@@ -73,8 +74,11 @@ def train(
         data.train_x.numpy().dtype,
         strategy.env.rank,
     )
+    note_phase("tracing the TensorFlow step", "TensorFlow")
     compile_s = stepper.compile()
-    return measure_training(
+    # Once, not per step: a collective that times out may end the process from C++.
+    note_phase(f"training (TensorFlow's step and collectives, {distribution.label})", "TensorFlow")
+    outcome = measure_training(
         config,
         workload,
         data,
@@ -88,6 +92,8 @@ def train(
         replicas=distribution.replicas if distribution.local_replicas > 1 else None,
         facts=distribution.facts,
     )
+    clear_phase()
+    return outcome
 
 
 def build_keras_model(

@@ -1,0 +1,171 @@
+"""The one line a failed multi-worker run is stored with: which worker started it, what it
+said, and for a worker that left no Python error, how it died and what it was doing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from trainscale.parallel import breadcrumbs
+from trainscale.parallel.failure_reasons import detail, first_failure, root_failure
+from trainscale.runner.failure_log import save_traceback
+
+TF_TIMEOUT = """DeadlineExceededError: Graph execution error:
+
+Detected at node CollectiveReduceV2 defined at (most recent call last):
+  File "trainscale/frameworks/tensorflow/step.py", line 80, in step
+
+Collective ops is aborted by: Collective ops timed out after 15 seconds
+The error could be from a previous operation. Restart your program to reset.
+Additional GRPC error information from remote target /job:worker/replica:0/task:1:
+\t [[{{node CollectiveReduceV2}}]] [Op:__inference_step_1234]"""
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """Phase notes and tracebacks go to a cache of the test's own."""
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def failed(**by_rank: tuple[int, str]) -> SimpleNamespace:
+    """A launcher error whose workers (rank_N=(timestamp, last line)) failed."""
+    failures = {
+        int(name.split("_")[1]): SimpleNamespace(
+            timestamp=when,
+            message={"message": {"message": f"Traceback...\n{line}"}},
+            pid=100,
+            exitcode=1,
+        )
+        for name, (when, line) in by_rank.items()
+    }
+    return SimpleNamespace(failures=failures)
+
+
+def died(exitcode: int, message: str, pid: int = 4321) -> SimpleNamespace:
+    """A launcher error whose only worker, rank 1, left no error file (torch's own message)."""
+    failure = SimpleNamespace(timestamp=5, message=message, pid=pid, exitcode=exitcode)
+    return SimpleNamespace(failures={1: failure})
+
+
+def note(monkeypatch, phase: str, source: str, pid: int = 4321, rank: int = 1) -> None:
+    """Note `phase` as worker `rank` of process `pid` would."""
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "trainscale-abc")
+    monkeypatch.setattr(os, "getpid", lambda: pid)
+    breadcrumbs.note_phase(phase, source)
+
+
+def test_within_one_second_the_cause_wins_over_the_peer_that_lost_it():
+    error = failed(
+        rank_0=(50, "JaxRuntimeError: Gloo all-reduce failed: Connection reset by peer"),
+        rank_1=(50, "RuntimeError: injected crash on rank 1 at step 2"),
+    )
+    assert root_failure(error)[0] == 1
+    assert first_failure(error).endswith("RuntimeError: injected crash on rank 1 at step 2")
+
+
+def test_an_earlier_failure_wins_whatever_it_says():
+    error = failed(
+        rank_0=(49, "RuntimeError: Connection closed by peer"),
+        rank_1=(50, "RuntimeError: boom"),
+    )
+    assert root_failure(error)[0] == 0
+
+
+def test_ties_without_a_cause_go_to_the_lowest_rank():
+    error = failed(rank_2=(7, "ValueError: a"), rank_1=(7, "ValueError: b"))
+    assert root_failure(error)[0] == 1
+
+
+def test_a_tensorflow_timeout_is_told_by_its_informative_line_not_the_node_name():
+    assert detail({"message": {"message": TF_TIMEOUT}}) == (
+        "DeadlineExceededError: Collective ops is aborted by: "
+        "Collective ops timed out after 15 seconds"
+    )
+
+
+def test_a_one_line_error_and_a_comm_hook_error_keep_their_line():
+    assert detail("ValueError: bad shape") == "ValueError: bad shape"
+    assert detail("RuntimeError: hook failed\nAt:\n  step.py(3): f") == "RuntimeError: hook failed"
+
+
+def test_a_worker_killed_by_a_signal_says_what_it_was_doing(monkeypatch):
+    flags = "XLA_FLAGS='--xla_cpu_collective_timeout_seconds=15'"
+    note(monkeypatch, "joining jax.distributed (2 processes)", "XLA")
+    note(monkeypatch, f"training (JAX's step and collectives, {flags})", "XLA")
+
+    reason = first_failure(died(-signal.SIGABRT, "Signal 6 (SIGABRT) received by PID 4321"))
+
+    assert reason == (
+        "worker rank 1 (pid 4321) failed: killed by SIGABRT while training (JAX's step and "
+        f"collectives, {flags}); XLA's own message is in the output above"
+    )
+
+
+def test_an_exit_status_without_a_python_error_says_what_the_worker_was_doing(monkeypatch):
+    note(monkeypatch, "starting JAX's XLA backend (XLA_FLAGS='--xla_no_such_flag')", "XLA")
+
+    reason = first_failure(died(1, "To enable traceback see: https://pytorch.org/docs/x"))
+
+    assert reason == (
+        "worker rank 1 (pid 4321) failed: exit code 1 while starting JAX's XLA backend "
+        "(XLA_FLAGS='--xla_no_such_flag'); XLA's own message is in the output above"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "told"),
+    [(-9, "killed by SIGKILL"), (-99, "killed by signal 99"), (3, "exit code 3")],
+)
+def test_without_a_note_a_death_is_told_by_its_signal_name_or_status(monkeypatch, exitcode, told):
+    note(monkeypatch, "training", "XLA", pid=1)  # another process's note: not this one's
+
+    assert first_failure(died(exitcode, "")) == f"worker rank 1 (pid 4321) failed: {told}"
+
+
+def test_a_finished_worker_leaves_no_note_and_a_process_not_launched_writes_none(
+    monkeypatch, cache
+):
+    note(monkeypatch, "training", "TensorFlow")
+    assert breadcrumbs.noted_phase(1, 4321) == ("training", "TensorFlow")
+    breadcrumbs.clear_phase()
+    assert breadcrumbs.noted_phase(1, 4321) is None
+
+    monkeypatch.delenv("RANK")
+    breadcrumbs.note_phase("training")
+    assert not list((cache / breadcrumbs.FOLDER).glob("*.phase"))
+
+
+def test_saving_a_traceback_prunes_old_and_surplus_files(cache):
+    folder = cache / breadcrumbs.FOLDER
+    folder.mkdir(parents=True)
+    now = time.time()
+    for index in range(breadcrumbs.KEEP_NEWEST + 5):  # the newest have the lowest index
+        path = folder / f"run-r{index}-rank-0.txt"
+        path.write_text("Traceback")
+        os.utime(path, (now - index * 60, now - index * 60))
+    old_note = folder / "launch-x-rank-0-pid-1.phase"
+    old_note.write_text("training\n\n")
+    os.utime(old_note, (now - 31 * 86400, now - 31 * 86400))
+    (folder / "run-r3-rank-0.txt").touch()
+    os.utime(folder / "run-r3-rank-0.txt", (now - 40 * 86400, now - 40 * 86400))
+    keep = folder / "notes.md"  # not ours: never touched
+    keep.write_text("mine")
+
+    saved = save_traceback(ValueError("boom"), "new", 0)
+
+    left = {path.name for path in folder.glob("run-*-rank-*.txt")}
+    assert saved is not None and saved.name in left
+    assert len(left) == breadcrumbs.KEEP_NEWEST
+    assert "run-r3-rank-0.txt" not in left  # older than 30 days
+    assert "run-r0-rank-0.txt" in left and "run-r100-rank-0.txt" not in left
+    assert not old_note.exists() and keep.exists()
+
+
+def test_pruning_a_folder_that_is_not_there_does_nothing(tmp_path):
+    breadcrumbs.prune(tmp_path / "missing", "*.txt")
