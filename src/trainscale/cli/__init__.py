@@ -30,6 +30,7 @@ from trainscale.cli import (
 from trainscale.cli.lines import OneLineErrorParser, WarningLines, discard_stdout, one_line
 from trainscale.errors import TrainscaleError
 from trainscale.parallel.interrupts import describe, exit_status, signals_raise
+from trainscale.runner import exit_deadline
 
 SUBCOMMANDS = (
     env_cmd,
@@ -76,7 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit status."""
+    """Entry point of the console script; returns the process exit status.
+
+    Called as the command (no `argv`), the process then exits within the exit deadline
+    with that status, whatever threads or exit hooks a workload's code left behind.
+    """
+    status = _main(argv)
+    if argv is None:  # the command's own process, not a caller's (tests, scripts)
+        exit_deadline.arm(status)
+    return status
+
+
+def _main(argv: list[str] | None) -> int:
     logger = logging.getLogger("trainscale")
     warnings = WarningLines()
     logger.addHandler(warnings)

@@ -28,6 +28,7 @@ from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import make_strategy
 from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
+from trainscale.runner.exit_deadline import bounded_exit
 from trainscale.runner.failure_log import save_traceback
 from trainscale.runner.record import create_run_row, store_outcome
 from trainscale.runner.resolve import data_request
@@ -50,6 +51,7 @@ def load_data(config: RunConfig) -> TensorData:
 
 
 @record  # writes the exception to the launcher's error file, so the parent can report it
+@bounded_exit(lambda: f"trainscale: worker rank {os.environ.get('RANK', '0')}")
 def worker_main(
     config_dict: dict[str, Any],
     run_id: str,
