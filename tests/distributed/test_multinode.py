@@ -32,6 +32,10 @@ pytestmark = pytest.mark.multinode
 
 SYNTH = ["--data", "synthetic", "--batch-size", "8", "--threads-per-worker", "1", "--quiet"]
 AGENT_TIMEOUT_S = 240  # a generous ceiling for a loaded CI machine; runs take seconds
+# With --rdzv-timeout 20, a call on a rendezvous store that stopped answering fails after
+# 20 s, or has its connection cut 5 s later where torch's client waits on; the agent's and
+# its keep-alive's calls, then stopping the workers (5 s), fit in twice that and 10 s.
+LINK_DOWN_BOUND_S = 2 * (20 + 5) + 10
 
 
 @pytest.fixture(autouse=True)
@@ -560,3 +564,87 @@ def test_bad_multinode_options_are_one_line_and_exit_2(args, fragment, store_pat
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert fragment in err
     assert not store_path.exists() or not RunStore(store_path).list_runs()
+
+
+def test_a_node_whose_link_goes_down_is_given_up_on_in_time(tmp_path):
+    # The node hosting the rendezvous store stops answering without closing its connections
+    # (its whole process group stopped, as when its network link goes down): the survivor's
+    # agent must not wait on the store for longer than its bounded store calls allow.
+    store, port = tmp_path / "shared.db", free_port()
+    endpoint = f"127.0.0.1:{port}"
+    node = [
+        *node_cmd(steps=100_000),
+        *["--nnodes", "2", "--workers", "1", "--rdzv-endpoint", endpoint],
+        *["--rdzv-id", job_id(), "--rdzv-timeout", "20", "--store", str(store)],
+        *["--timeout", "600"],  # the workers' collectives must not be what ends the run
+    ]
+    agents = [start_agent(node, tmp_path, "victim")]
+    try:
+        wait_until_listening(port, agents[0])  # the victim hosts the store
+        agents.append(start_agent(node, tmp_path, "survivor"))
+        victim, survivor = agents
+        deadline = time.monotonic() + AGENT_TIMEOUT_S
+        while not (store.exists() and RunStore(store).list_runs()):
+            assert time.monotonic() < deadline, survivor.stderr[-2000:]
+            assert survivor.proc.poll() is None, survivor.stderr[-2000:]
+            time.sleep(0.2)
+        time.sleep(2)  # into training
+        stopped_at = time.monotonic()
+        os.killpg(victim.proc.pid, signal.SIGSTOP)
+        try:
+            code = survivor.proc.wait(timeout=LINK_DOWN_BOUND_S + 30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the surviving node hung: {survivor.stderr[-2000:]}")
+        after_s = time.monotonic() - stopped_at
+    finally:
+        stop(agents)
+    err = survivor.stderr.strip().splitlines()
+    assert code != 0, survivor.stderr[-2000:]
+    assert endpoint in err[-1] and "stopped answering" in err[-1], survivor.stderr[-2000:]
+    assert after_s < LINK_DOWN_BOUND_S, f"gave up after {after_s:.0f} s"
+
+
+# A process whose main thread waits in torch's C++ store client on a store that accepts the
+# connection and never answers (a node whose link went down), with a worker of its own.
+STUCK_IN_STORE = """
+import datetime, subprocess, sys
+from torch.distributed import TCPStore
+from trainscale.parallel import stuck_stop
+from trainscale.parallel.interrupts import signals_raise
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(worker.pid, flush=True)
+with signals_raise():
+    assert stuck_stop.install()
+    wait = datetime.timedelta(seconds=600)
+    TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=wait)
+"""
+
+
+def test_sigterm_stops_a_node_stuck_in_a_store_call(tmp_path):
+    with socket.socket() as silent:  # the kernel accepts connections; nobody ever answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        node = start_agent(
+            [sys.executable, "-c", STUCK_IN_STORE, str(silent.getsockname()[1])], tmp_path, "node"
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not node.stdout.strip():
+                assert node.proc.poll() is None and time.monotonic() < deadline, node.stderr
+                time.sleep(0.1)
+            worker = int(node.stdout.split()[0])
+            time.sleep(3)  # into the store call
+            assert node.proc.poll() is None, node.stderr
+            sent_at = time.monotonic()
+            node.proc.send_signal(signal.SIGTERM)
+            try:
+                code = node.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail("SIGTERM was ignored while the main thread waited on the store")
+            took = time.monotonic() - sent_at
+        finally:
+            stop([node])
+    assert code == 128 + signal.SIGTERM, node.stderr
+    assert node.stderr.strip().splitlines()[-1].startswith("trainscale: interrupted (SIGTERM)")
+    assert took < 10, f"took {took:.1f} s"
+    assert not still_alive({worker: "the node's worker"}, grace_s=5)

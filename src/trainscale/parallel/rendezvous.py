@@ -33,6 +33,7 @@ from torch.distributed.elastic.rendezvous import (
 )
 
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.parallel import stuck_stop
 
 log = logging.getLogger(__name__)
 
@@ -367,9 +368,17 @@ def launch_settings(rendezvous: Rendezvous) -> dict[str, Any]:
     """The elastic LaunchConfig fields that make this node one of `rendezvous.nnodes`.
 
     Waits first for an endpoint that another node hosts (RendezvousFailed if it does not
-    answer within the timeout), then leaves what is left of the timeout to the join.
+    answer within the timeout), then leaves what is left of the timeout to the join. Every
+    call on the rendezvous store is bounded (`store_call_settings`), and a stop signal is
+    obeyed even while the agent waits inside one (`stuck_stop.install`).
     """
     deadline = time.monotonic() + rendezvous.timeout_s
+    # The agent's main thread waits in C++ store calls, where Python cannot run a signal
+    # handler, and which torch does not always bound: a stop signal must still end the
+    # node, and a call left unanswered well past its timeout is cut (see stuck_stop).
+    host, port = parse_endpoint(rendezvous.endpoint)
+    limit_s = store_call_timeout(rendezvous) + STORE_CALL_GRACE_S
+    stuck_stop.watch_store_calls(_tcp_addresses(host), port, limit_s)
     hosting, is_host = store_role(rendezvous)
     if not hosting:
         # Waiting here, in Python, makes an unreachable endpoint cost one line rather than
@@ -377,7 +386,10 @@ def launch_settings(rendezvous: Rendezvous) -> dict[str, Any]:
         wait_for_endpoint(rendezvous, deadline)
     # join_timeout bounds the wait for the other nodes (whole seconds); the endpoint wait is
     # taken off it, so the whole wait stays within the timeout.
-    configs: dict[str, Any] = {"join_timeout": max(1, math.ceil(deadline - time.monotonic()))}
+    configs: dict[str, Any] = {
+        "join_timeout": max(1, math.ceil(deadline - time.monotonic())),
+        **store_call_settings(rendezvous),
+    }
     if is_host is not None:
         configs["is_host"] = is_host
     return {
@@ -388,6 +400,54 @@ def launch_settings(rendezvous: Rendezvous) -> dict[str, Any]:
         "rdzv_configs": configs,
         "local_addr": local_address(rendezvous),
     }
+
+
+STORE_CALL_TIMEOUT_MAX_S = 30
+"""The longest one call on the rendezvous store may wait for an answer.
+
+The rendezvous only reads and compare-and-sets one key (it polls; it never blocks on the
+store waiting for another node), so a live store answers in milliseconds: a call that waits
+longer is waiting on a node that stopped answering without closing its connection (its link
+went down, its machine froze). torch's defaults would let each such call wait 60 s, and
+closing the rendezvous retry several of them.
+"""
+
+STORE_CALL_GRACE_S = 5
+"""How long past its own timeout a store call may last before its connection is cut."""
+
+KEEP_ALIVE_INTERVAL_S = 5
+KEEP_ALIVE_MAX_ATTEMPTS = 3
+"""A node that sent no heartbeat for interval x attempts (15 s) is taken for dead."""
+
+
+def store_call_timeout(rendezvous: Rendezvous) -> int:
+    """Seconds one rendezvous store call waits: the rendezvous timeout, at most 30 s."""
+    return max(1, min(STORE_CALL_TIMEOUT_MAX_S, math.ceil(rendezvous.timeout_s)))
+
+
+def store_call_settings(rendezvous: Rendezvous) -> dict[str, int]:
+    """The c10d rendezvous settings that bound every wait of the agent on the store.
+
+    `read_timeout` is the store client's timeout (each get, set, compare-and-set; torch's
+    default 60 s); `close_timeout` bounds closing the rendezvous when the run ends or fails
+    (default 30 s; its calls would otherwise retry until then); `heartbeat_timeout` bounds a
+    keep-alive's own store call, and the keep-alive settings say when a silent node counts as
+    gone. A node whose store host stops answering fails after about two store calls (the
+    keep-alive's or the agent's read, then the close), each cut `STORE_CALL_GRACE_S` past
+    its timeout where torch's client outlasts it (`stuck_stop.watch_store_calls`).
+    """
+    seconds = store_call_timeout(rendezvous)
+    return {
+        "read_timeout": seconds,
+        "close_timeout": seconds,
+        "heartbeat_timeout": min(seconds, KEEP_ALIVE_INTERVAL_S),
+        "keep_alive_interval": KEEP_ALIVE_INTERVAL_S,
+        "keep_alive_max_attempt": KEEP_ALIVE_MAX_ATTEMPTS,
+    }
+
+
+_TIMED_OUT = re.compile(r"time(d)?[ -]?out", re.IGNORECASE)
+"""How the store client's errors say that no answer came in time (c10d's wording varies)."""
 
 
 def describe_failure(rendezvous: Rendezvous, error: BaseException) -> str:
@@ -402,7 +462,13 @@ def describe_failure(rendezvous: Rendezvous, error: BaseException) -> str:
     if isinstance(error, RendezvousClosedError):
         return f"{where} is closed (a job with this id has ended there); use a new --rdzv-id"
     if isinstance(error, RendezvousConnectionError):
-        return f"the connection to {where} failed: {first_line(error.__cause__ or error)}"
+        cause = error.__cause__ or error
+        if stuck_stop.cut_endpoint() or _TIMED_OUT.search(str(cause)):
+            return (
+                f"{where} stopped answering (no reply within {store_call_timeout(rendezvous)} s): "
+                "the node hosting it, or the network link to it, is down"
+            )
+        return f"the connection to {where} failed: {first_line(cause)}"
     return f"{where} failed: {type(error).__name__}: {first_line(error)}"
 
 
