@@ -4,7 +4,10 @@ written; the happy path prints one progress line per run."""
 
 from __future__ import annotations
 
+import importlib.util
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +133,62 @@ def test_json_export_selects_runs_by_id(store, capsys):
     args = ["runs", "export", "--format", "json", "--store", str(store), "--run", FAILED_ID[:3]]
     assert run_cli(args) == 0
     assert [run["run_id"] for run in json.loads(capsys.readouterr().out)] == [FAILED_ID]
+
+
+def test_an_mlflow_store_failing_part_way_is_one_line_after_the_runs_it_exported(
+    store, capsys, monkeypatch
+):
+    import errno
+
+    mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    logged = mlflow.MlflowClient.log_artifacts
+    calls = []
+
+    def full_on_the_second_run(self, *args, **kwargs):  # a disk that fills up meanwhile
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return logged(self, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_artifacts", full_on_the_second_run)
+    args = ["runs", "export", "--format", "mlflow", "--store", str(store),
+            "--tracking-uri", "sqlite:///ml.db"]  # fmt: skip
+    assert run_cli(args) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and out == ""
+    progress, error = err.splitlines()
+    assert progress.startswith("mlflow: ") and ": created MLflow run " in progress
+    assert error.startswith("trainscale: error: MLflow export to sqlite:///ml.db stopped at run ")
+    assert "(1 of 3 runs exported before it;" in error
+    assert error.endswith("No space left on device")
+
+
+def test_a_database_uri_without_its_driver_is_one_line(store, capsys):
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    if any(importlib.util.find_spec(name) for name in ("psycopg", "psycopg2")):
+        pytest.skip("a PostgreSQL driver is installed")
+    args = ["runs", "export", "--format", "mlflow", "--store", str(store),
+            "--tracking-uri", "postgresql://user@127.0.0.1:1/db"]  # fmt: skip
+    assert run_cli(args) == 2
+    assert "its database driver is not installed" in one_error_line(capsys)
+
+
+def test_an_unreachable_tracking_server_is_one_line_within_the_bound(store, capsys, monkeypatch):
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    from trainscale.reporting.mlflow_export import HTTP_SETTINGS, HTTP_WAIT_BOUND_S
+
+    for name in HTTP_SETTINGS:  # MLflow's own settings would retry for about four minutes
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as closed:  # bound, never listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        started = time.monotonic()
+        code = run_cli(["runs", "export", "--format", "mlflow", "--store", str(store),
+                        "--tracking-uri", uri])  # fmt: skip
+        took = time.monotonic() - started
+    assert code == 2 and took < HTTP_WAIT_BOUND_S
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(
+        f"trainscale: error: cannot use the MLflow tracking store {uri}: "
+    )

@@ -119,3 +119,18 @@ def test_an_error_in_forward_is_one_line_with_the_traceback_saved(
     assert text.startswith("Traceback") and "in forward" in text
     record = _only_run(store_path)
     assert "full traceback" not in record.error  # the stored reason stays the reason
+
+
+def test_what_a_workload_prints_leaves_emulate_json_stdout_one_document(
+    capfd, store_path, tmp_path
+):
+    # emulate trains in the command's own process: a print() there went to stdout.
+    path = tiny_workload(
+        tmp_path, "chatty-emulated", forward="print('hello from forward'); return self.fc(x)"
+    )
+    args = ["--workers", "1", "--mode", "sync", "--steps", "3", "--json"]
+    code = run_cli(["emulate", str(path), *args, "--store", str(store_path)])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert json.loads(out)
+    assert "hello from forward" in err and "hello from forward" not in out

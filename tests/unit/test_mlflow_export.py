@@ -3,13 +3,22 @@ own client: params, tags, metric histories, artifacts, and no duplicate on a sec
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from trainscale.errors import ConfigError
-from trainscale.reporting.mlflow_export import TRUNCATED, export_mlflow
+from trainscale.reporting.mlflow_export import (
+    HTTP_SETTINGS,
+    HTTP_WAIT_BOUND_S,
+    TRUNCATED,
+    ExportFailed,
+    bounded_http,
+    export_mlflow,
+)
 from trainscale.reporting.tracking import load_runs
 from trainscale.results.store import RunStore
 
@@ -184,3 +193,68 @@ def test_a_tracking_store_that_cannot_be_used_is_one_config_error(
     # The trainscale store itself is refused before MLflow could add its tables to it.
     assert store.read_bytes() == before
     assert not (tmp_path / "mlruns").exists()
+
+
+def test_a_full_disk_part_way_is_one_line_saying_what_was_exported(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logged = mlflow.MlflowClient.log_artifacts
+    calls: list[str] = []
+
+    def full_on_the_second_run(self, run_id, *args, **kwargs):
+        calls.append(run_id)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return logged(self, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_artifacts", full_on_the_second_run)
+    with pytest.raises(ExportFailed) as failure:
+        export_mlflow(load_runs(store), tracking_uri=_uri(tmp_path))
+    message = str(failure.value)
+    assert "\n" not in message and message.endswith("No space left on device")
+    assert "1 of 3 runs exported before it" in message
+    assert [done.action for done in failure.value.done] == ["created"]
+    # The run it stopped at is not left half-logged.
+    client = mlflow.MlflowClient(_uri(tmp_path))
+    assert sum(len(runs) for runs in _by_trainscale_id(client).values()) == 1
+
+
+def test_a_run_deleted_by_another_export_meanwhile_is_one_line(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logged = mlflow.MlflowClient.log_batch
+
+    def deleted_meanwhile(self, run_id, *args, **kwargs):
+        mlflow.MlflowClient(_uri(tmp_path)).delete_run(run_id)  # what the other export does
+        return logged(self, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "log_batch", deleted_meanwhile)
+    with pytest.raises(ExportFailed) as failure:
+        export_mlflow(load_runs(store), tracking_uri=_uri(tmp_path))
+    message = str(failure.value)
+    assert "\n" not in message and "no run exported" in message
+    assert "deleted" in message and failure.value.done == []
+
+
+def test_mlflow_http_waits_are_bounded_unless_the_user_set_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mlflow.environment_variables import (
+        MLFLOW_HTTP_REQUEST_MAX_RETRIES,
+        MLFLOW_HTTP_REQUEST_TIMEOUT,
+    )
+
+    for name in HTTP_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
+    with bounded_http():  # what MLflow reads at each request
+        assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 2
+        assert MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 60
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ
+    # 3 tries of 10 s, the back-offs (0 and 2 s, with up to 1 s of jitter each in urllib3
+    # and again in MLflow's retry) within the bound.
+    setting = {name.removeprefix("MLFLOW_HTTP_REQUEST_"): int(value)
+               for name, value in HTTP_SETTINGS.items()}  # fmt: skip
+    retries, factor, timeout = setting["MAX_RETRIES"], setting["BACKOFF_FACTOR"], setting["TIMEOUT"]
+    backoff = sum(factor * 2**n + 2 for n in range(1, retries)) + 1
+    assert (retries + 1) * timeout + backoff <= HTTP_WAIT_BOUND_S

@@ -7,6 +7,7 @@ import json
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.emulate_progress import Progress
+from trainscale.cli.lines import stdout_to_stderr
 from trainscale.config.cli import add_option_arguments, options_from_args
 from trainscale.emulate.run import EMULATED_OPTIONS
 
@@ -105,18 +106,19 @@ def run(args: argparse.Namespace) -> int:
     from trainscale.emulate.run import run_emulation
 
     quiet = args.quiet or args.json
-    result = run_emulation(
-        options_from_args(args),
-        args.workers,
-        args.mode,
-        per_worker_batch_size=args.per_worker_batch_size,
-        local_steps=args.local_steps,
-        staleness_spread=args.staleness_spread,
-        staleness_aware_lr=args.staleness_aware_lr,
-        store=args.store,
-        progress=not quiet,
-        listener=None if quiet else Progress(),
-    )
+    with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+        result = run_emulation(
+            options_from_args(args),
+            args.workers,
+            args.mode,
+            per_worker_batch_size=args.per_worker_batch_size,
+            local_steps=args.local_steps,
+            staleness_spread=args.staleness_spread,
+            staleness_aware_lr=args.staleness_aware_lr,
+            store=args.store,
+            progress=not quiet,
+            listener=None if quiet else Progress(),
+        )
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

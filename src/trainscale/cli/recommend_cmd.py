@@ -6,6 +6,7 @@ import argparse
 import json
 
 from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
+from trainscale.cli.lines import stdout_to_stderr
 from trainscale.cli.values import positive_ints
 from trainscale.config.cli import add_option_arguments
 from trainscale.recommend.space import BATCH_MULTIPLIERS
@@ -120,24 +121,25 @@ def run(args: argparse.Namespace) -> int:
 
     # Progress goes to stderr even with --json: stdout carries only the result.
     console = Console(stderr=True, highlight=False)
-    result = recommend(
-        args.workload,
-        budget_s=args.budget_s,
-        quick=args.quick,
-        rung_steps=args.rung_steps,
-        warmup_steps=args.warmup_steps,
-        accuracy_epochs=args.accuracy_epochs,
-        accuracy_tolerance=args.accuracy_tolerance,
-        include_busy=args.include_busy,
-        batch_multipliers=args.batch_multipliers,
-        max_workers=args.max_workers,
-        data=args.data,
-        data_dir=args.data_dir,
-        download=args.download,
-        store=args.store,
-        listener=RecommendProgress(console),
-        framework=args.framework,
-    )
+    with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+        result = recommend(
+            args.workload,
+            budget_s=args.budget_s,
+            quick=args.quick,
+            rung_steps=args.rung_steps,
+            warmup_steps=args.warmup_steps,
+            accuracy_epochs=args.accuracy_epochs,
+            accuracy_tolerance=args.accuracy_tolerance,
+            include_busy=args.include_busy,
+            batch_multipliers=args.batch_multipliers,
+            max_workers=args.max_workers,
+            data=args.data,
+            data_dir=args.data_dir,
+            download=args.download,
+            store=args.store,
+            listener=RecommendProgress(console),
+            framework=args.framework,
+        )
     payload = result.to_dict()
     print(json.dumps(payload) if args.json else "\n".join(summary_lines(payload)))
     return 0

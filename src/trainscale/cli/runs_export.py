@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trainscale.cli.lines import one_line
 from trainscale.cli.values import given_name, given_path
 from trainscale.errors import ConfigError
 from trainscale.reporting import listing as stored
 from trainscale.reporting.mlflow_export import (
     DEFAULT_EXPERIMENT,
+    ExportFailed,
     export_mlflow,
     refuse_in_memory,
     tracking_uri_in_use,
@@ -91,11 +93,22 @@ def run(args: argparse.Namespace) -> int:
     def progress(done: ExportedRun) -> None:
         print(done.line(args.fmt), file=sys.stderr, flush=True)
 
+    def notice(text: str) -> None:
+        print(f"{args.fmt}: {text}", file=sys.stderr, flush=True)
+
     if args.fmt == "mlflow":
         experiment = args.experiment or DEFAULT_EXPERIMENT
-        done = export_mlflow(
-            runs, tracking_uri=args.tracking_uri, experiment=experiment, on_run=progress
-        )
+        try:
+            done = export_mlflow(
+                runs,
+                tracking_uri=args.tracking_uri,
+                experiment=experiment,
+                on_run=progress,
+                notice=notice,
+            )
+        except ExportFailed as failure:  # not a mistake in the command: status 1, not 2
+            print(f"trainscale: error: {one_line(str(failure))}", file=sys.stderr)
+            return 1
         uri = tracking_uri_in_use(args.tracking_uri)
         where = (
             f"MLflow experiment {experiment!r} at {uri} (view: mlflow ui --backend-store-uri {uri})"

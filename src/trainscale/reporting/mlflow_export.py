@@ -11,6 +11,11 @@ duplicate: a run already exported with the same status is skipped; an export of 
 cut short, or made while its status was another ('running', then 'completed'), is deleted
 and made anew ('replaced').
 
+A tracking server that does not answer is given up on within `HTTP_WAIT_BOUND_S` (MLflow's
+own retries would wait about four minutes), unless the user set MLflow's HTTP settings. A
+failure part-way (a full disk, a run deleted by another export, a server gone) is one
+`ExportFailed` line that says what was exported before it.
+
 mlflow is imported only here and only when an export runs (`pip install 'trainscale[mlflow]'`).
 """
 
@@ -18,15 +23,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import tempfile
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainscale.errors import ConfigError
+from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.reporting.aggregate import aggregate
 from trainscale.reporting.html import render_html
 from trainscale.reporting.markdown import render_markdown
@@ -48,6 +55,28 @@ ARTIFACT_DIR = "trainscale"
 TRUNCATED = " ...[truncated: the full value is in trainscale/run.json]"
 """Ends a param or tag value cut to MLflow's length limit (6,000 and 8,000 characters)."""
 _STATUS = {"completed": "FINISHED", "failed": "FAILED", "running": "RUNNING"}
+HTTP_SETTINGS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+"""MLflow's HTTP settings during an export, each where the user has not set it: 3 tries of
+at most 10 s, 2 s of back-off between them (1 s more of jitter each), instead of MLflow's 8
+tries of 120 s and up to 2 minutes of back-off."""
+HTTP_WAIT_BOUND_S = 35
+"""The longest a request to a server that does not answer takes under `HTTP_SETTINGS`."""
+NOTICE_AFTER_S = 3.0
+"""How long opening the tracking store may take before `notice` is told that it waits."""
+
+
+class ExportFailed(TrainscaleError):
+    """An export stopped part-way: the runs before it are exported, the failing one is not
+    (its half-logged MLflow run is deleted where the store still allows it)."""
+
+    def __init__(self, message: str, done: list[ExportedRun]) -> None:
+        super().__init__(message)
+        self.done = done
+        """The runs exported before the failure."""
 
 
 def export_mlflow(
@@ -56,23 +85,84 @@ def export_mlflow(
     tracking_uri: str | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
     on_run: OnRun | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> list[ExportedRun]:
     """Log `runs` (from `tracking.load_runs`) to the MLflow experiment `experiment` (created
     if missing) at `tracking_uri` (default: $MLFLOW_TRACKING_URI, else MLflow's default,
     `sqlite:///mlflow.db`); returns what was done with each, telling `on_run` as it goes.
+    `notice` is told, once, when opening the store takes more than `NOTICE_AFTER_S`.
 
     ConfigError (one line) when the extra is missing or the tracking store cannot be used,
-    before anything is logged."""
+    before anything is logged; ExportFailed (one line, `.done` the runs exported before)
+    when the store fails part-way."""
     require_extra("mlflow")
-    with _quiet_mlflow():
-        client, experiment_id = open_experiment(tracking_uri, experiment)
-        done = []
+    with _quiet_mlflow(), bounded_http():
+        uri = tracking_uri_in_use(tracking_uri)
+        waiting = f"waiting for the MLflow tracking store {uri} (given up after about "
+        waiting += f"{HTTP_WAIT_BOUND_S} s unless MLFLOW_HTTP_REQUEST_* say otherwise)"
+        server = uri.startswith(("http://", "https://"))  # the bound is of HTTP requests
+        with _notice_if_slow(notice if server else None, waiting):
+            client, experiment_id = open_experiment(tracking_uri, experiment)
+        done: list[ExportedRun] = []
         for run in runs:
-            exported = _export_run(client, experiment_id, run)
+            try:
+                exported = _export_run(client, experiment_id, run)
+            except _store_errors() as error:
+                raise _failed(error, run, done, len(runs), uri) from None
             done.append(exported)
             if on_run is not None:
                 on_run(exported)
     return done
+
+
+def _failed(
+    error: BaseException, run: StoredRun, done: list[ExportedRun], total: int, uri: str
+) -> ExportFailed:
+    """The one line of an export that stopped at `run`, saying what is exported."""
+    before = f"{len(done)} of {total} runs exported before it" if done else "no run exported"
+    return ExportFailed(
+        f"MLflow export to {uri} stopped at run {run.record.short_id} ({before}; the same "
+        f"command exports the rest once this is fixed): {error_text(error)}",
+        done,
+    )
+
+
+def error_text(error: BaseException) -> str:
+    """The cause of a tracking store's error in a few words: SQLAlchemy's wrapped driver
+    error without the SQL statement and its link, or the first line of the message."""
+    cause = getattr(error, "orig", None) or error  # SQLAlchemy's DBAPIError wraps the driver's
+    lines = str(cause).strip().splitlines() or [type(cause).__name__]
+    text = lines[0]
+    return text if len(text) <= 400 else text[:400] + " ..."
+
+
+@contextlib.contextmanager
+def bounded_http() -> Iterator[None]:
+    """MLflow's HTTP settings of `HTTP_SETTINGS` while the block runs, each where the
+    environment does not set it; MLflow reads them at every request."""
+    added = [name for name in HTTP_SETTINGS if name not in os.environ]
+    for name in added:
+        os.environ[name] = HTTP_SETTINGS[name]
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+@contextlib.contextmanager
+def _notice_if_slow(notice: Callable[[str], None] | None, text: str) -> Iterator[None]:
+    """Tell `notice` `text` if the block is still running after `NOTICE_AFTER_S`."""
+    if notice is None:
+        yield
+        return
+    timer = threading.Timer(NOTICE_AFTER_S, notice, (text,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def tracking_uri_in_use(tracking_uri: str | None = None) -> str:
@@ -97,8 +187,16 @@ def open_experiment(tracking_uri: str | None, experiment: str) -> tuple[Any, str
         found = client.get_experiment_by_name(experiment)
         if found is None:
             return client, client.create_experiment(experiment)
+    except ImportError as error:  # a database URI whose driver is not installed
+        raise ConfigError(
+            f"cannot use the MLflow tracking store {uri}: its database driver is not "
+            f"installed ({error}); install it into this environment (PostgreSQL: psycopg2-binary "
+            "or psycopg, whichever the URI's driver names)"
+        ) from None
     except _store_errors() as error:
-        raise ConfigError(f"cannot use the MLflow tracking store {uri}: {error}") from None
+        raise ConfigError(
+            f"cannot use the MLflow tracking store {uri}: {error_text(error)}"
+        ) from None
     if found.lifecycle_stage != "active":
         raise ConfigError(
             f"MLflow experiment {experiment!r} at {uri} is deleted; restore it or give "
