@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,12 @@ import trainscale.workloads as workloads
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import ConfigError, DataError, WorkloadError
 from trainscale.workloads import Recipe, array_workload, get_workload, workload_source
-from trainscale.workloads.custom import is_reference, parse_reference
+from trainscale.workloads.custom import (
+    file_changed,
+    is_reference,
+    load_reference,
+    parse_reference,
+)
 
 from tests.helpers.custom_workloads import (
     BROKEN,
@@ -42,6 +48,38 @@ def test_a_file_reference_loads_registers_its_name_and_keeps_its_source(tmp_path
     assert get_workload("tiny-a") is spec
     assert workload_source("tiny-a") == f"{path.resolve()}:make_workload"
     assert workload_source("mnist-cnn") is None
+
+
+def _edit(path, name):
+    """Rewrite the workload file under another workload name, a second later (as an editor
+    would: the file's time and size both change)."""
+    text = path.read_text().replace('"tiny-e"', f'"{name}"')
+    path.write_text(text)
+    status = path.stat()
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns + 10**9))
+
+
+def test_an_edited_file_is_imported_again_and_an_unchanged_one_is_not(tmp_path):
+    reference = parse_reference(f"{tiny_workload(tmp_path, 'tiny-e')}:make_workload")
+    first = load_reference(reference)
+    assert first.name == "tiny-e" and not file_changed(reference)
+    # The model builder is the file's own lambda: the module it lives in is the file's.
+    module = sys.modules[first.models["pytorch"].__wrapped__.__module__]
+    assert module.__file__ == reference.target
+    again = load_reference(reference).models["pytorch"].__wrapped__
+    assert sys.modules[again.__module__] is module  # unchanged: not imported again
+    _edit(Path(reference.target), "tiny-e-edited")
+    assert file_changed(reference)
+    assert load_reference(reference).name == "tiny-e-edited"  # what the workers will load
+    assert not file_changed(reference)
+
+
+def test_a_workload_looked_up_again_after_its_file_was_edited_is_the_new_version(tmp_path):
+    path = tiny_workload(tmp_path, "tiny-e")
+    assert get_workload(f"{path}:make_workload").name == "tiny-e"
+    assert get_workload(f"{path}:make_workload") is get_workload(f"{path}:make_workload")
+    _edit(path, "tiny-e-edited")
+    assert get_workload(f"{path}:make_workload").name == "tiny-e-edited"
 
 
 def test_a_file_without_attribute_means_make_workload_and_relative_paths_resolve(

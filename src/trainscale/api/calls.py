@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.api.keywords import check_arguments, parameters, run_options
+from trainscale.api.main_guard import check_main_guard
 from trainscale.api.progress import BenchLines, SweepLines, say
 from trainscale.api.results import (
     BenchResults,
@@ -61,6 +62,7 @@ def run(
     Under an external launcher (torchrun) only global rank 0 gets the run; other ranks,
     and nodes of a multi-node run where rank 0 ran elsewhere, get None.
     """
+    check_main_guard("run")
     given = {"store": store, "progress": progress, **options}
     opts = run_options("run", workload_text(workload), given, (run, ("workload",)))
     result = start_run(opts, _path(store), quiet=not progress, announce=say if progress else None)
@@ -86,6 +88,7 @@ def bench(
     whether nothing completed (the CLI's exit status 1). On a busy machine, `busy` says what
     the busy rounds did and what to do.
     """
+    check_main_guard("bench")
     given = {"workload": workload, "store": store, "progress": progress}
     checked = check_arguments(
         "bench", {**given, **options}, (bench, ()), (run_bench, ("workload", "store", "listener"))
@@ -111,6 +114,7 @@ def sweep(
     directory). A failed run is stored as failed and the sweep goes on; Ctrl-C stops it
     (the run in progress recorded) and `resume=True` continues it.
     """
+    check_main_guard("sweep")
     given = {"spec_or_recipe": spec_or_recipe, "store": store, "progress": progress}
     load_keys = parameters(load_sweep, leave_out=("file", "recipe"))
     checked = check_arguments(

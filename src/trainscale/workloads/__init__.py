@@ -179,12 +179,16 @@ def workload_source(name: str) -> str | None:
 
 
 def _load_custom(text: str) -> Workload:
-    from trainscale.workloads.custom import load_reference, parse_reference
+    from trainscale.workloads.custom import file_changed, load_reference, parse_reference
 
     reference = parse_reference(text)
     source = reference.canonical
     if source in _custom_by_source:
-        return _custom_by_source[source]
+        if not file_changed(reference):
+            return _custom_by_source[source]
+        # Edited since (a notebook session): forget the old version and its name, which
+        # the new one may no longer use; the workers import the file as it is now.
+        _source_by_name.pop(_custom_by_source.pop(source).name, None)
     spec = load_reference(reference)
     if spec.name in registry.names() or spec.name in architecture_names():
         raise WorkloadError(

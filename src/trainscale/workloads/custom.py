@@ -171,13 +171,42 @@ def _import(reference: Reference) -> ModuleType:
         raise user_code_error(error, reference, f"{reference.origin} failed to import:") from error
 
 
+_imported: dict[str, tuple[int, int] | None] = {}
+"""The version of each workload file this process imported: (mtime in ns, size) by path."""
+
+
+def file_changed(reference: Reference) -> bool:
+    """Whether the reference's file was edited since this process imported it, so that a
+    workload loaded before (in a notebook, a REPL) is loaded again: the workers, new
+    processes, import the file as it is now. A stat of the file, no read."""
+    if not reference.is_file or reference.target not in _imported:
+        return False
+    return _stamp(Path(reference.target)) != _imported[reference.target]
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:  # removed since: the import that follows says so in one line
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
 def _import_file(path: Path) -> ModuleType:
-    """Import a file as a module (once per process), its directory on `sys.path` as when it
-    runs as a script, so it can import the modules beside it."""
-    for module in list(sys.modules.values()):
+    """Import a file as a module (once per version of the file: an edited file is imported
+    again), its directory on `sys.path` as when it runs as a script, so it can import the
+    modules beside it."""
+    stamp = _stamp(path)
+    name = None
+    for key, module in list(sys.modules.items()):
         if getattr(module, "__file__", None) == str(path):
-            return module  # already imported (by a notebook, or an earlier lookup)
-    name = _free_module_name(path)
+            # Imported already (by a notebook, or an earlier lookup): its first sighting is
+            # the version it holds, as far as this process can tell.
+            if _imported.setdefault(str(path), stamp) == stamp:
+                return module
+            del sys.modules[key]  # edited since: its new version, under the same name
+            name = key
+    name = name or _free_module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise WorkloadError(f"workload file {path.name} cannot be imported as Python")
@@ -197,6 +226,7 @@ def _import_file(path: Path) -> ModuleType:
             raise
         reference = Reference(str(path), DEFAULT_ATTRIBUTE, is_file=True)
         raise user_code_error(error, reference, f"{path.name} failed to import:") from error
+    _imported[str(path)] = stamp
     return module
 
 
