@@ -11,26 +11,19 @@ one line on stderr and exit status 2.
 
 from __future__ import annotations
 
-import os
 import re
 import string
 from pathlib import Path
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers.cli import run_cli
+from tests.helpers.fuzz import fuzz_settings
 
-EXAMPLES = int(os.environ.get("TRAINSCALE_FUZZ_EXAMPLES", "60"))
-"""Examples per property (more: `TRAINSCALE_FUZZ_EXAMPLES=1000 python -m pytest ...`)."""
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=True,  # the same examples on every machine: a failure reproduces in CI
-)
+FUZZ = fuzz_settings(60)
 
 # No '/', '\\' or '.': a random path must stay inside the test's working directory.
 SAFE_TEXT = st.text(

@@ -82,7 +82,15 @@ def worker_main(
     _report(report_dir, env, run_id if env.is_main else "")
     store = None
     if env.is_main and store_path is not None:
-        store = RunStore(store_path)
+        # Where the launching process created the row, the store must be the file it made:
+        # opened without `create`, a store deleted since is an error, never a new empty
+        # store with no row for this run's result.
+        if not create_row and not Path(store_path).exists():
+            raise StoreError(
+                f"results store {store_path} was deleted after the run was created in it; "
+                "the run did not start"
+            )
+        store = RunStore(store_path, create=create_row)
         if create_row:
             create_run_row(store, run_id, config)
     try:
