@@ -168,9 +168,12 @@ def test_a_database_uri_without_its_driver_is_one_line(store, capsys):
     if any(importlib.util.find_spec(name) for name in ("psycopg", "psycopg2")):
         pytest.skip("a PostgreSQL driver is installed")
     args = ["runs", "export", "--format", "mlflow", "--store", str(store),
-            "--tracking-uri", "postgresql://user@127.0.0.1:1/db"]  # fmt: skip
+            "--tracking-uri", "postgresql://user:s3cret@127.0.0.1:1/db"]  # fmt: skip
     assert run_cli(args) == 2
-    assert "its database driver is not installed" in one_error_line(capsys)
+    line = one_error_line(capsys)
+    assert "its database driver is not installed" in line
+    # The password never reaches the terminal (or a CI log).
+    assert "s3cret" not in line and "postgresql://user:***@127.0.0.1:1/db" in line
 
 
 def test_an_unreachable_tracking_server_is_one_line_within_the_bound(store, capsys, monkeypatch):

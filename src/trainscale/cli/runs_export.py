@@ -15,6 +15,7 @@ from trainscale.reporting.mlflow_export import (
     ExportFailed,
     export_mlflow,
     refuse_in_memory,
+    shown_uri,
     tracking_uri_in_use,
 )
 from trainscale.reporting.tensorboard_export import write_tensorboard
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         except ExportFailed as failure:  # not a mistake in the command: status 1, not 2
             print(f"trainscale: error: {one_line(str(failure))}", file=sys.stderr)
             return 1
-        uri = tracking_uri_in_use(args.tracking_uri)
+        uri = shown_uri(tracking_uri_in_use(args.tracking_uri))
         where = (
             f"MLflow experiment {experiment!r} at {uri} (view: mlflow ui --backend-store-uri {uri})"
         )

@@ -32,6 +32,7 @@ from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.reporting.aggregate import aggregate
@@ -98,7 +99,7 @@ def export_mlflow(
     require_extra("mlflow")
     with _quiet_mlflow(), bounded_http():
         uri = tracking_uri_in_use(tracking_uri)
-        waiting = f"waiting for the MLflow tracking store {uri} (given up after about "
+        waiting = f"waiting for the MLflow tracking store {shown_uri(uri)} (given up after about "
         waiting += f"{HTTP_WAIT_BOUND_S} s unless MLFLOW_HTTP_REQUEST_* say otherwise)"
         server = uri.startswith(("http://", "https://"))  # the bound is of HTTP requests
         with _notice_if_slow(notice if server else None, waiting):
@@ -121,8 +122,8 @@ def _failed(
     """The one line of an export that stopped at `run`, saying what is exported."""
     before = f"{len(done)} of {total} runs exported before it" if done else "no run exported"
     return ExportFailed(
-        f"MLflow export to {uri} stopped at run {run.record.short_id} ({before}; the same "
-        f"command exports the rest once this is fixed): {error_text(error)}",
+        f"MLflow export to {shown_uri(uri)} stopped at run {run.record.short_id} ({before}; "
+        f"the same command exports the rest once this is fixed): {error_text(error)}",
         done,
     )
 
@@ -189,20 +190,30 @@ def open_experiment(tracking_uri: str | None, experiment: str) -> tuple[Any, str
             return client, client.create_experiment(experiment)
     except ImportError as error:  # a database URI whose driver is not installed
         raise ConfigError(
-            f"cannot use the MLflow tracking store {uri}: its database driver is not "
+            f"cannot use the MLflow tracking store {shown_uri(uri)}: its database driver is not "
             f"installed ({error}); install it into this environment (PostgreSQL: psycopg2-binary "
             "or psycopg, whichever the URI's driver names)"
         ) from None
     except _store_errors() as error:
         raise ConfigError(
-            f"cannot use the MLflow tracking store {uri}: {error_text(error)}"
+            f"cannot use the MLflow tracking store {shown_uri(uri)}: {error_text(error)}"
         ) from None
     if found.lifecycle_stage != "active":
         raise ConfigError(
-            f"MLflow experiment {experiment!r} at {uri} is deleted; restore it or give "
+            f"MLflow experiment {experiment!r} at {shown_uri(uri)} is deleted; restore it or give "
             "another --experiment"
         )
     return client, found.experiment_id
+
+
+def shown_uri(uri: str) -> str:
+    """`uri` as printed: a password in it (`postgresql://user:secret@host/db`) becomes
+    `***`, so that an error line or a log never carries it."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def refuse_in_memory(uri: str) -> None:
