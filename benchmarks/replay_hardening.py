@@ -16,6 +16,7 @@ and verdict.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -53,6 +54,7 @@ class Case:
     json: bool = False  # a success prints one JSON document on stdout
     during: Callable[[Path, subprocess.Popen[str]], None] | None = None
     needs: Callable[[], str | None] = lambda: None  # why it is skipped here, else None
+    env: tuple[tuple[str, str], ...] = ()  # environment settings of the reproduction
 
 
 @dataclass
@@ -194,6 +196,25 @@ def _emulate_chatty(directory: Path) -> list[str]:
     return [*TS, "emulate", reference, *options, "--store", str(directory / "store.db")]
 
 
+def _postgres_export(directory: Path) -> list[str]:
+    """An export to a PostgreSQL URI (with a password) whose driver is not installed."""
+    _report_store(directory)
+    uri = "postgresql://user:s3cret@127.0.0.1:1/db"
+    store = str(directory / "store.db")
+    return [*TS, "runs", "export", "--format", "mlflow", "--store", store, "--tracking-uri", uri]
+
+
+def _needs(module: str, extra: str) -> Callable[[], str | None]:
+    """Why a case is skipped here: `module` (of the `extra`) is not installed."""
+    return lambda: None if importlib.util.find_spec(module) else f"needs the {extra} extra"
+
+
+def _no_postgres_driver() -> str | None:
+    if any(importlib.util.find_spec(name) for name in ("psycopg", "psycopg2")):
+        return "a PostgreSQL driver is installed"
+    return _has_mlflow()
+
+
 def _has_mlflow() -> str | None:
     try:
         import mlflow  # noqa: F401
@@ -278,6 +299,18 @@ CASES = [
          text="ConfigError: train.py line 2: "),
     # Two lines: the notice that the command waits for the server (and how long at most),
     # then the one-line error.
+    Case("postgres-no-driver", READ_BOUND_S, (2,), _postgres_export, None, text="user:***@",
+         needs=_no_postgres_driver),
+    # XLA prints its own message before the run's line, which points at it.
+    Case("xla-flags-unknown", RUN_BOUND_S, (1,), lambda d: [*TS, "run", "mnist-cnn",
+         "--framework", "jax", *SHORT, "--store", str(d / "store.db")], ("failed",),
+         max_lines=4, text="while starting JAX's XLA backend", needs=_needs("jax", "jax"),
+         env=(("XLA_FLAGS", "--xla_no_such_flag"),)),
+    Case("tf-proxy-upper-no-proxy", RUN_BOUND_S * 2, (0,), lambda d: [*TS, "run", "mnist-cnn",
+         "--framework", "tensorflow", "--workers", "2", *SHORT, "--json", "--store",
+         str(d / "store.db")], ("completed",), json=True,
+         needs=_needs("tensorflow", "tensorflow"),
+         env=(("http_proxy", "http://127.0.0.1:9"), ("NO_PROXY", "127.0.0.1,localhost"))),
     Case("mlflow-unreachable", 35.0, (2,), _unreachable_mlflow, None, max_lines=2,
          text="cannot use the MLflow tracking store", needs=_has_mlflow),
 ]  # fmt: skip
@@ -311,6 +344,9 @@ def replay(case: Case) -> Outcome:
         }
         for setting in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
             env.pop(setting, None)  # MLflow's own would retry for minutes
+        for setting in ("http_proxy", "https_proxy", "no_proxy", "NO_PROXY", "XLA_FLAGS"):
+            env.pop(setting, None)  # only the reproduction's own
+        env.update(case.env)
         started = time.monotonic()
         process = subprocess.Popen(
             argv, cwd=directory, env=env, text=True, start_new_session=True,
