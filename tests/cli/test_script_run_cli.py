@@ -77,3 +77,22 @@ def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.Monke
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     assert meter_module._active is None  # nothing was measured, nothing to store
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "mnist-cnn", "--", "--epochs", "1"], "are for a script run"),
+        (["runs", "list", "--", "x"], "after -- are for `trainscale run SCRIPT.py` only"),
+        (["run", "missing.py"], "script missing.py not found"),
+        (["run", str(EXAMPLE), "--steps", "3"], "--steps does not apply to a script run"),
+    ],
+)
+def test_mistakes_before_the_start_are_one_line_and_store_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    store = tmp_path / "runs.db"
+    capsys.readouterr()
+    assert run_cli([*args[:2], "--store", str(store), *args[2:]]) == 2
+    assert expected in one_error_line(capsys)
+    assert not store.exists()
