@@ -38,7 +38,7 @@ def test_the_example_with_one_worker_is_stored_completed(tmp_path: Path) -> None
     assert run.config["script_args"] == TINY
     summary = run.summary
     assert summary["num_steps"] == 4 and summary["num_timed_steps"] == 3
-    assert summary["global_batch_measured"] == 64
+    assert summary["global_batch_measured"] == run.global_batch_size == 64
     assert 0 <= summary["data_wait_share"] < 1
     assert summary["test_accuracy"] is not None  # the script's one evaluation
 
@@ -50,7 +50,7 @@ def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
     run = _only_run(store)
     assert (run.status, run.world_size) == ("completed", 2)
     assert run.summary["steps_per_worker"] == [4, 4]
-    assert run.summary["global_batch_measured"] == 128  # both workers' 64
+    assert run.summary["global_batch_measured"] == run.global_batch_size == 128  # 2 x 64
 
 
 def test_a_script_that_raises_is_one_line_and_stored_failed(

@@ -80,7 +80,7 @@ def format_result(result: dict[str, Any]) -> str:
         f"data={result['data']}",
         f"  {result['world_size']} worker(s) x {result['threads_per_worker'] or 'default'} "
         f"thread(s), affinity {result['affinity']}, {result['precision']}, global batch "
-        f"{result['global_batch_size'] or result.get('global_batch_measured')}",
+        f"{result['global_batch_size']}",
         f"  throughput {result['samples_per_s']:.1f} samples/s, median step "
         f"{result['step_time_s_median'] * 1000:.1f} ms",
     ]

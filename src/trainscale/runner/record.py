@@ -113,8 +113,8 @@ SCRIPT_DATA = "the script's own"
 
 def create_script_row(store: RunStore, run_id: str, run: ScriptRun) -> None:
     """Insert a script run as 'running'. What the script decides (its batch, its precision)
-    is unknown until it has run: the global batch column holds 0 and the precision 'script';
-    the measured global batch is in the summary (`samples_per_s` over the step time).
+    is unknown until it has run: the global batch column holds 0 until rank 0 completes the
+    run with the measured one, and the precision is 'script'.
     The data kind is 'real': the script's data is its own, not trainscale's generator."""
     env = facts.collect_environment()
     env["framework"] = {"name": "pytorch", "version": version("pytorch")}
@@ -145,5 +145,6 @@ def store_script_outcome(
         contention=Contention.unknown(NOT_SAMPLED),
         extra=summary.extra,
     )
-    store.complete_run(run_id, result.summary(), [], summary.step_times_s)
+    batch = summary.extra["global_batch_measured"]
+    store.complete_run(run_id, result.summary(), [], summary.step_times_s, batch)
     return result
