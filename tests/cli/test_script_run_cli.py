@@ -57,7 +57,10 @@ def test_a_script_that_raises_is_one_line_and_stored_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     script = tmp_path / "train.py"
-    script.write_text("import trainscale\n\ndef main():\n    raise ValueError('boom')\n\nmain()\n")
+    script.write_text(
+        "import trainscale\n\ndef main():\n    raise ValueError('boom')\n\n"
+        "trainscale.meter()\nmain()\n"
+    )
     store = tmp_path / "runs.db"
     capsys.readouterr()
     assert run_cli(["run", str(script), "--store", str(store)]) == 1
@@ -84,7 +87,7 @@ def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.Monke
     [
         (["run", "mnist-cnn", "--", "--epochs", "1"], "are for a script run"),
         (["runs", "list", "--", "x"], "after -- are for `trainscale run SCRIPT.py` only"),
-        (["run", "missing.py"], "script missing.py not found"),
+        (["run", "missing.py", "--"], "script missing.py not found"),
         (["run", str(EXAMPLE), "--steps", "3"], "--steps does not apply to a script run"),
     ],
 )

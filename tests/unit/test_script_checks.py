@@ -48,7 +48,20 @@ def test_the_script_is_stored_by_path_digest_and_arguments(tmp_path: Path) -> No
     assert flat["script"] == str(Path(script).resolve())
     assert flat["script_sha256"] == hashlib.sha256(STEPS.encode()).hexdigest()
     assert (flat["script_args"], flat["workers"], flat["tag"]) == (["--epochs", "1"], 1, "t")
-    assert is_script("train.py") and not is_script("my.py:make") and not is_script("mnist-cnn")
+
+
+def test_a_script_is_told_from_a_custom_workload_file(tmp_path: Path) -> None:
+    script = _write(tmp_path, STEPS)
+    workload = _write(
+        tmp_path, "import trainscale\ndef make_workload():\n    trainscale.meter()\n", "w.py"
+    )
+    plain = _write(tmp_path, "value = 1\n", "plain.py")
+    assert is_script(script)  # calls trainscale.meter(), defines no make_workload
+    assert not is_script(workload)  # FILE.py means FILE.py:make_workload
+    assert not is_script(plain)  # left to the workload loader's one-line errors
+    assert is_script(plain, separated=True)  # `trainscale run plain.py -- ...`
+    assert not is_script(f"{script}:main") and not is_script("mnist-cnn")
+    assert not is_script(str(tmp_path / "missing.py"))
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="workload name (see `trainscale workloads`), or SCRIPT.py to measure "
         "your own training script (docs/own-scripts.md)",
     )
-    parser.set_defaults(script_args=[])  # after `--`: the script's own (cli/__init__.py)
+    parser.set_defaults(script_args=None)  # after `--`: the script's own (cli/__init__.py)
     add_option_arguments(parser)
     out = parser.add_argument_group("output")
     add_store_argument(out, as_path=False)

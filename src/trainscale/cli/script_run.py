@@ -12,15 +12,15 @@ from trainscale.errors import ConfigError
 
 
 def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> Any:
-    """A script run when the target is a `.py` file, else the workload's run; the result as
+    """A script run when the target is a script (a `.py` file followed by `--`, or one that
+    calls `trainscale.meter()`: `is_script`), else the workload's run; the result as
     `start_run` returns it."""
     from trainscale.runner.launch import start_run
     from trainscale.runner.script_launch import is_script, start_script_run
 
-    if is_script(args.workload):
-        return start_script_run(
-            args.workload, args.script_args, options_from_args(args), args.store
-        )
+    if is_script(args.workload, separated=args.script_args is not None):
+        script_args = args.script_args or []
+        return start_script_run(args.workload, script_args, options_from_args(args), args.store)
     if args.script_args:
         raise ConfigError(
             f"arguments after the workload ({' '.join(args.script_args)}) are for a script run: "

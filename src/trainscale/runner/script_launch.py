@@ -9,6 +9,7 @@ exists, a failure is stored with its reason, as for any run (runner/launch.py).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,11 +37,48 @@ from trainscale.runner.launch import (
 from trainscale.runner.record import create_script_row, new_run_id
 from trainscale.runner.resolve import resolve_parallel
 from trainscale.runner.script_worker import script_worker_main
+from trainscale.workloads.custom import DEFAULT_ATTRIBUTE
 
 
-def is_script(target: str) -> bool:
-    """Whether `trainscale run TARGET` names a script rather than a workload."""
-    return target.endswith(".py") and ":" not in target
+def is_script(target: str, separated: bool = False) -> bool:
+    """Whether `trainscale run TARGET` names a script rather than a custom workload file
+    (`my_workload.py` means `my_workload.py:make_workload`, docs/custom-workloads.md).
+
+    A `.py` file followed by `--` (`separated`) is a script; without it, one that calls
+    `meter()` (`trainscale.meter()`) and defines no `make_workload`. Anything else goes to
+    the workload loader, which says in one line what is wrong with a file it cannot load.
+    """
+    if not target.endswith(".py") or ":" in target:
+        return False
+    if separated:
+        return True
+    try:
+        tree = ast.parse(Path(target).expanduser().read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return _calls_meter(tree) and DEFAULT_ATTRIBUTE not in _top_level_names(tree)
+
+
+def _calls_meter(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name == "meter":
+                return True
+    return False
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
 
 
 def prepare_script(script: str, args: Sequence[str], opts: RunOptions) -> ScriptRun:
