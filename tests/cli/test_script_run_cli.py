@@ -5,6 +5,7 @@ that raises stored failed with its line; the example unchanged under plain pytho
 from __future__ import annotations
 
 import hashlib
+import json
 import runpy
 import sys
 from pathlib import Path
@@ -53,22 +54,40 @@ def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
     assert run.summary["global_batch_measured"] == run.global_batch_size == 128  # 2 x 64
 
 
+TORCHRUN_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMP_NUM_THREADS",
+)
+
+
 def test_a_script_that_raises_is_one_line_and_stored_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # It first writes down the environment it got: torchrun's, so torchrun scripts work.
+    seen = tmp_path / "environ.json"
     script = tmp_path / "train.py"
     script.write_text(
-        "import trainscale\n\ndef main():\n    raise ValueError('boom')\n\n"
+        "import json, os, trainscale\n\ndef main():\n    raise ValueError('boom')\n\n"
+        f"names = {TORCHRUN_VARIABLES!r}\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps({{n: os.environ.get(n) for n in names}}))\n"
         "trainscale.meter()\nmain()\n"
     )
     store = tmp_path / "runs.db"
     capsys.readouterr()
-    assert run_cli(["run", str(script), "--store", str(store)]) == 1
+    assert run_cli(["run", str(script), "--threads-per-worker", "1", "--store", str(store)]) == 1
     line = one_error_line(capsys)
     assert "script train.py: ValueError: boom (train.py line 4, in main)" in line
     run = _only_run(store)
     assert run.status == "failed"
     assert "ValueError: boom (train.py line 4, in main)" in run.error
+    environ = json.loads(seen.read_text())
+    assert all(environ[name] for name in TORCHRUN_VARIABLES), environ
+    assert (environ["RANK"], environ["WORLD_SIZE"], environ["OMP_NUM_THREADS"]) == ("0", "1", "1")
 
 
 def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.MonkeyPatch) -> None:
