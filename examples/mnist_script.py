@@ -4,10 +4,11 @@ can measure unchanged but for two lines: `meter = trainscale.meter()` and
 
     python examples/mnist_script.py --epochs 1                      # plain: the meter is a no-op
     torchrun --nproc-per-node 2 examples/mnist_script.py --epochs 1  # DDP over gloo
-    trainscale run examples/mnist_script.py --workers 2 -- --epochs 1 --max-steps 20
+    trainscale run examples/mnist_script.py --data synthetic --workers 2 -- --max-steps 20
 
 By default it trains on synthetic tensors (a TensorDataset of random images with random
-labels: throughput only, no accuracy to claim), so it runs anywhere without a download.
+labels: throughput only, no accuracy to claim: tell trainscale with `--data synthetic`),
+so it runs anywhere without a download.
 """
 
 import argparse

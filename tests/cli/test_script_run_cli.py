@@ -30,10 +30,11 @@ def _only_run(store: Path):
 
 def test_the_example_with_one_worker_is_stored_completed(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
-    args = ["run", str(EXAMPLE), "--store", str(store), "--warmup-steps", "1", "--", *TINY]
-    assert run_cli(args) == 0
+    args = ["run", str(EXAMPLE), "--data", "synthetic", "--store", str(store)]
+    assert run_cli([*args, "--warmup-steps", "1", "--", *TINY]) == 0
     run = _only_run(store)
     assert (run.status, run.workload, run.world_size) == ("completed", "script:mnist_script.py", 1)
+    assert run.data_kind == "synthetic"  # as the user said: its accuracy is not claimed
     assert run.config["script"] == str(EXAMPLE)
     assert run.config["script_sha256"] == hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
     assert run.config["script_args"] == TINY
@@ -49,7 +50,7 @@ def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
     stored = trainscale.run(script=EXAMPLE, script_args=TINY, workers=2, store=store)
     assert stored is not None
     run = _only_run(store)
-    assert (run.status, run.world_size) == ("completed", 2)
+    assert (run.status, run.world_size, run.data_kind) == ("completed", 2, "real")  # default
     assert run.summary["steps_per_worker"] == [4, 4]
     assert run.summary["global_batch_measured"] == run.global_batch_size == 128  # 2 x 64
 

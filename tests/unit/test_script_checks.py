@@ -65,12 +65,19 @@ def test_a_script_is_told_from_a_custom_workload_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("flat", "flag"), [({"epochs": 2.0}, "--epochs"), ({"data": "synthetic"}, "--data")]
+    ("flat", "flag"), [({"epochs": 2.0}, "--epochs"), ({"batch_size": 32}, "--batch-size")]
 )
 def test_options_a_script_decides_are_refused(tmp_path: Path, flat: dict, flag: str) -> None:
     script = _write(tmp_path, STEPS)
     with pytest.raises(ConfigError, match=f"^{flag} does not apply to a script run"):
         prepare_script(script, [], RunOptions.of(script, **flat))
+
+
+def test_the_data_kind_is_the_users_word(tmp_path: Path) -> None:
+    script = _write(tmp_path, STEPS)
+    assert prepare_script(script, [], RunOptions.of(script)).data_kind == "real"
+    generated = prepare_script(script, [], RunOptions.of(script, data="synthetic"))
+    assert generated.data_kind == "synthetic" and generated.flat()["data"] == "synthetic"
 
 
 def test_the_script_runs_as_main_with_its_own_argv(tmp_path: Path) -> None:

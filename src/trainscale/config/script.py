@@ -15,6 +15,7 @@ from typing import Any
 from trainscale.config.options import MeasurementOptions, ParallelConfig
 
 SCRIPT_OPTIONS = (
+    "data",
     "workers",
     "threads_per_worker",
     "affinity",
@@ -40,6 +41,10 @@ class ScriptRun:
     parallel: ParallelConfig
     measurement: MeasurementOptions
     tag: str | None = None
+    data_kind: str = "real"
+    """What the script trains on, as its user says (`--data synthetic` for generated
+    tensors): trainscale never sees a script's data. A synthetic run's accuracy is not
+    reported, as for every synthetic run."""
 
     @property
     def workload(self) -> str:
@@ -53,6 +58,7 @@ class ScriptRun:
             "script": self.script,
             "script_sha256": self.sha256,
             "script_args": list(self.args),
+            "data": self.data_kind,
             **dataclasses.asdict(self.parallel),
             **dataclasses.asdict(self.measurement),
             "tag": self.tag,

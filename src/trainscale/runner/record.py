@@ -115,7 +115,8 @@ def create_script_row(store: RunStore, run_id: str, run: ScriptRun) -> None:
     """Insert a script run as 'running'. What the script decides (its batch, its precision)
     is unknown until it has run: the global batch column holds 0 until rank 0 completes the
     run with the measured one, and the precision is 'script'.
-    The data kind is 'real': the script's data is its own, not trainscale's generator."""
+    The data kind is the one the user gave (`--data synthetic` for generated tensors; by
+    default 'real': the script's data is its own, not trainscale's generator)."""
     env = facts.collect_environment()
     env["framework"] = {"name": "pytorch", "version": version("pytorch")}
     threads = run.parallel.threads_per_worker
@@ -124,7 +125,7 @@ def create_script_row(store: RunStore, run_id: str, run: ScriptRun) -> None:
         run.workload,
         run.flat(),
         env,
-        data_kind="real",
+        data_kind=run.data_kind,
         world_size=run.parallel.workers,
         threads_per_worker=threads if threads is not None else env["torch_num_threads_default"],
         affinity=run.parallel.affinity,

@@ -86,7 +86,15 @@ def prepare_script(script: str, args: Sequence[str], opts: RunOptions) -> Script
     _refuse_options(opts)
     path, digest = check_script(script)
     parallel = resolve_parallel(opts.parallel, "cpu", channels_last=False)
-    return ScriptRun(str(path), digest, tuple(args), parallel, opts.measurement, opts.tag)
+    return ScriptRun(
+        str(path), digest, tuple(args), parallel, opts.measurement, opts.tag, _data_kind(opts)
+    )
+
+
+def _data_kind(opts: RunOptions) -> str:
+    """What the script trains on: generated tensors where the user says so (`--data
+    synthetic`), else its own real data (trainscale cannot look)."""
+    return "synthetic" if opts.data.kind == "synthetic" else "real"
 
 
 def check_script(script: str) -> tuple[Path, str]:
