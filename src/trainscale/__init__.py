@@ -5,6 +5,9 @@ The Python API (docs/python-api.md) is loaded on first use, so `import trainscal
 
     import trainscale
     result = trainscale.run("mnist-cnn", workers=2, data="synthetic", steps=20)
+
+A user's own training script takes `meter = trainscale.meter()` and wraps each step in
+`with meter.step(samples=len(x)):` (docs/own-scripts.md).
 """
 
 import importlib
@@ -23,6 +26,7 @@ __all__ = [
     "__version__",
     "bench",
     "compare",
+    "meter",
     "report",
     "run",
     "runs",
@@ -31,6 +35,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "meter":  # what a user's script imports: the meter alone, not the API
+        value = importlib.import_module(f"{__name__}.train.meter").meter
+        globals()[name] = value
+        return value
     if name in __all__:
         # By name, not `from trainscale.api import`: the API sits above every layer, and
         # modules of low layers import this package (for __version__).

@@ -148,6 +148,9 @@ def test_validate_skips_runs_of_workloads_it_cannot_build_with_a_note(store_path
         custom = add_measured_run(store, run_id(20), workload="my-model", workload_source=source)
         add_measured_run(store, run_id(21), workload="my-model", workload_source=source, workers=2)
         gone = add_measured_run(store, run_id(22), workload="a-plugins-model")
+        script = add_measured_run(
+            store, run_id(23), workload="script:train.py", script="/home/someone/train.py"
+        )
 
     code = run_cli(["simulate", "--validate", "--store", str(store_path), "--json"])
 
@@ -158,6 +161,7 @@ def test_validate_skips_runs_of_workloads_it_cannot_build_with_a_note(store_path
     assert skipped[custom].startswith("custom workload my-model")
     assert run_id(21) in skipped
     assert "workload a-plugins-model is not known here" in skipped[gone]
+    assert skipped[script].startswith("script run script:train.py")
 
 
 def test_list_clusters(capsys):

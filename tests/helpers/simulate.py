@@ -46,6 +46,7 @@ def add_measured_run(
     tag: str | None = None,
     repeat: int = 0,
     workload_source: str | None = None,
+    script: str | None = None,
 ) -> str:
     """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
     summary of a real run. `workload_source`: a custom workload's reference, as a run of
@@ -77,6 +78,8 @@ def add_measured_run(
     }
     if workload_source is not None:
         config["workload_source"] = workload_source
+    if script is not None:  # a user's own script, run with trainscale.meter()
+        config["script"] = script
     config_hash = hashlib.sha256(repr(sorted(config.items())).encode()).hexdigest()[:16]
     store.create_run(
         rid,

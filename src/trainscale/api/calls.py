@@ -39,6 +39,7 @@ from trainscale.reporting.listing import list_runs
 from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.launch import RemoteResult, start_run
+from trainscale.runner.script_launch import start_script_run
 from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
 from trainscale.workloads import workload_name
 
@@ -47,7 +48,13 @@ StorePath = str | os.PathLike[str] | None
 
 
 def run(
-    workload: Any, *, store: StorePath = None, progress: bool = False, **options: Any
+    workload: Any = None,
+    *,
+    script: str | os.PathLike[str] | None = None,
+    script_args: list[str] | tuple[str, ...] = (),
+    store: StorePath = None,
+    progress: bool = False,
+    **options: Any,
 ) -> StoredRun | None:
     """Train `workload` once, as `trainscale run WORKLOAD --flags` does, and return the run
     as stored.
@@ -61,9 +68,25 @@ def run(
     (with `run_id` and `reason`) when the run started and failed: it is stored as failed.
     Under an external launcher (torchrun) only global rank 0 gets the run; other ranks,
     and nodes of a multi-node run where rank 0 ran elsewhere, get None.
+
+    `script="train.py"` (no workload) measures your own training script instead, as
+    `trainscale run train.py -- ARGS` does: `script_args` are its own arguments, and only
+    the options that apply to a script are taken (docs/own-scripts.md).
     """
     check_main_guard("run")
     given = {"store": store, "progress": progress, **options}
+    if script is not None:
+        if workload is not None:
+            raise ConfigError("run() takes a workload or script=..., not both")
+        given.update(script=script, script_args=script_args)
+        opts = run_options("run", os.fspath(script), given, (run, ("workload",)))
+        stored = start_script_run(os.fspath(script), list(script_args), opts, _path(store))
+        return _stored_run(store, stored["run_id"])
+    if workload is None:
+        raise ConfigError(
+            "run() needs a workload (a name, a reference, or the function that makes one), "
+            "or script='train.py'"
+        )
     opts = run_options("run", workload_text(workload), given, (run, ("workload",)))
     result = start_run(opts, _path(store), quiet=not progress, announce=say if progress else None)
     if result is None or isinstance(result, RemoteResult):

@@ -108,7 +108,15 @@ def _main(argv: list[str] | None) -> int:
 
 def _run(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # What follows the first `--` is a script's own (`run SCRIPT.py -- ARGS`): argparse
+    # would match it against trainscale's arguments.
+    tail = argv[argv.index("--") + 1 :] if "--" in argv else None
+    args = parser.parse_args(argv if tail is None else argv[: argv.index("--")])
+    if tail is not None:
+        if not hasattr(args, "script_args"):
+            parser.error("arguments after -- are for `trainscale run SCRIPT.py` only")
+        args.script_args = tail
     try:
         with signals_raise():  # SIGTERM unwinds like Ctrl-C, recording what it stopped
             return int(args.handler(args))

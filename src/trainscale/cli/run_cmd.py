@@ -9,7 +9,8 @@ from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.lines import one_line, stdout_to_stderr
-from trainscale.config.cli import add_option_arguments, add_tag_argument, options_from_args
+from trainscale.cli.script_run import data_wait_line, start
+from trainscale.config.cli import add_option_arguments, add_tag_argument
 from trainscale.metrics.run_flags import stall_text
 
 EPILOG = """\
@@ -20,6 +21,7 @@ examples:
   trainscale run mnist-cnn --data synthetic --steps 50 --json
   torchrun --nproc-per-node 2 -m trainscale run mnist-cnn   # joins an external launcher
   trainscale run mnist-cnn --nnodes 2 --rdzv-endpoint node001:29500 --rdzv-id job7  # each node
+  trainscale run train.py --workers 2 -- --epochs 1   # your own script (docs/own-scripts.md)
 
 Batch: the global batch (samples per optimizer step over all workers) is split evenly among
 the workers. --global-batch-size B fixes it (as bench and the recipes do); --batch-size B is
@@ -54,7 +56,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
+    parser.add_argument(
+        "workload",
+        help="workload name (see `trainscale workloads`), or SCRIPT.py to measure "
+        "your own training script (docs/own-scripts.md)",
+    )
+    parser.set_defaults(script_args=None)  # after `--`: the script's own (cli/__init__.py)
     add_option_arguments(parser)
     out = parser.add_argument_group("output")
     add_store_argument(out, as_path=False)
@@ -80,6 +87,9 @@ def format_result(result: dict[str, Any]) -> str:
     stalls = stall_text(result)
     if stalls:  # the headline is the median's; say how far the mean is from it
         lines.append(f"  {stalls} ({result['samples_per_s_mean']:.1f} samples/s on the mean)")
+    wait = data_wait_line(result)
+    if wait:
+        lines.append(wait)
     if result["data"] == "synthetic":
         lines.append("  synthetic data: throughput only, no accuracy is claimed")
     elif acc is None:
@@ -92,19 +102,14 @@ def format_result(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from trainscale.parallel.rendezvous import RendezvousFailed
-    from trainscale.runner.launch import RemoteResult, RunFailed, start_run
+    from trainscale.runner.launch import RemoteResult, RunFailed
 
     def announce(text: str) -> None:
         print(f"trainscale: {text}", file=sys.stderr, flush=True)
 
     try:
         with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
-            result = start_run(
-                options_from_args(args),
-                args.store,
-                quiet=args.quiet or args.json,
-                announce=None if args.quiet else announce,
-            )
+            result = start(args, None if args.quiet else announce)
     except RunFailed as failure:
         print(f"trainscale: {failure}", file=sys.stderr)
         return 1

@@ -115,6 +115,9 @@ class RunResult:
     """What else used the machine while the run trained, and the verdict (training runs).
     Rank 0 stores 'unknown'; the process that launched the workers replaces it with what its
     sampler saw once they have exited (runner/launch.py)."""
+    extra: dict[str, Any] | None = None
+    """Keys only some runs have, stored as they are: a script run's data wait
+    (train/script_summary.py)."""
 
     def summary(self) -> dict[str, Any]:
         """The stored summary: the metrics' keys, the workers, the data source, and for a
@@ -127,6 +130,7 @@ class RunResult:
             out.update((self.hardware or HardwareFigures()).summary())
             if self.contention is not None:
                 out.update(self.contention.summary())
+        out.update(self.extra or {})
         return out
 
 

@@ -370,8 +370,12 @@ class RunStore:
         summary: Mapping[str, Any],
         epochs: Sequence[Mapping[str, Any]],
         step_times_s: Sequence[float],
+        global_batch_size: int | None = None,
     ) -> None:
         """Store the results of a running run and mark it 'completed', all in one transaction.
+
+        `global_batch_size`, when given, replaces the column's value: a script run's batch
+        is the script's, known only once it has run (runner/record.py).
 
         `epochs` are dicts with an optional `epoch` number (default: position, from 1) and any
         of the per-epoch fields (`train_loss`, `test_loss`, `test_accuracy`, `train_clock_s`,
@@ -391,7 +395,7 @@ class RunStore:
             # new store at the path would hold no row for the run. Keep it in a copy.
             saved = self._save_copy()
             with RunStore(saved) as copy:
-                copy.complete_run(run_id, summary, epochs, step_times_s)
+                copy.complete_run(run_id, summary, epochs, step_times_s, global_batch_size)
             raise StoreError(
                 f"{moved}; the run's result was saved to {saved} instead "
                 f"(`trainscale runs show {run_id[:8]} --store {saved}`)"
@@ -415,6 +419,11 @@ class RunStore:
                 "error = NULL WHERE run_id = ?",
                 (_utc_now(), summary_json, run_id),
             )
+            if global_batch_size is not None:
+                conn.execute(
+                    "UPDATE runs SET global_batch_size = ? WHERE run_id = ?",
+                    (int(global_batch_size), run_id),
+                )
 
     def add_to_summary(self, run_id: str, fields: Mapping[str, Any]) -> bool:
         """Add keys measured outside the workers (the launching process's contention

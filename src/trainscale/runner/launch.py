@@ -112,7 +112,7 @@ def execute_run(
         )
     except WorkersFailed as failure:
         unrecorded = record_failure(store_file, run_id, failure.reason)
-        reason = failure.reason if unrecorded else _stored_reason(store_file, run_id)
+        reason = failure.reason if unrecorded else stored_reason(store_file, run_id)
         saved = saved_traceback(run_id, failure.rank)
         raise RunFailed(run_id, reason or failure.reason, unrecorded, saved) from None
     except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
@@ -124,13 +124,13 @@ def execute_run(
     finally:
         # After the launcher has reaped the workers, so their whole CPU time is counted.
         contention = sampler.stop()
-    _check_stored(store_file, run_id)
+    check_stored(store_file, run_id)
     record_contention(store_file, run_id, contention)
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
 
 
-def _stored_reason(store_file: Path, run_id: str) -> str | None:
+def stored_reason(store_file: Path, run_id: str) -> str | None:
     """The reason the run is stored as failed with: rank 0's own when it recorded one
     first (a diverged run), so that the terminal says what the store says."""
     try:
@@ -140,7 +140,7 @@ def _stored_reason(store_file: Path, run_id: str) -> str | None:
         return None
 
 
-def _check_stored(store_file: Path, run_id: str) -> None:
+def check_stored(store_file: Path, run_id: str) -> None:
     """RunFailed, recorded, when the workers all exited with status 0 but rank 0 stored no
     result (something in them called `os._exit(0)`): the row must not stay 'running', nor
     be printed as a result."""

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.config.options import RunConfig
+from trainscale.config.script import ScriptRun
 from trainscale.frameworks import get_framework, version
 from trainscale.hardware import facts
 from trainscale.hardware.contention import Contention
 from trainscale.hardware.figures import hardware_figures_safe
 from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
+from trainscale.train.script_summary import ScriptSummary
 from trainscale.train.trainer import TrainOutcome
 
 
@@ -102,4 +104,48 @@ def store_outcome(
         contention=Contention.unknown(NOT_SAMPLED),
     )
     store.complete_run(run_id, result.summary(), outcome.epochs, outcome.step_times_s)
+    return result
+
+
+SCRIPT_DATA = "the script's own"
+"""A script run's data source: the script loads its data; trainscale never sees it."""
+
+
+def create_script_row(store: RunStore, run_id: str, run: ScriptRun) -> None:
+    """Insert a script run as 'running'. What the script decides (its batch, its precision)
+    is unknown until it has run: the global batch column holds 0 until rank 0 completes the
+    run with the measured one, and the precision is 'script'.
+    The data kind is the one the user gave (`--data synthetic` for generated tensors; by
+    default 'real': the script's data is its own, not trainscale's generator)."""
+    env = facts.collect_environment()
+    env["framework"] = {"name": "pytorch", "version": version("pytorch")}
+    threads = run.parallel.threads_per_worker
+    store.create_run(
+        run_id,
+        run.workload,
+        run.flat(),
+        env,
+        data_kind=run.data_kind,
+        world_size=run.parallel.workers,
+        threads_per_worker=threads if threads is not None else env["torch_num_threads_default"],
+        affinity=run.parallel.affinity,
+        precision="script",
+        global_batch_size=0,
+        tag=run.tag,
+    )
+
+
+def store_script_outcome(
+    store: RunStore, run_id: str, summary: ScriptSummary, workers: list[dict[str, Any]]
+) -> RunResult:
+    """Write rank 0's figures of a script run as the completed run (one transaction)."""
+    result = RunResult(
+        metrics=summary.metrics,
+        workers=workers,
+        data_source=SCRIPT_DATA,
+        contention=Contention.unknown(NOT_SAMPLED),
+        extra=summary.extra,
+    )
+    batch = summary.extra["global_batch_measured"]
+    store.complete_run(run_id, result.summary(), [], summary.step_times_s, batch)
     return result

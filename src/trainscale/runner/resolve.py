@@ -21,6 +21,7 @@ from trainscale.config.options import (
     NodeOptions,
     OptimisationConfig,
     ParallelConfig,
+    ParallelOptions,
     RunConfig,
     RunOptions,
 )
@@ -57,32 +58,7 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
             "use bf16 on the CPU)"
         )
 
-    torch_default_threads = par.threads_per_worker == THREADS_TORCH_DEFAULT
-    requested_threads = None if torch_default_threads else par.threads_per_worker
-    plan = plan_cpu(
-        par.workers,
-        requested_threads,  # type: ignore[arg-type]
-        parse_affinity(par.affinity),
-        available_cores=available_cores,
-        numa_nodes=[node["cpus"] for node in read_numa_nodes()] or None,
-        # Leaving torch's default thread count is only ever asked for to show the pitfall.
-        allow_oversubscribe=par.allow_oversubscribe or torch_default_threads,
-    )
-    _check_worker_count(par.workers, len(plan.available_cores))
-    parallel = ParallelConfig(
-        device=device,
-        workers=par.workers,
-        threads_per_worker=None if torch_default_threads else plan.threads_per_worker,
-        affinity=plan.affinity,
-        core_sets=[list(s) for s in plan.core_sets] if plan.core_sets is not None else None,
-        oversubscribed=plan.oversubscribed or torch_default_threads,
-        timeout_s=par.timeout_s,
-        bucket_cap_mb=par.bucket_cap_mb,
-        grad_accum=par.grad_accum,
-        channels_last=workload.channels_last,
-        framework=par.framework,
-        single_process=par.single_process,
-    )
+    parallel = resolve_parallel(par, device, workload.channels_last, available_cores)
     measurement = opts.measurement
     if measurement.target_accuracy is None:
         measurement = MeasurementOptions(
@@ -102,6 +78,42 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
         nodes=_resolve_nodes(opts.nodes),
         tag=opts.tag,
         workload_source=workload_source(workload.name),
+    )
+
+
+def resolve_parallel(
+    par: ParallelOptions,
+    device: Literal["cpu", "cuda"],
+    channels_last: bool,
+    available_cores: list[int] | None = None,
+) -> ParallelConfig:
+    """The CPU plan of a run's workers (cores, threads, oversubscription), checked; a script
+    run's too (runner/script_launch.py)."""
+    torch_default_threads = par.threads_per_worker == THREADS_TORCH_DEFAULT
+    requested_threads = None if torch_default_threads else par.threads_per_worker
+    plan = plan_cpu(
+        par.workers,
+        requested_threads,  # type: ignore[arg-type]
+        parse_affinity(par.affinity),
+        available_cores=available_cores,
+        numa_nodes=[node["cpus"] for node in read_numa_nodes()] or None,
+        # Leaving torch's default thread count is only ever asked for to show the pitfall.
+        allow_oversubscribe=par.allow_oversubscribe or torch_default_threads,
+    )
+    _check_worker_count(par.workers, len(plan.available_cores))
+    return ParallelConfig(
+        device=device,
+        workers=par.workers,
+        threads_per_worker=None if torch_default_threads else plan.threads_per_worker,
+        affinity=plan.affinity,
+        core_sets=[list(s) for s in plan.core_sets] if plan.core_sets is not None else None,
+        oversubscribed=plan.oversubscribed or torch_default_threads,
+        timeout_s=par.timeout_s,
+        bucket_cap_mb=par.bucket_cap_mb,
+        grad_accum=par.grad_accum,
+        channels_last=channels_last,
+        framework=par.framework,
+        single_process=par.single_process,
     )
 
 

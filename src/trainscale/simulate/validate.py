@@ -362,6 +362,8 @@ def unmodelled_workload(record: RunRecord) -> str | None:
     """
     if record.config.get("workload_source"):
         return f"custom workload {record.workload} (its code is not run to simulate it)"
+    if record.config.get("script"):
+        return f"script run {record.workload} (the simulator models workloads, not scripts)"
     try:
         get_workload(str(record.workload))
     except TrainscaleError:

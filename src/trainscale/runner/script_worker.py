@@ -1,0 +1,86 @@
+"""What each worker of a script run does: pin itself and fix its threads as any worker,
+run the user's script under the meter, hand its measurements to rank 0, which stores the run.
+
+The script may form its own process group (`init_process_group` from torchrun's
+variables), so the measurements go to rank 0 through the launcher's store instead
+(MASTER_ADDR:MASTER_PORT, a TCPStore every worker of the job reaches), under keys of their
+own: a group of trainscale's would be a second default group the script cannot have.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from trainscale.config.script import ScriptRun
+from trainscale.parallel.device import HostThreads
+from trainscale.parallel.distenv import DistEnv, exit_with_parent
+from trainscale.parallel.interrupts import exit_quietly_on_signals
+from trainscale.parallel.loopback import pin_gloo_to_loopback
+from trainscale.parallel.strategy import worker_facts
+from trainscale.results.store import RunStore
+from trainscale.runner.exit_deadline import bounded_exit
+from trainscale.runner.failure_log import save_traceback
+from trainscale.runner.record import store_script_outcome
+from trainscale.runner.script_exec import run_script
+from trainscale.train.meter import ScriptMeasurements
+from trainscale.train.script_summary import summarize_script
+
+KEY = "trainscale/script-measurements/"
+
+
+@record  # writes the exception to the launcher's error file, so the parent can report it
+@bounded_exit(lambda: f"trainscale: worker rank {os.environ.get('RANK', '0')}")
+def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
+    """Entry point of one worker of a script run; rank 0 stores the completed run."""
+    exit_with_parent()
+    exit_quietly_on_signals()
+    env = DistEnv.from_environ()
+    if env.world_size == env.local_world_size:
+        pin_gloo_to_loopback()  # the script's gloo group, if it forms one, stays on loopback
+    host = HostThreads.for_worker(run.parallel, env.local_rank)
+    host.apply()
+    if host.threads is not None:  # torchrun's variable, for the script's own libraries
+        os.environ["OMP_NUM_THREADS"] = str(host.threads)
+    try:
+        measurements = run_script(run.script, run.args)
+    except Exception as error:  # the whole traceback kept for the user; the line goes up
+        save_traceback(error, run_id, env.rank)
+        raise
+    worker = worker_facts()
+    worker["rank"] = env.rank
+    worker["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    gathered = _to_rank0(env, (measurements, worker), run.parallel.timeout_s)
+    if gathered is None:
+        return
+    summary = summarize_script(
+        [m for m, _ in gathered],
+        [w for _, w in gathered],
+        run.measurement.warmup_steps_untimed,
+        run.measurement.target_accuracy,
+    )
+    with RunStore(store_path) as store:
+        store_script_outcome(store, run_id, summary, [w for _, w in gathered])
+
+
+def _to_rank0(
+    env: DistEnv, mine: tuple[ScriptMeasurements, dict[str, Any]], timeout_s: float
+) -> list[tuple[ScriptMeasurements, dict[str, Any]]] | None:
+    """Every rank's (measurements, facts) on rank 0, rank order; None on the other ranks."""
+    if env.world_size == 1:
+        return [mine]
+    timeout = timedelta(seconds=timeout_s)
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    store = dist.TCPStore(addr, port, is_master=False, timeout=timeout)
+    store.set(f"{KEY}{env.rank}", pickle.dumps(mine).hex())  # torch types values as str
+    if not env.is_main:
+        return None
+    keys = [f"{KEY}{rank}" for rank in range(env.world_size)]
+    store.wait(keys, timeout)  # the slower ranks may still be training
+    return [pickle.loads(bytes.fromhex(store.get(key).decode())) for key in keys]  # noqa: S301 - our own workers'

@@ -1,0 +1,100 @@
+"""A script run's summary: every rank's meter readings made into the stored figures by the
+same rules (and the same `summarize`) as a built-in workload's, plus the data wait.
+
+Each step's time is the slowest rank's; the global batch is the samples all ranks trained
+on in a step (the median over the timed steps, as a script's last batch may be short).
+The data-wait share is the fraction of the timed steps' time the ranks spent waiting for
+their data: the slowest rank's share, each rank's kept beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainscale.metrics import stats
+from trainscale.results.run_result import RunMetrics
+from trainscale.train.meter import ScriptMeasurements
+from trainscale.train.records import CurvePoint, Evaluation
+from trainscale.train.summary import TrainMeasurements, summarize
+
+NO_TARGET = 1.0
+"""The target accuracy of a script run given none: time to target is then only reached at
+perfect accuracy (the summary's `target_accuracy_given` says it was not asked for)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptSummary:
+    """What rank 0 stores of a script run."""
+
+    metrics: RunMetrics
+    step_times_s: list[float]
+    """Every step's time (slowest rank), warm-up steps included."""
+    extra: dict[str, Any]
+    """The summary keys only a script run has: the data wait, the steps of each rank."""
+
+
+def summarize_script(
+    per_rank: Sequence[ScriptMeasurements],
+    workers: Sequence[Mapping[str, Any]],
+    warmup_steps_untimed: int,
+    target_accuracy: float | None,
+) -> ScriptSummary:
+    """The run's figures from every rank's measurements (rank order). Ranks that took a
+    different number of steps are compared over the steps they all took."""
+    steps_per_rank = [len(m.step_times_s) for m in per_rank]
+    num = min(steps_per_rank)
+    step_times = stats.elementwise_max([m.step_times_s[:num] for m in per_rank])
+    waits = stats.elementwise_max([m.data_wait_s[:num] for m in per_rank])
+    global_samples = [sum(step) for step in zip(*(m.samples[:num] for m in per_rank), strict=True)]
+    timed = slice(warmup_steps_untimed, None) if num > warmup_steps_untimed else slice(None)
+    global_batch = max(1, round(stats.median(global_samples[timed])))
+    main = per_rank[0]  # rank 0's evaluations, as a built-in run's are the main rank's
+    final = main.curve[-1][2] if main.curve else None
+    metrics = summarize(
+        TrainMeasurements(
+            global_batch_size=global_batch,
+            per_worker_batch_size=max(1, round(global_batch / len(per_rank))),
+            warmup_steps_untimed=warmup_steps_untimed,
+            target_accuracy=NO_TARGET if target_accuracy is None else target_accuracy,
+            step_times_s=step_times,
+            curve=[CurvePoint(clock, step, acc) for clock, step, acc in main.curve],
+            epochs=[],
+            train_clock_s=max(m.train_clock_s for m in per_rank),
+            eval_time_s=max(m.eval_time_s for m in per_rank),
+            evaluated=final is not None,
+            final=None if final is None else Evaluation(final, 0.0, 0.0),
+            workers=workers,
+            breakdowns=[{} for _ in per_rank],
+            comm_marked=False,
+            breakdown_sampled_steps=0,
+            flops_per_sample=None,
+            pretrain_s=None,
+            compile_s=None,
+        )
+    )
+    # The script gives no F1, and its loss only if it passes one.
+    metrics = dataclasses.replace(
+        metrics,
+        test_loss=main.last_loss if final is not None else None,
+        test_macro_f1=None,
+        num_samples=sum(global_samples),
+    )
+    shares = [
+        _wait_share(m.step_times_s[:num][timed], m.data_wait_s[:num][timed]) for m in per_rank
+    ]
+    extra = {
+        "global_batch_measured": global_batch,
+        "data_wait_share": max(shares),
+        "data_wait_share_per_worker": shares,
+        "data_wait_s_median": stats.median(waits[timed]),
+        "steps_per_worker": steps_per_rank,
+        "target_accuracy_given": target_accuracy is not None,
+    }
+    return ScriptSummary(metrics, step_times, extra)
+
+
+def _wait_share(step_times_s: Sequence[float], waits_s: Sequence[float]) -> float:
+    total = sum(step_times_s)
+    return sum(waits_s) / total if total > 0 else 0.0

@@ -1,0 +1,121 @@
+"""`trainscale run SCRIPT.py -- ARGS` end to end: the example script (a pytorch/examples-style
+MNIST CNN on synthetic tensors) measured with 1 and 2 workers and stored completed; a script
+that raises stored failed with its line; the example unchanged under plain python."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+import trainscale
+from trainscale.results.store import RunStore
+from trainscale.train import meter as meter_module
+
+from tests.helpers.cli import one_error_line, run_cli
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist_script.py"
+TINY = ["--max-steps", "4", "--train-samples", "512", "--test-samples", "64"]
+
+
+def _only_run(store: Path):
+    with RunStore(store) as opened:
+        (record,) = opened.list_runs()
+    return record
+
+
+def test_the_example_with_one_worker_is_stored_completed(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    args = ["run", str(EXAMPLE), "--data", "synthetic", "--store", str(store)]
+    assert run_cli([*args, "--warmup-steps", "1", "--", *TINY]) == 0
+    run = _only_run(store)
+    assert (run.status, run.workload, run.world_size) == ("completed", "script:mnist_script.py", 1)
+    assert run.data_kind == "synthetic"  # as the user said: its accuracy is not claimed
+    assert run.config["script"] == str(EXAMPLE)
+    assert run.config["script_sha256"] == hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    assert run.config["script_args"] == TINY
+    summary = run.summary
+    assert summary["num_steps"] == 4 and summary["num_timed_steps"] == 3
+    assert summary["global_batch_measured"] == run.global_batch_size == 64
+    assert 0 <= summary["data_wait_share"] < 1
+    assert summary["test_accuracy"] is not None  # the script's one evaluation
+
+
+def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
+    store = tmp_path / "runs.db"
+    stored = trainscale.run(script=EXAMPLE, script_args=TINY, workers=2, store=store)
+    assert stored is not None
+    run = _only_run(store)
+    assert (run.status, run.world_size, run.data_kind) == ("completed", 2, "real")  # default
+    assert run.summary["steps_per_worker"] == [4, 4]
+    assert run.summary["global_batch_measured"] == run.global_batch_size == 128  # 2 x 64
+
+
+TORCHRUN_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMP_NUM_THREADS",
+)
+
+
+def test_a_script_that_raises_is_one_line_and_stored_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It first writes down the environment it got: torchrun's, so torchrun scripts work.
+    seen = tmp_path / "environ.json"
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, os, trainscale\n\ndef main():\n    raise ValueError('boom')\n\n"
+        f"names = {TORCHRUN_VARIABLES!r}\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps({{n: os.environ.get(n) for n in names}}))\n"
+        "trainscale.meter()\nmain()\n"
+    )
+    store = tmp_path / "runs.db"
+    capsys.readouterr()
+    assert run_cli(["run", str(script), "--threads-per-worker", "1", "--store", str(store)]) == 1
+    line = one_error_line(capsys)
+    assert "script train.py: ValueError: boom (train.py line 4, in main)" in line
+    run = _only_run(store)
+    assert run.status == "failed"
+    assert "ValueError: boom (train.py line 4, in main)" in run.error
+    environ = json.loads(seen.read_text())
+    assert all(environ[name] for name in TORCHRUN_VARIABLES), environ
+    assert (environ["RANK"], environ["WORLD_SIZE"], environ["OMP_NUM_THREADS"]) == ("0", "1", "1")
+
+
+def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [str(EXAMPLE), "--max-steps", "2", "--train-samples", "128", "--test-samples", "32"],
+    )
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    assert meter_module._active is None  # nothing was measured, nothing to store
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "mnist-cnn", "--", "--epochs", "1"], "are for a script run"),
+        (["runs", "list", "--", "x"], "after -- are for `trainscale run SCRIPT.py` only"),
+        (["run", "missing.py", "--"], "script missing.py not found"),
+        (["run", str(EXAMPLE), "--steps", "3"], "--steps does not apply to a script run"),
+    ],
+)
+def test_mistakes_before_the_start_are_one_line_and_store_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    store = tmp_path / "runs.db"
+    capsys.readouterr()
+    assert run_cli([*args[:2], "--store", str(store), *args[2:]]) == 2
+    assert expected in one_error_line(capsys)
+    assert not store.exists()
