@@ -65,7 +65,9 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
         run.measurement.warmup_steps_untimed,
         run.measurement.target_accuracy,
     )
-    with RunStore(store_path) as store:
+    # The launching process made the store and the run's row: never a new empty store here
+    # (one deleted meanwhile is an error naming it, not a result with no row to go to).
+    with RunStore(store_path, create=False) as store:
         store_script_outcome(store, run_id, summary, [w for _, w in gathered])
 
 
