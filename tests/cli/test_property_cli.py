@@ -86,9 +86,10 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cache, "download", offline)
 
     def resolve_only(args) -> int:
+        from trainscale.config.cli import options_from_args
         from trainscale.runner.resolve import resolve
 
-        resolve(run_cmd.options_from_args(args))
+        resolve(options_from_args(args))
         return 0
 
     monkeypatch.setattr(run_cmd, "run", resolve_only)
