@@ -104,12 +104,28 @@ def execute_run(
     with RunStore(store_file) as store:
         create_run_row(store, run_id, config, sweep, repeat_index)
     sampler = ContentionSampler(run_cores(config)).start()
+    args = (config.flat(), run_id, str(store_file), quiet, False, None, progress_file)
+    return launch_and_record(
+        worker_main, args, worker_processes(config), store_file, run_id, sampler
+    )
+
+
+def launch_and_record(
+    entrypoint: Callable[..., Any],
+    args: tuple[Any, ...],
+    workers: int,
+    store_file: Path,
+    run_id: str,
+    sampler: ContentionSampler,
+) -> dict[str, Any]:
+    """Launch the workers of the run whose row is `run_id`, record how it ended, and return
+    the stored run as the `--json` dictionary: a built-in run's and a script run's alike.
+
+    RunFailed (stored failed with its reason) when a worker fails; RunInterrupted when a
+    stop signal ended it; `sampler` (started by the caller) is stopped either way.
+    """
     try:
-        launcher.launch_workers(
-            worker_main,
-            (config.flat(), run_id, str(store_file), quiet, False, None, progress_file),
-            worker_processes(config),
-        )
+        launcher.launch_workers(entrypoint, args, workers)
     except WorkersFailed as failure:
         unrecorded = record_failure(store_file, run_id, failure.reason)
         reason = failure.reason if unrecorded else stored_reason(store_file, run_id)

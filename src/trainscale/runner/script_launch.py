@@ -19,20 +19,10 @@ from trainscale.config.options import RunOptions, flag_name
 from trainscale.config.script import SCRIPT_OPTIONS, ScriptRun
 from trainscale.errors import ConfigError
 from trainscale.hardware.contention import ContentionSampler
-from trainscale.parallel import launcher
 from trainscale.parallel.distenv import launched_externally
-from trainscale.parallel.interrupts import failure_reason, stop_signal
-from trainscale.parallel.launcher import WorkersFailed
-from trainscale.results.export import run_to_json_dict
 from trainscale.results.store import RunStore, default_store_path
-from trainscale.runner.failure_log import saved_traceback
 from trainscale.runner.launch import (
-    RunFailed,
-    RunInterrupted,
-    check_stored,
-    record_contention,
-    record_failure,
-    stored_reason,
+    launch_and_record,
 )
 from trainscale.runner.record import create_script_row, new_run_id
 from trainscale.runner.resolve import resolve_parallel
@@ -156,24 +146,7 @@ def start_script_run(
         create_script_row(store, run_id, run)
     sets = run.parallel.core_sets
     sampler = ContentionSampler(sorted({c for s in sets for c in s}) if sets else None).start()
-    try:
-        launcher.launch_workers(
-            script_worker_main, (run, run_id, str(store_file)), run.parallel.workers
-        )
-    except WorkersFailed as failure:
-        unrecorded = record_failure(store_file, run_id, failure.reason)
-        reason = failure.reason if unrecorded else stored_reason(store_file, run_id)
-        saved = saved_traceback(run_id, failure.rank)
-        raise RunFailed(run_id, reason or failure.reason, unrecorded, saved) from None
-    except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
-        unrecorded = record_failure(store_file, run_id, failure_reason(error))
-        signum = stop_signal(error)
-        if signum is None:
-            raise
-        raise RunInterrupted(signum, run_id, unrecorded) from None
-    finally:
-        contention = sampler.stop()
-    check_stored(store_file, run_id)
-    record_contention(store_file, run_id, contention)
-    with RunStore(store_file) as store:
-        return run_to_json_dict(store.get_run(run_id))
+    worker_args = (run, run_id, str(store_file))
+    return launch_and_record(
+        script_worker_main, worker_args, run.parallel.workers, store_file, run_id, sampler
+    )
