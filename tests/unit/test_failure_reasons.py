@@ -69,12 +69,27 @@ def test_within_one_second_the_cause_wins_over_the_peer_that_lost_it():
     assert first_failure(error).endswith("RuntimeError: injected crash on rank 1 at step 2")
 
 
-def test_an_earlier_failure_wins_whatever_it_says():
+def test_the_cause_wins_even_when_the_peer_that_lost_it_is_stamped_a_second_earlier():
+    # Seen in a JAX run: the crashed worker wrote its error file after its peer's
+    # collective had already failed on the closed connection.
     error = failed(
-        rank_0=(49, "RuntimeError: Connection closed by peer"),
-        rank_1=(50, "RuntimeError: boom"),
+        rank_0=(49, "JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: Connection reset by peer"),
+        rank_1=(50, "RuntimeError: injected crash on rank 1 at step 2"),
     )
-    assert root_failure(error)[0] == 0
+    assert root_failure(error)[0] == 1
+
+
+def test_among_own_errors_the_earliest_wins():
+    error = failed(rank_0=(51, "ValueError: later"), rank_1=(50, "RuntimeError: boom"))
+    assert root_failure(error)[0] == 1
+
+
+def test_when_every_worker_lost_a_peer_the_earliest_is_told():
+    error = failed(
+        rank_0=(50, "RuntimeError: Connection closed by peer"),
+        rank_1=(49, "RuntimeError: Broken pipe"),
+    )
+    assert root_failure(error)[0] == 1
 
 
 def test_ties_without_a_cause_go_to_the_lowest_rank():

@@ -63,14 +63,18 @@ def detail(message: object) -> str:
 
 
 def root_failure(error: ChildFailedError) -> tuple[int, Any]:
-    """The failure that started it: the earliest, as torch picks it. Its timestamps are
-    whole seconds, and torch breaks a tie by the lowest rank; so within the earliest second,
-    a worker that lost its peer ("connection reset by peer") gives way to one that did not
-    (the peer whose own error made the others fail)."""
-    first = min(failure.timestamp for failure in error.failures.values())
-    tied = sorted(rank for rank, failure in error.failures.items() if failure.timestamp == first)
-    causes = [r for r in tied if not PEER_LOST.search(detail(error.failures[r].message))]
-    rank = (causes or tied)[0]
+    """The failure that started it.
+
+    A worker that lost its peer ("connection reset by peer", "Gloo all-reduce failed") is a
+    consequence, so it gives way to any worker that failed with an error of its own, whatever
+    their timestamps: each worker stamps its error when it writes its error file, after its
+    own clean-up, so the peer that crashed can be stamped a second after the one it broke.
+    Among the rest the earliest wins, as torch picks it (whole seconds, a tie to the lowest
+    rank).
+    """
+    ranks = list(error.failures)
+    causes = [r for r in ranks if not PEER_LOST.search(detail(error.failures[r].message))]
+    rank = min(causes or ranks, key=lambda r: (error.failures[r].timestamp, r))
     return rank, error.failures[rank]
 
 
