@@ -82,6 +82,34 @@ def test_acl_tree_empty_split(env: Path) -> None:
         imdb.acl_files(tree)
 
 
+def test_acl_tree_lists_reviews_in_the_published_numeric_order(env: Path) -> None:
+    # Stanford's names are unpadded ids: 9_7.txt was published before 10_8.txt.
+    tree = write_acl_tree(env / "d", {f: [] for f in ("train/neg", "test/pos", "test/neg")})
+    (tree / "train" / "pos").mkdir(parents=True)
+    for name in ("10_8.txt", "9_7.txt", "100_9.txt", "notes.md"):
+        (tree / "train" / "pos" / name).write_text("fine")
+    for folder in ("train/neg", "test/pos", "test/neg"):
+        (tree / folder / "0_1.txt").write_text("fine")
+    names = [p.name for p in imdb.acl_files(tree)["train/pos"]]
+    assert names == ["9_7.txt", "10_8.txt", "100_9.txt"]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [(b"", "is empty"), (b"  \n", "is empty"), (b"caf\xe9 film", "cannot be decoded as utf-8")],
+)
+def test_a_damaged_review_file_is_one_line_naming_it(
+    env: Path, content: bytes, fragment: str
+) -> None:
+    tree = write_acl_tree(env / "d")
+    damaged = sorted((tree / "test" / "pos").iterdir())[0]
+    damaged.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        imdb.load_acl_tree(tree, vocab_size=50, max_len=8)
+    assert str(damaged) in str(info.value) and fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
 # --- imdb.npz --------------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@ and the encoded-text cache."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -236,9 +237,17 @@ def test_cache_hits_misses_and_damage(tmp_path: Path) -> None:
     write(path, path.read_text() + "fine film,pos\n")  # edited file: never served stale
     encoded_cache.cached([path], {"max_len": 8}, build)
     assert len(calls) == 3
+    # An edit that keeps the size is told by its modification time.
+    write(path, path.read_text().replace("good", "nice"))
+    info = path.stat()
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000))
+    encoded_cache.cached([path], {"max_len": 8}, build)
+    assert len(calls) == 4
+    encoded_cache.cached([path], {"max_len": 8}, build)  # and then served from the cache
+    assert len(calls) == 4
     for entry in (tmp_path / "cache" / "encoded-text").glob("*.npz"):
         entry.write_bytes(b"garbage")
     encoded_cache.cached([path], {"max_len": 8}, build)  # damaged entry: rebuilt
-    assert len(calls) == 4
+    assert len(calls) == 5
     with pytest.raises(DataError, match="does not exist"):
         encoded_cache.cached([tmp_path / "missing.csv"], {}, build)

@@ -1,9 +1,11 @@
-"""A cache of encoded text datasets, keyed by the input files' contents and the options.
+"""A cache of encoded text datasets, keyed by the input files and the options.
 
 Tokenizing IMDB (50k reviews, about 12M tokens) takes far longer than reading the encoded
 matrices back, and every worker of a run needs the same result. The parent process encodes
 once while it checks the data (`locate_real`); the workers then find the result here. The
-key hashes the bytes of every input file, so an edited file is never served stale.
+key holds every input file's path, size and modification time (to the nanosecond), as make
+and rsync tell a changed file: an edited file is never served stale, and checking the 50,000
+files of an aclImdb tree costs a fraction of a second where hashing their bytes took seconds.
 Caching is best-effort: an unwritable cache or an unreadable entry only costs re-encoding.
 """
 
@@ -13,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -30,24 +33,28 @@ FORMAT_VERSION = 1
 
 
 def cache_key(files: Iterable[Path], options: dict[str, object]) -> str:
-    """SHA-256 over the encoding version, the options and every file's path and bytes (the
-    path too, so that the `source` stored with the entry is where the data really is).
-    DataError (one line) for a file that cannot be read."""
+    """SHA-256 over the encoding version, the options and every file's resolved path, size
+    and modification time (the path too, so that the `source` stored with the entry is where
+    the data really is). DataError (one line) for a file that cannot be read."""
     digest = hashlib.sha256()
     digest.update(json.dumps({"v": FORMAT_VERSION, **options}, sort_keys=True).encode())
+    # Plain strings and os calls, each folder resolved once: pathlib's per-file overhead
+    # was most of the time for the 50,000 files of an aclImdb tree.
+    folders: dict[str, str] = {}
     for path in files:
-        digest.update(str(path.resolve()).encode() + b"\0")
+        parent, name = os.path.split(os.fspath(path))
         try:
-            with open(path, "rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
+            info = os.stat(path)
         except FileNotFoundError:
             raise DataError(f"{path} does not exist") from None
-        except IsADirectoryError:
-            raise DataError(f"{path} is a directory, expected a file") from None
         except OSError as exc:
             raise DataError(f"cannot read {path} ({exc.strerror or exc})") from None
-        digest.update(b"\0")
+        if stat.S_ISDIR(info.st_mode):
+            raise DataError(f"{path} is a directory, expected a file")
+        folder = folders.get(parent)
+        if folder is None:
+            folder = folders[parent] = os.path.realpath(parent or ".")
+        digest.update(f"{folder}/{name}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
     return digest.hexdigest()
 
 

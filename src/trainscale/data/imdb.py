@@ -19,6 +19,7 @@ import io
 import os
 import pickle
 import shutil
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -200,6 +201,23 @@ def extract_aclimdb(archive: Path, target: Path) -> Path:
 # --- the aclImdb tree ----------------------------------------------------------------------
 
 
+def _review_names(folder: Path) -> list[str]:
+    """The `*.txt` names in `folder` (os.scandir: listing 12,500 names as Path objects and
+    sorting those took seconds)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [e.name for e in entries if e.name.endswith(".txt") and not e.is_dir()]
+    except OSError as exc:
+        raise DataError(f"cannot list {folder} ({exc.strerror or exc})") from None
+
+
+def _review_order(name: str) -> tuple[int, str]:
+    """Stanford's names are `ID_RATING.txt` with unpadded ids ('9_7.txt' before
+    '10_8.txt'): their numeric order is the order the set was published in."""
+    head = name.split("_", 1)[0]
+    return (int(head) if head.isdigit() else sys.maxsize, name)
+
+
 def acl_files(tree: Path) -> dict[str, list[Path]]:
     """'{split}/{polarity}' -> the sorted *.txt files; DataError if the tree is incomplete."""
     problem = acl_tree_problem(tree)
@@ -212,7 +230,7 @@ def acl_files(tree: Path) -> dict[str, list[Path]]:
     for split in SPLITS:
         for polarity in POLARITIES:
             folder = tree / split / polarity
-            found = sorted(folder.glob("*.txt"))
+            found = [folder / name for name in sorted(_review_names(folder), key=_review_order)]
             if not found:
                 raise DataError(f"{folder} has no .txt reviews: the {split} split is empty")
             files[f"{split}/{polarity}"] = found
@@ -220,8 +238,13 @@ def acl_files(tree: Path) -> dict[str, list[Path]]:
 
 
 def _read_review(path: Path) -> str:
+    """The review in `path`; DataError (one line) for an unreadable, empty or non-UTF-8
+    file, the marks of a damaged copy (every review of the set has text)."""
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
+        if not text.strip():
+            raise DataError(f"{path} is empty: every aclImdb review has text (damaged copy?)")
+        return text
     except UnicodeDecodeError as exc:
         raise DataError(
             f"{path} cannot be decoded as utf-8 (offset {exc.start}); aclImdb reviews are utf-8"
