@@ -13,10 +13,13 @@ import numpy as np
 import pytest
 
 from trainscale.data import imdb
+from trainscale.data.tensors import DataRequest, DataSize
 from trainscale.data.text import PAD_ID, UNK_ID
 from trainscale.errors import DataError
+from trainscale.workloads import get_workload
 
 from tests.helpers.text_files import (
+    REVIEWS,
     TEST_LABELS,
     TRAIN_LABELS,
     exploit_array,
@@ -108,6 +111,19 @@ def test_a_damaged_review_file_is_one_line_naming_it(
         imdb.load_acl_tree(tree, vocab_size=50, max_len=8)
     assert str(damaged) in str(info.value) and fragment in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_asked_only_whether_it_is_here_the_tree_is_counted_not_encoded(env: Path) -> None:
+    # `recipes` and a sweep's dry run ask; encoding the real set for them took 10 s.
+    tree = write_acl_tree(env / "d")
+    workload = get_workload("imdb-bilstm")
+    asked = workload.locate_real(DataRequest(data_dir=tree, download=False, prepare=False))
+    counts = {s: sum(len(REVIEWS[f"{s}/{p}"]) for p in ("pos", "neg")) for s in ("train", "test")}
+    assert asked.size == DataSize(counts["train"], counts["test"])
+    assert not list((env / "cache").rglob("*.npz"))
+    prepared = workload.locate_real(DataRequest(data_dir=tree, download=False))
+    assert prepared == asked
+    assert len(list((env / "cache" / "encoded-text").glob("*.npz"))) == 1
 
 
 # --- imdb.npz --------------------------------------------------------------------------------

@@ -71,6 +71,10 @@ class DataRequest:
     """Workload options (`-o KEY=VALUE`), already checked against `Workload.options`."""
     seed: int = 0
     """Seed for synthetic data."""
+    prepare: bool = True
+    """Whether `locate_real` may also prepare what the workers will read (encode a text set
+    into the cache). False when only asked whether the data is here (`recipes`, a sweep's
+    dry run): a loader may then answer from the files alone."""
     max_train: int | None = None
     """Keep at most this many training samples (tests use tiny sets); None = all."""
     max_test: int | None = None

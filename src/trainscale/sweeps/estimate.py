@@ -119,7 +119,7 @@ def data_needs(spec: SweepSpec) -> list[DataNeed]:
         workload = get_workload(name)
         options = {k: v for k, v in spec.workload_options.items() if k in workload.options}
         try:
-            workload.locate_real(DataRequest(download=False, options=options))
+            workload.locate_real(DataRequest(download=False, options=options, prepare=False))
         except TrainscaleError as error:
             # A dataset with a download says so in its refusal ("(download disabled)").
             status = "download" if "(download disabled)" in str(error) else "missing"

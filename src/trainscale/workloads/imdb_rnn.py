@@ -101,11 +101,18 @@ def load_encoded(opts: TextOptions, path: Path | None) -> EncodedSplits:
 
 def locate_imdb_data(request: DataRequest) -> Located:
     """Find (or download) the data and encode it fully (filling the cache the workers read);
-    returns where it is and how many texts each split holds."""
+    returns where it is and how many texts each split holds. Asked not to prepare, an
+    aclImdb tree's files are only listed."""
     opts = imdb_options(request.options)
     if opts.file is not None:
         return located_splits(opts.file, load_encoded(opts, None))
     path = locate_imdb(request.data_dir, opts.format, download=request.download)
+    if not request.prepare and path.is_dir():  # counting the review files is enough
+        files = imdb.acl_files(path)
+        count = {
+            split: len(files[f"{split}/neg"]) + len(files[f"{split}/pos"]) for split in imdb.SPLITS
+        }
+        return Located(path, DataSize(count["train"], count["test"]))
     return located_splits(path, load_encoded(opts, path))
 
 
