@@ -31,10 +31,22 @@ def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> A
     )
 
 
+INPUT_BOUND_SHARE = 0.10
+"""A data wait above this share of the step time is worth the user's attention: the model
+then stands idle for its data on one step in ten or more."""
+
+
 def data_wait_line(result: dict[str, Any]) -> str | None:
-    """'  data wait: 12.0% of the step time (median 3.1 ms a step)' for a script run."""
+    """'  data wait: 12.0% of the step time (median 3.1 ms a step)' for a script run, with
+    what to try when the wait is over `INPUT_BOUND_SHARE` (the script is input-bound)."""
     share = result.get("data_wait_share")
     if share is None:
         return None
     wait_ms = (result.get("data_wait_s_median") or 0.0) * 1000
-    return f"  data wait: {share:.1%} of the step time (median {wait_ms:.1f} ms a step)"
+    line = f"  data wait: {share:.1%} of the step time (median {wait_ms:.1f} ms a step)"
+    if share > INPUT_BOUND_SHARE:
+        line += (
+            ": input-bound, the model waits for its data; try more DataLoader workers "
+            "(num_workers), persistent_workers=True, or lighter per-sample transforms"
+        )
+    return line
