@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.sweeps import recipes
 from trainscale.sweeps.plan import make_plan
 from trainscale.sweeps.recipes import RECIPES, recipe_spec
 from trainscale.sweeps.spec import load_spec_file, parse_spec
+from trainscale.workloads import get_workload
 
 BASE = {"workload": "mnist-cnn", "data": "synthetic", "steps": 3, "threads_per_worker": 1}
 
@@ -181,6 +183,26 @@ def test_recipes_are_valid_specs_within_the_machine(name, cores):
         threads = fields.get("threads_per_worker")
         if isinstance(threads, int) and not fields.get("allow_oversubscribe"):
             assert workers * threads <= len(cores)
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_the_platform_study_trains_each_workload_at_one_global_batch_on_each_platform(
+    gpus, monkeypatch
+):
+    monkeypatch.setattr(recipes, "_gpu_count", lambda: gpus)
+    spec = parse_spec(recipe_spec("platforms", quick=False, core_ids=[0, 1]), "platforms")
+    configs = [
+        {**spec.base, **overrides, "label": label} for label, overrides in spec.configurations()
+    ]
+    assert spec.repeats == 2  # each speedup over CPU serial gets its interval
+    assert all("epochs" not in c and "steps" not in c for c in configs)  # default recipes
+    devices = {w: [c["device"] for c in configs if c["workload"] == w] for w in ("mnist-cnn",)}
+    assert devices["mnist-cnn"] == ["cpu"] * 3 + ["cuda"] * gpus
+    for name in recipes.PLATFORM_WORKLOADS:
+        batches = {c["global_batch_size"] for c in configs if c["workload"] == name}
+        assert batches == {get_workload(name).recipe.batch_size}
+    serial = [c for c in configs if c["label"].endswith("cpu serial, 1 core")]
+    assert len(serial) == 4 and all(c["workers"] == c["threads_per_worker"] == 1 for c in serial)
 
 
 def test_unknown_recipe_lists_the_valid_ones():
