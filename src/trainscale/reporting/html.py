@@ -18,6 +18,12 @@ from trainscale.reporting.frameworks import COLUMNS as FRAMEWORK_COLUMNS
 from trainscale.reporting.frameworks import framework_rows, several_frameworks
 from trainscale.reporting.markdown import AMDAHL_MODEL
 from trainscale.reporting.model import ReportData
+from trainscale.reporting.platforms import (
+    PLATFORM_COLUMNS,
+    platform_note,
+    platform_rows,
+    platform_table_applies,
+)
 from trainscale.reporting.plots import PLOT_TITLES, Plot, SkippedPlot
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -55,6 +61,8 @@ _NUMERIC = {
     "peak MiB / worker",
     "processing time per step (ms)",
     "% gain vs slowest",
+    "time per epoch (s)",
+    "speedup vs baseline [95%]",
 }
 
 
@@ -93,6 +101,10 @@ def render_html(
         )
         body.append("<h3>Details</h3>")
         body.append(_table(tables.DETAIL_COLUMNS, rows, classes))
+        if platform_table_applies(section):
+            body.append("<h3>Time and accuracy per platform</h3>")
+            body.append(_table(PLATFORM_COLUMNS, platform_rows(section), classes))
+            body.append(f"<p>{text_html(platform_note(section))}</p>")
         if section.affinity_rows:
             body.append("<h3>Processing time by parallel setting</h3>")
             body.append(_table(tables.AFFINITY_COLUMNS, tables.affinity_rows(section)))

@@ -17,6 +17,12 @@ from trainscale.reporting import tables
 from trainscale.reporting.frameworks import COLUMNS as FRAMEWORK_COLUMNS
 from trainscale.reporting.frameworks import framework_rows, several_frameworks
 from trainscale.reporting.model import ReportData
+from trainscale.reporting.platforms import (
+    PLATFORM_COLUMNS,
+    platform_note,
+    platform_rows,
+    platform_table_applies,
+)
 from trainscale.reporting.plots import PLOT_TITLES, Plot, SkippedPlot
 
 AMDAHL_MODEL = "S(n) = 1 / (s + (1 - s) / n)"
@@ -45,6 +51,10 @@ def render_markdown(
         out += ["### Details", ""]
         out += _table(tables.DETAIL_COLUMNS, rows)
         out.append("")
+        if platform_table_applies(section):
+            out += ["### Time and accuracy per platform", ""]
+            out += _table(PLATFORM_COLUMNS, platform_rows(section))
+            out += ["", _paragraph(platform_note(section)), ""]
         if section.affinity_rows:
             out += ["### Processing time by parallel setting", ""]
             out += _table(tables.AFFINITY_COLUMNS, tables.affinity_rows(section))

@@ -23,6 +23,7 @@ PLOT_TITLES = {
     "efficiency": "Parallel efficiency vs cores",
     "accuracy": "Test accuracy vs training time",
     "time-to-accuracy": "Time to target accuracy",
+    "final-accuracy": "Final test accuracy",
     "breakdown": "Step-time breakdown",
 }
 """Every kind of plot, in page order, with its title."""
@@ -249,6 +250,38 @@ def _time_to_accuracy(section: WorkloadSection):
     )
 
 
+def _final_accuracy(section: WorkloadSection):
+    configs = [c for c in section.configurations if c.num_evaluated and c.test_accuracy is not None]
+    if not configs:
+        return _no_accuracy_reason(section)
+    figure, axes = new_figure(height=_bar_height(len(configs)))
+    values = [100 * (c.test_accuracy or 0.0) for c in configs]
+    bars = axes.barh([_wrap(c.label) for c in configs], values, color="tab:green")
+    for bar, value, config in zip(bars, values, configs, strict=True):
+        runs = config.num_evaluated
+        axes.annotate(
+            f"{value:.2f}% ({runs} run{'' if runs == 1 else 's'})",
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
+    target = next((c.target_accuracy for c in configs if c.target_accuracy is not None), None)
+    if target is not None:
+        axes.axvline(100 * target, label=f"target {100 * target:g}%", **_IDEAL_STYLE)
+        figure.legend(fontsize="small", loc="outside upper center")
+    axes.invert_yaxis()  # first configuration on top, as in the table
+    # Room right of 100% for the labels of bars that reach it; no tick claims more than 100%.
+    axes.set_xlim(0, 130)
+    axes.set_xticks(range(0, 101, 20))
+    axes.set_xlabel("final test accuracy (%): median over the evaluated runs")
+    return figure, (
+        f"Median final test accuracy per configuration of {section.workload}, with the "
+        "target accuracy."
+    )
+
+
 def _breakdown(section: WorkloadSection):
     configs = [c for c in section.configurations if c.breakdown_s]
     if not configs:
@@ -278,6 +311,7 @@ _DRAWERS: dict[str, Callable[[WorkloadSection], object]] = {
     "efficiency": _efficiency,
     "accuracy": _accuracy,
     "time-to-accuracy": _time_to_accuracy,
+    "final-accuracy": _final_accuracy,
     "breakdown": _breakdown,
 }
 

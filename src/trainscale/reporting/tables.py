@@ -110,6 +110,12 @@ EXPLANATIONS = (
         "target; median of the runs that reached it; real data only",
     ),
     ("test accuracy", "final test accuracy, median over repeats; real data only"),
+    (
+        "time per epoch",
+        "the training clock (median over repeats; warm-up steps and any pre-training "
+        "included, evaluation not) over the epochs the run trained; '-' for runs given a "
+        "number of steps",
+    ),
     ("peak MiB / worker", "peak resident memory of the largest worker, median over repeats"),
     (
         "TFLOP/s (MFU)",

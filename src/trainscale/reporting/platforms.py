@@ -1,0 +1,113 @@
+"""The classic platform study's table: each configuration's platform (CPU serial, CPU
+parallel, GPUs), its time per epoch, time to target, final accuracy and speedup over the
+baseline. Rows of display text, shared by the Markdown and the HTML page."""
+
+from __future__ import annotations
+
+from trainscale.reporting import tables
+from trainscale.reporting.model import Configuration, WorkloadSection
+
+PLATFORM_COLUMNS = (
+    "configuration",
+    "platform",
+    "time per epoch (s)",
+    "time to target (s)",
+    "test accuracy",
+    "speedup vs baseline [95%]",
+)
+"""The columns of the table, in order; the speedup's baseline is named in `platform_note`."""
+
+
+def platform_table_applies(section: WorkloadSection) -> bool:
+    """Whether the section gets the table: at least two of its configurations were evaluated
+    on real data, so accuracy can be compared across platforms (synthetic data makes no
+    accuracy claim)."""
+    return sum(1 for c in section.configurations if c.num_evaluated > 0) >= 2
+
+
+def platform_rows(section: WorkloadSection) -> list[dict[str, str]]:
+    """One row of display text per configuration of a workload, in plan order."""
+    return [_row(c, section.baseline) for c in section.configurations]
+
+
+def platform_note(section: WorkloadSection) -> str:
+    """The sentence under the table: what the speedup is against and what its marks mean."""
+    base = section.baseline
+    epoch = "time per epoch is the training clock over the epochs trained."
+    if base is None:
+        return f"No speedup: {section.baseline_rule}; {epoch}"
+    return (
+        f"Speedup is samples/s over that of the baseline '{base.label}' ({platform(base)}), "
+        "paired round by round with its 95% bootstrap interval in brackets, '(one round)' "
+        "where one round was shared, '(unpaired)' the ratio of median samples/s where none "
+        f"was; {epoch}"
+    )
+
+
+def platform(c: Configuration) -> str:
+    """Where a configuration trained, in the study's words: 'CPU serial, 1 worker x 1
+    thread', 'CPU parallel, 4 workers x 2 threads', '1 GPU (NVIDIA H100 80GB HBM3)'."""
+    nodes = c.config.get("nnodes")
+    on_nodes = f" on {nodes} nodes" if isinstance(nodes, int) and nodes > 1 else ""
+    if c.device_type == "cuda":
+        count = c.devices or c.workers
+        name = f" ({c.device_name})" if c.device_name else ""
+        return f"{_count(count, 'GPU')}{name}{on_nodes}"
+    if c.device_type != "cpu":
+        return f"{_count(c.devices or c.workers, c.device_type + ' device')}{on_nodes}"
+    serial = c.workers == 1 and c.threads_per_worker == 1
+    threads = _count(c.threads_per_worker, "thread") if c.threads_per_worker else "? threads"
+    if c.threads_setting == "torch-default":
+        threads += " (torch default)"
+    kind = "CPU serial" if serial else "CPU parallel"
+    return f"{kind}, {_count(c.workers, 'worker')} x {threads}{on_nodes}"
+
+
+def time_per_epoch_s(c: Configuration) -> float | None:
+    """The training clock (median over repeats; warm-up and any pre-training included,
+    evaluation not) over the epochs trained; None when the runs trained a number of steps,
+    whose epochs the stored config does not give."""
+    if c.config.get("steps") is not None:
+        return None
+    epochs = c.config.get("epochs")
+    if c.train_time_s is None or not isinstance(epochs, (int, float)) or isinstance(epochs, bool):
+        return None
+    return c.train_time_s / epochs if epochs > 0 else None
+
+
+def speedup_text(c: Configuration, base: Configuration | None) -> str:
+    """'2.31x [2.10, 2.55]' (paired over rounds, with its 95% interval), '2.31x (one
+    round)', '2.31x (unpaired)', '1.00x' for the baseline, or '-' without a speedup; marked
+    'not trusted: busy machine' where the busy rule says so (`reporting.baseline`)."""
+    if c.is_baseline:
+        return "1.00x"
+    if c.paired_speedup is not None:
+        text = f"{c.paired_speedup:.2f}x"
+        if c.paired_speedup_ci is not None:
+            text += f" [{c.paired_speedup_ci[0]:.2f}, {c.paired_speedup_ci[1]:.2f}]"
+        else:
+            text += " (one round)"
+        trusted = c.paired_trusted
+    elif c.speedup is not None:
+        text = f"{c.speedup:.2f}x (unpaired)"
+        # The ratio of medians takes in every busy run, this configuration's and the
+        # baseline's; pairing would have left their rounds out.
+        trusted = not c.busy_runs and not (base is not None and base.busy_runs)
+    else:
+        return "-"
+    return text if trusted else text + " (not trusted: busy machine)"
+
+
+def _row(c: Configuration, base: Configuration | None) -> dict[str, str]:
+    return {
+        "configuration": c.label + (" (baseline)" if c.is_baseline else ""),
+        "platform": platform(c),
+        "time per epoch (s)": tables.number(time_per_epoch_s(c), ".1f"),
+        "time to target (s)": tables.time_to_target(c),
+        "test accuracy": "-" if c.synthetic else tables.number(c.test_accuracy, ".4f"),
+        "speedup vs baseline [95%]": speedup_text(c, base),
+    }
+
+
+def _count(number: int | None, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")

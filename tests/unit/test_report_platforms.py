@@ -1,0 +1,214 @@
+"""The table of time and accuracy per platform (CPU serial, CPU parallel, GPU) and the final
+accuracy plot, from Configuration objects built here (no store, no training)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from trainscale.reporting.html import render_html
+from trainscale.reporting.markdown import render_markdown
+from trainscale.reporting.model import Configuration, ReportData, WorkloadSection
+from trainscale.reporting.platforms import (
+    PLATFORM_COLUMNS,
+    platform_note,
+    platform_rows,
+    platform_table_applies,
+)
+from trainscale.reporting.plots import PLOT_TITLES, draw_figure, png_bytes
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _configuration(label: str, **changes: Any) -> Configuration:
+    """A real-data configuration trained for 2 epochs in 120 s, evaluated 3 times."""
+    config: dict[str, Any] = {"epochs": 2.0, "steps": None, "nnodes": 1}
+    config.update(changes.pop("config", {}))
+    base = Configuration(
+        key=label,
+        label=label,
+        workload="mnist-cnn",
+        data_kind="real",
+        workers=1,
+        threads_per_worker=1,
+        threads_setting="1",
+        affinity="compact",
+        pinned=True,
+        total_threads=1,
+        cores=1,
+        oversubscribed=False,
+        precision="fp32",
+        global_batch_size=64,
+        config=config,
+        run_ids=["r1", "r2", "r3"],
+        num_failed=0,
+        samples_per_s=[100.0, 100.0, 100.0],
+        samples_per_s_median=100.0,
+        samples_per_s_iqr=0.0,
+        step_time_s_median=0.64,
+        step_time_rel_iqr=0.02,
+        train_time_s=120.0,
+        test_accuracy=0.9812,
+        target_accuracy=0.97,
+        time_to_target_s=80.0,
+        num_reached=3,
+        num_evaluated=3,
+        peak_memory_bytes=None,
+        accuracy_curves=[[(40.0, 0.95), (80.0, 0.975), (120.0, 0.9812)]],
+        breakdown_s=None,
+    )
+    return replace(base, **changes)
+
+
+def _section() -> WorkloadSection:
+    serial = _configuration("cpu serial", is_baseline=True, speedup=1.0)
+    parallel = _configuration(
+        "cpu parallel",
+        workers=4,
+        threads_per_worker=2,
+        threads_setting="2",
+        cores=8,
+        total_threads=8,
+        train_time_s=40.0,
+        test_accuracy=0.9790,
+        time_to_target_s=30.0,
+        num_reached=2,
+        speedup=3.1,
+        paired_speedup=3.05,
+        paired_speedup_ci=(2.9, 3.2),
+        paired_rounds=3,
+    )
+    gpu = _configuration(
+        "one gpu",
+        device_type="cuda",
+        devices=1,
+        device_name="NVIDIA H100 80GB HBM3",
+        train_time_s=6.0,
+        time_to_target_s=4.0,
+        speedup=21.0,
+        paired_speedup=20.5,
+        paired_rounds=1,
+        # Trained a number of steps: its epochs are not in the stored config.
+        config={"steps": 500},
+    )
+    return _section_of([serial, parallel, gpu], baseline=serial)
+
+
+def _section_of(
+    configs: list[Configuration], baseline: Configuration | None = None
+) -> WorkloadSection:
+    return WorkloadSection(
+        workload="mnist-cnn",
+        configurations=configs,
+        baseline=baseline,
+        baseline_rule="default: the 1-worker configuration with the fewest cores",
+        series=[],
+        amdahl=None,
+        amdahl_note="no fit",
+        affinity_rows=[],
+    )
+
+
+def _report(section: WorkloadSection) -> ReportData:
+    return ReportData(
+        title="platforms",
+        source="runs r1",
+        sweep_id=None,
+        workloads=[section],
+        not_completed=[],
+        machines=[],
+        notes=[],
+    )
+
+
+def test_rows_name_the_platform_time_per_epoch_and_speedup() -> None:
+    serial, parallel, gpu = platform_rows(_section())
+    assert serial == {
+        "configuration": "cpu serial (baseline)",
+        "platform": "CPU serial, 1 worker x 1 thread",
+        "time per epoch (s)": "60.0",
+        "time to target (s)": "80.0",
+        "test accuracy": "0.9812",
+        "speedup vs baseline [95%]": "1.00x",
+    }
+    assert parallel["platform"] == "CPU parallel, 4 workers x 2 threads"
+    assert parallel["time per epoch (s)"] == "20.0"
+    assert parallel["time to target (s)"] == "30.0 (2/3)"
+    assert parallel["speedup vs baseline [95%]"] == "3.05x [2.90, 3.20]"
+    assert gpu["platform"] == "1 GPU (NVIDIA H100 80GB HBM3)"
+    assert gpu["time per epoch (s)"] == "-"  # trained by steps
+    assert gpu["speedup vs baseline [95%]"] == "20.50x (one round)"
+    assert list(serial) == list(PLATFORM_COLUMNS)
+
+
+def test_unpaired_speedup_several_gpus_and_torch_default_threads() -> None:
+    serial, _, gpu = _section().configurations
+    two_gpus = replace(
+        gpu, workers=2, devices=2, device_name=None, paired_speedup=None, speedup=38.0
+    )
+    threads = replace(
+        serial, is_baseline=False, threads_per_worker=4, threads_setting="torch-default"
+    )
+    busy = replace(two_gpus, label="busy", busy_runs=1)
+    rows = platform_rows(_section_of([serial, two_gpus, threads, busy], baseline=serial))
+    assert rows[1]["platform"] == "2 GPUs"
+    assert rows[1]["speedup vs baseline [95%]"] == "38.00x (unpaired)"
+    assert rows[2]["platform"] == "CPU parallel, 1 worker x 4 threads (torch default)"
+    assert rows[3]["speedup vs baseline [95%]"] == "38.00x (unpaired) (not trusted: busy machine)"
+
+
+def test_table_applies_only_with_two_evaluated_configurations() -> None:
+    section = _section()
+    assert platform_table_applies(section)
+    synthetic = [
+        replace(c, data_kind="synthetic", test_accuracy=None, num_evaluated=0, num_reached=0)
+        for c in section.configurations
+    ]
+    assert not platform_table_applies(_section_of(synthetic))
+    # One evaluated configuration has nothing to compare its accuracy with.
+    assert not platform_table_applies(_section_of([section.configurations[0], *synthetic[1:]]))
+
+
+def test_markdown_and_html_show_the_table_when_it_applies() -> None:
+    report = _report(_section())
+    markdown = render_markdown(report, [], [], "2026-01-01 00:00")
+    assert "### Time and accuracy per platform" in markdown
+    assert "| cpu parallel | CPU parallel, 4 workers x 2 threads | 20.0 |" in markdown
+    assert "Speedup is samples/s over that of the baseline 'cpu serial' (CPU serial" in markdown
+    page = render_html(report, [], [], "2026-01-01 00:00")
+    assert "<h3>Time and accuracy per platform</h3>" in page
+    assert "1 GPU (NVIDIA H100 80GB HBM3)" in page and "3.05x [2.90, 3.20]" in page
+    synthetic = [
+        replace(c, data_kind="synthetic", test_accuracy=None, num_evaluated=0)
+        for c in _section().configurations
+    ]
+    quiet = _report(_section_of(synthetic))
+    assert "per platform" not in render_markdown(quiet, [], [], "2026-01-01 00:00")
+    assert "per platform" not in render_html(quiet, [], [], "2026-01-01 00:00")
+
+
+def test_final_accuracy_plot_is_drawn_or_skipped_with_its_reason() -> None:
+    assert PLOT_TITLES["final-accuracy"] == "Final test accuracy"
+    outcome = draw_figure("final-accuracy", _section())
+    assert not isinstance(outcome, str)
+    figure, alt = outcome
+    assert png_bytes(figure).startswith(PNG_SIGNATURE)
+    assert "final test accuracy" in alt
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    assert texts == ["98.12% (3 runs)", "97.90% (3 runs)", "98.12% (3 runs)"]
+    synthetic = [
+        replace(c, data_kind="synthetic", test_accuracy=None, num_evaluated=0)
+        for c in _section().configurations
+    ]
+    reason = draw_figure("final-accuracy", _section_of(synthetic))
+    assert reason == "synthetic data only: no accuracy claim is made"
+
+
+def test_without_a_baseline_the_note_says_why_there_is_no_speedup() -> None:
+    configs = [
+        replace(c, is_baseline=False, speedup=None, paired_speedup=None, paired_speedup_ci=None)
+        for c in _section().configurations
+    ]
+    section = replace(_section_of(configs), baseline_rule="no configuration recorded a throughput")
+    assert {row["speedup vs baseline [95%]"] for row in platform_rows(section)} == {"-"}
+    assert platform_note(section).startswith("No speedup: no configuration recorded")
