@@ -68,7 +68,9 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="trainscale-smoke-") as temp:
         tmp = Path(temp)
-        venv = args.venv
+        # Absolute: the commands run in a folder of their own, and a relative PATH entry
+        # would fall through to whatever venv the caller has active.
+        venv = args.venv.resolve() if args.venv is not None else None
         started = time.monotonic()
         if venv is None:
             venv = tmp / "venv"
