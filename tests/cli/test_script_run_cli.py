@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import runpy
 import sys
 from pathlib import Path
@@ -73,9 +74,12 @@ def test_a_script_that_raises_is_one_line_and_stored_failed(
     seen = tmp_path / "environ.json"
     script = tmp_path / "train.py"
     script.write_text(
-        "import json, os, trainscale\n\ndef main():\n    raise ValueError('boom')\n\n"
+        "import json, multiprocessing, os, trainscale\n\n"
+        "def main():\n    raise ValueError('boom')\n\n"
         f"names = {TORCHRUN_VARIABLES!r}\n"
-        f"open({str(seen)!r}, 'w').write(json.dumps({{n: os.environ.get(n) for n in names}}))\n"
+        "seen = {n: os.environ.get(n) for n in names}\n"
+        "seen['start method'] = multiprocessing.get_start_method()\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps(seen))\n"
         "trainscale.meter()\nmain()\n"
     )
     store = tmp_path / "runs.db"
@@ -89,6 +93,9 @@ def test_a_script_that_raises_is_one_line_and_stored_failed(
     environ = json.loads(seen.read_text())
     assert all(environ[name] for name in TORCHRUN_VARIABLES), environ
     assert (environ["RANK"], environ["WORLD_SIZE"], environ["OMP_NUM_THREADS"]) == ("0", "1", "1")
+    # The platform's default, as in a fresh interpreter under torchrun (its DataLoader
+    # workers start as there), not the launcher's spawn.
+    assert environ["start method"] == multiprocessing.get_all_start_methods()[0]
 
 
 def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +113,10 @@ def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.Monke
     ("args", "expected"),
     [
         (["run", "mnist-cnn", "--", "--epochs", "1"], "are for a script run"),
-        (["runs", "list", "--", "x"], "after -- are for `trainscale run SCRIPT.py` only"),
+        (
+            ["runs", "list", "--", "x"],
+            "after -- are for a script: `trainscale run|bench SCRIPT.py`",
+        ),
         (["run", "missing.py", "--"], "script missing.py not found"),
         (["run", str(EXAMPLE), "--steps", "3"], "--steps does not apply to a script run"),
     ],
@@ -119,3 +129,23 @@ def test_mistakes_before_the_start_are_one_line_and_store_nothing(
     assert run_cli([*args[:2], "--store", str(store), *args[2:]]) == 2
     assert expected in one_error_line(capsys)
     assert not store.exists()
+
+
+def test_workers_without_a_process_group_are_stopped_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two workers, each training alone: the run would measure two trainings as one.
+    script = tmp_path / "alone.py"
+    script.write_text(
+        "import trainscale\nmeter = trainscale.meter()\nfor _ in range(1000):\n"
+        "    with meter.step(samples=4):\n        pass\n"
+    )
+    store = tmp_path / "runs.db"
+    capsys.readouterr()
+    args = ["run", str(script), "--workers", "2", "--threads-per-worker", "1"]
+    assert run_cli([*args, "--store", str(store), "--"]) == 1
+    line = one_error_line(capsys)
+    expected = "the script trained 1 step on each of 2 workers without a process group"
+    assert expected in line and "--workers 1" in line
+    run = _only_run(store)
+    assert run.status == "failed" and expected in run.error

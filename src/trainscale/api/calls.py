@@ -95,8 +95,10 @@ def run(
 
 
 def bench(
-    workload: Any = "mnist-cnn",
+    workload: Any = None,
     *,
+    script: str | os.PathLike[str] | None = None,
+    script_args: list[str] | tuple[str, ...] = (),
     store: StorePath = None,
     progress: bool = False,
     **options: Any,
@@ -110,15 +112,29 @@ def bench(
     whose runs fail is in the table with its reason and the bench goes on; `all_failed` says
     whether nothing completed (the CLI's exit status 1). On a busy machine, `busy` says what
     the busy rounds did and what to do.
+
+    `script="train.py"` (no workload) benches your own training script instead, as
+    `trainscale bench train.py -- ARGS` does: `script_args` are its own arguments; every
+    setting runs the script at its own global batch, stopped after the bench's steps
+    (docs/own-scripts.md). Without either, the workload is mnist-cnn.
     """
     check_main_guard("bench")
     given = {"workload": workload, "store": store, "progress": progress}
-    checked = check_arguments(
-        "bench", {**given, **options}, (bench, ()), (run_bench, ("workload", "store", "listener"))
-    )
+    given.update(script=script, script_args=script_args)
+    leave_out = ("workload", "store", "listener", "script", "script_args")
+    checked = check_arguments("bench", {**given, **options}, (bench, ()), (run_bench, leave_out))
     options = {key: value for key, value in checked.items() if key not in given}
+    if script is not None and workload is not None:
+        raise ConfigError("bench() takes a workload or script=..., not both")
     listener = BenchLines() if progress else None
-    result = run_bench(workload_text(workload), store=_path(store), listener=listener, **options)
+    result = run_bench(
+        "mnist-cnn" if workload is None else workload_text(workload),
+        store=_path(store),
+        listener=listener,
+        script=None if script is None else os.fspath(script),
+        script_args=list(script_args),
+        **options,
+    )
     return _bench_results(result, _path(store))
 
 

@@ -25,8 +25,8 @@ class BenchLines(BenchListener):
     def started(self, result: BenchResult, runnable: int) -> None:
         say(
             f"bench {result.bench_id}: {result.workload}, {runnable} settings x "
-            f"{result.rounds} rounds x {result.steps_per_run} steps, global batch "
-            f"{result.global_batch_size}, data {result.options.data.kind}"
+            f"{result.rounds} rounds x {result.steps_per_run} steps, "
+            f"{result.batch_text}, data {result.options.data.kind}"
         )
 
     def rung_started(self, index: int, total: int, rung: Any) -> None:

@@ -42,6 +42,7 @@ class StoredRun:
     affinity: str | None
     precision: str | None
     global_batch_size: int | None
+    """Every setting's global batch; None for a script, which decides its own."""
     tag: str | None
     samples_per_s: float | None
     """Global samples per second over the median timed step."""
@@ -149,7 +150,8 @@ class BenchResults:
     steps: int
     """Training steps of a throughput setting over all rounds."""
     rounds: int
-    global_batch_size: int
+    global_batch_size: int | None
+    """Every setting's global batch; None for a script, which decides its own."""
     out: Path | None
     """The Markdown table written, or None."""
     table: tuple[Mapping[str, str], ...] = field(repr=False)

@@ -19,6 +19,11 @@ from typing import Any, TypeVar
 
 from trainscale.config.options import THREADS_TORCH_DEFAULT, RunOptions
 
+SCRIPT_PRECISION = "the script decides its precision (it may autocast itself): no bf16 rung"
+"""Why the bench of a script has no bf16 rung."""
+SCRIPT_ON_CPU = "script runs train on the CPU: a script bench has no GPU settings"
+"""Why the bench of a script has no GPU rungs, on a machine that has GPUs."""
+
 
 @dataclass(frozen=True)
 class Rung:
@@ -51,9 +56,12 @@ def plan_ladder(
     bf16_native: bool,
     num_gpus: int,
     cuda_bf16: bool = False,
+    script: bool = False,
 ) -> list[Rung | Skipped]:
     """The settings to compare on a machine with `num_cores` usable cores and `num_gpus`
-    GPUs; `bf16_native` / `cuda_bf16` say whether the CPU / the GPUs compute bf16 natively."""
+    GPUs; `bf16_native` / `cuda_bf16` say whether the CPU / the GPUs compute bf16 natively.
+    A `script` (the bench of a user's script) has the CPU settings only, in its own
+    precision: the rungs set nothing the script decides."""
 
     def opts(**changes: Any) -> RunOptions:
         return base.with_(**changes)
@@ -81,7 +89,9 @@ def plan_ladder(
         ladder.append(pinned)
     best_cpu = ladder[-1]
     assert isinstance(best_cpu, Rung)  # the serial rung or the pinned one: none skipped yet
-    if bf16_native:
+    if script:
+        ladder.append(Skipped("bf16 autocast", SCRIPT_PRECISION))
+    elif bf16_native:
         ladder.append(
             Rung(
                 f"{best_cpu.name}, bf16",
@@ -113,7 +123,10 @@ def plan_ladder(
                 pitfall_of=pinned.name,
             )
         )
-    ladder += gpu_rungs(base, num_cores, num_gpus, cuda_bf16)
+    if script and num_gpus:
+        ladder.append(Skipped("1 GPU", SCRIPT_ON_CPU))
+    else:
+        ladder += gpu_rungs(base, num_cores, num_gpus, cuda_bf16)
     return ladder
 
 

@@ -6,12 +6,15 @@ progress to a `BenchListener` (the CLI prints it, a Python caller may pass its o
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder, rotation
+from trainscale.benchmark.script_target import ScriptTarget, batch_text
 from trainscale.benchmark.table import (
     RungResult,
     baseline_lines,
@@ -31,6 +34,9 @@ from trainscale.metrics.run_flags import ran_busy
 from trainscale.results.outputs import check_out_file, write_atomically
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.data_choice import DataChoice, prepare_real
+
+if TYPE_CHECKING:
+    from trainscale.workloads.base import Workload
 
 DEFAULT_STEPS = 100
 """Training steps of a throughput rung, over all its rounds."""
@@ -86,7 +92,8 @@ class BenchResult:
     """The options every rung starts from (the data chosen, the steps, the tag)."""
     steps: int
     """Training steps of a throughput rung over all its rounds."""
-    global_batch_size: int
+    global_batch_size: int | None
+    """Every rung's global batch; None for a script, which decides its own."""
     rounds: int = 1
     """Rounds of the ladder: every rung once a round, in rotated order."""
     data_note: str | None = None
@@ -102,6 +109,27 @@ class BenchResult:
     """Rounds added (each rung once more) because a round had a run on a busy machine."""
     busiest: list[OtherProcess] = field(default_factory=list)
     """The other processes that used the most CPU after the last busy round."""
+    script: ScriptTarget | None = None
+    """The user's script the rungs run, with its arguments (None: a workload)."""
+
+    @property
+    def batch_text(self) -> str:
+        """'global batch 64' for the progress line; a script's is its own."""
+        if self.global_batch_size is not None:
+            return f"global batch {self.global_batch_size}"
+        return "the script's own global batch"
+
+    @property
+    def batch_sentence(self) -> str:
+        """The Markdown's word on the global batch: the same on every rung, or a script's
+        own as its rungs measured it (each run stopped by the meter after its steps)."""
+        if self.global_batch_size is not None:
+            return f"Global batch {self.global_batch_size} on every rung"
+        sizes = [run["global_batch_size"] for item in self.results for run in item.completed]
+        return (
+            f"Global batch: {batch_text(sizes)}; each run of the script stopped by the meter "
+            "after its steps"
+        )
 
     @property
     def in_framework(self) -> str:
@@ -211,7 +239,7 @@ class BenchResult:
             f"Machine: {env['cpu_model']}, {len(env['usable_cores'])} usable cores, "
             f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}"
             f"{gpus_text(env)}. "
-            f"Data: {base.data.kind}. Global batch {self.global_batch_size} on every rung; "
+            f"Data: {base.data.kind}. {self.batch_sentence}; "
             f"throughput rungs train {self.steps} steps in {self.rounds} round(s) of "
             f"{self.steps_per_run} steps a run ({base.measurement.warmup_steps_untimed} "
             "warm-up steps a run untimed), every rung once a round, the order rotated from "
@@ -330,6 +358,40 @@ def synthetic_note(workload: str) -> str:
     )
 
 
+def full_name(spec: Workload | None) -> str:
+    """The accuracy run's name: the workload's full recipe, or a script's whole run."""
+    if spec is None:
+        return "the whole script"
+    return f"full recipe ({spec.recipe.epochs:g} epoch)"
+
+
+def workload_base(
+    spec: Workload,
+    framework: str,
+    data: DataChoice,
+    data_dir: str | None,
+    download: bool,
+    steps: int,
+    bench_id: str,
+) -> tuple[RunOptions, str | None, str | None]:
+    """The options every rung of a workload's bench starts from (`steps` a run), with the
+    data chosen (`choose_data`: options, note, missing)."""
+    base = RunOptions.of(
+        workload=spec.name,
+        framework=framework,
+        data_dir=data_dir,
+        download=download,
+        steps=steps,
+        # Same global batch on every rung: the same optimisation, so speedups are fair.
+        global_batch_size=spec.recipe.batch_size,
+        # Rungs name their precision: fp32, and bf16 on its own rung where it is native.
+        precision="fp32",
+        evaluate=False,
+        tag=f"bench:{bench_id}",
+    )
+    return choose_data(base, data)
+
+
 def run_bench(
     workload: str = "mnist-cnn",
     *,
@@ -344,6 +406,8 @@ def run_bench(
     store: str | Path | None = None,
     out: str | Path | None = DEFAULT_OUT,
     listener: BenchListener | None = None,
+    script: str | os.PathLike[str] | None = None,
+    script_args: Sequence[str] = (),
 ) -> BenchResult:
     """Measure the ladder of settings for `workload` on this machine, store every run.
 
@@ -360,16 +424,23 @@ def run_bench(
     quiet machine where it was measured on one; the pitfall aside) trains the full recipe
     for accuracy. A run that fails is stored as failed and in the table. The Markdown table
     is written to `out` (None: not written). `framework` trains every rung (docs/frameworks.md).
+
+    `script` (instead of `workload`) benches a user's own training script with its
+    `script_args`: every rung is a script run at the script's own global batch, stopped by
+    the meter after the rung's steps (the whole script for the accuracy run); CPU settings
+    only, and `framework`, `data_dir` and `download` are refused (docs/own-scripts.md).
     """
+    from trainscale.benchmark.script_bench import measure_script, script_base
     from trainscale.hardware.facts import collect_environment
     from trainscale.hardware.precision_choice import gpus_bf16_native
     from trainscale.runner.launch import RunFailed, execute_run, local_result
     from trainscale.workloads import get_workload
 
     listener = listener or BenchListener()
-    spec = get_workload(workload)
-    workload = spec.name  # a custom workload's reference, from here on its name
-    require(framework)  # every rung needs it: one line now, not a table of failed rungs
+    target = None if script is None else ScriptTarget(os.fspath(script), tuple(script_args))
+    spec = None if target is not None else get_workload(workload)
+    if target is None:
+        require(framework)  # every rung needs it: one line now, not a table of failed rungs
     steps = bench_steps(steps, quick)
     rounds = bench_rounds(rounds, quick, steps)
     max_extra = bench_extra_rounds(max_extra_rounds, rounds)
@@ -382,33 +453,37 @@ def run_bench(
     RunStore(store_path).close()
     env = collect_environment()
     bench_id = uuid.uuid4().hex[:8]
-    base = RunOptions.of(
-        workload=spec.name,
-        framework=framework,
-        data_dir=data_dir,
-        download=download,
-        steps=steps_per_run(steps, rounds),
-        # Same global batch on every rung: the same optimisation, so speedups are fair.
-        global_batch_size=spec.recipe.batch_size,
-        # Rungs name their precision: fp32, and bf16 on its own rung where it is native.
-        precision="fp32",
-        evaluate=False,
-        tag=f"bench:{bench_id}",
-    )
-    base, data_note, data_missing = choose_data(base, data)
+    data_note = data_missing = None
+    if target is not None:
+        name, batch = target.name, None  # the script decides its batch
+        base = script_base(
+            target,
+            data,
+            f"bench:{bench_id}",
+            framework=framework,
+            data_dir=data_dir,
+            download=download,
+        )
+    else:
+        assert spec is not None
+        name, batch = spec.name, spec.recipe.batch_size
+        base, data_note, data_missing = workload_base(
+            spec, framework, data, data_dir, download, steps_per_run(steps, rounds), bench_id
+        )
     if data_note:
         listener.data_note(data_note)
     result = BenchResult(
         bench_id,
-        spec.name,
+        name,
         env,
         base,
         steps,
-        spec.recipe.batch_size,
+        batch,
         rounds,
         data_note,
         data_missing,
         max_extra_rounds=max_extra,
+        script=target,
     )
     ladder = plan_ladder(
         base,
@@ -416,18 +491,27 @@ def run_bench(
         bool(env["bf16_native"]),
         len(env["gpus"]),
         gpus_bf16_native(env["gpus"]),
+        target is not None,  # a script's ladder: CPU settings in the script's precision
     )
+    base_steps = steps_per_run(steps, rounds)
     result.results = [RungResult(rung) for rung in ladder]
     measured = [r for r in result.results if not isinstance(r.rung, Skipped)]
     listener.started(result, len(measured))
 
     def measure(item: RungResult, round_index: int | None) -> str | None:
-        """Run `item`'s rung, record it; the error of a run that failed (stored as failed)."""
+        """Run `item`'s rung, record it; the error of a run that failed (stored as failed).
+        A script's throughput rung is stopped after the steps a run trains, by the meter;
+        its accuracy run (no round) runs the whole script."""
         assert isinstance(item.rung, Rung)
         try:
-            # Each rung must be able to divide the global batch among its workers.
-            result = execute_run(item.rung.options, store_path, repeat_index=round_index)
-            item.runs.append(local_result(result))
+            if target is not None:
+                limit = None if round_index is None else base_steps
+                ran = measure_script(target, item.rung.options, store_path, round_index, limit)
+            else:
+                # Each rung must be able to divide the global batch among its workers.
+                options = item.rung.options
+                ran = local_result(execute_run(options, store_path, repeat_index=round_index))
+            item.runs.append(ran)
             return None
         except (RunFailed, TrainscaleError) as error:
             item.runs.append(None)
@@ -464,8 +548,11 @@ def run_bench(
             # The fastest on a quiet machine where it was measured on one.
             best = max(finished, key=lambda r: r.quiet_samples_per_s or r.samples_per_s or 0.0)
             full = Rung(
-                f"{best.setting.name}, full recipe ({spec.recipe.epochs:g} epoch)",
-                best.setting.options.with_(steps=None, evaluate=True),
+                f"{best.setting.name}, {full_name(spec)}",
+                # A script's own length and evaluations; a workload's recipe, evaluated.
+                best.setting.options
+                if spec is None
+                else best.setting.options.with_(steps=None, evaluate=True),
                 cores=best.setting.cores,
                 note="accuracy run: fastest setting above",
             )

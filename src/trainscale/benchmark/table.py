@@ -147,9 +147,12 @@ def baseline_lines(results: list[RungResult], seed: int = 0) -> list[str]:
     base = baseline_of(results)
     if base is None:
         return []
+    # A script's runs are stored with precision 'script': it chose its own.
+    precision = base.completed[0].get("precision", "fp32")
+    precision = "the script's precision" if precision == "script" else precision
     lines = [
         f"speedup, verdict and efficiency: against '{base.rung.name}' (1 worker x 1 thread, "
-        "fp32) in the same round: how much faster than one core"
+        f"{precision}) in the same round: how much faster than one core"
     ]
     done = [r for r in results if r.in_rounds and r.completed]
     threads = next(

@@ -42,7 +42,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "real data (auto) the bench measures synthetic data, throughput only, and says so in "
         "its first line; give it MNIST with --data-dir DIR or TRAINSCALE_DATA_DIR=DIR.",
     )
-    parser.add_argument("--workload", default="mnist-cnn", help="workload (default: mnist-cnn)")
+    parser.add_argument(
+        "target",
+        nargs="?",
+        metavar="SCRIPT.py",
+        help="your own training script, its arguments after -- (docs/own-scripts.md); or a "
+        "workload, as --workload",
+    )
+    parser.set_defaults(script_args=None)  # after `--`: the script's own (cli/__init__.py)
+    parser.add_argument("--workload", help="workload (default: mnist-cnn)")
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -92,11 +100,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from trainscale.benchmark import run_bench
+    from trainscale.benchmark.script_bench import bench_target
     from trainscale.cli.console import emit, stdout_console, uncut
 
     console = Console(stderr=True)
+    workload, script = bench_target(args.target, args.workload, args.script_args is not None)
     result = run_bench(
-        args.workload,
+        workload,
+        script=script,
+        script_args=args.script_args or (),
         framework=args.framework,
         data=args.data,
         data_dir=args.data_dir,

@@ -31,8 +31,8 @@ class Progress(BenchListener):
         self.console.print(
             f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}{result.in_framework}, "
             f"{env['cpu_model']}, {len(env['usable_cores'])} usable cores, {runnable} settings "
-            f"x {result.rounds} rounds x {result.steps_per_run} steps, global batch "
-            f"{result.global_batch_size}, data {result.options.data.kind}"
+            f"x {result.rounds} rounds x {result.steps_per_run} steps, "
+            f"{result.batch_text}, data {result.options.data.kind}"
         )
 
     def round_started(self, index: int, rounds: int, order: list[Rung]) -> None:

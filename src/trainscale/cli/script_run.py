@@ -1,14 +1,20 @@
 """`trainscale run SCRIPT.py [options] -- [the script's arguments]`: which kind of run
-`trainscale run` makes, and the line a script run adds to the result (its data wait)."""
+`trainscale run` makes, the line a script run adds to the result (its data wait, worded by
+`reporting/script_notes.py` as `runs show` and reports word it), and the warning of a run
+whose ranks disagreed."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from trainscale.config.cli import options_from_args
 from trainscale.errors import ConfigError
+from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, data_wait_line, disagreement_text
+
+__all__ = ["INPUT_BOUND_SHARE", "data_wait_line", "start"]
 
 
 def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> Any:
@@ -20,7 +26,13 @@ def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> A
 
     if is_script(args.workload, separated=args.script_args is not None):
         script_args = args.script_args or []
-        return start_script_run(args.workload, script_args, options_from_args(args), args.store)
+        result = start_script_run(args.workload, script_args, options_from_args(args), args.store)
+        disagreement = disagreement_text(result)
+        if disagreement:  # the command prints it as one `trainscale: warning:` line
+            logging.getLogger("trainscale").warning(
+                "run %s: %s", str(result.get("run_id", ""))[:8], disagreement
+            )
+        return result
     if args.script_args:
         raise ConfigError(
             f"arguments after the workload ({' '.join(args.script_args)}) are for a script run: "
@@ -29,24 +41,3 @@ def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> A
     return start_run(
         options_from_args(args), args.store, quiet=args.quiet or args.json, announce=announce
     )
-
-
-INPUT_BOUND_SHARE = 0.10
-"""A data wait above this share of the step time is worth the user's attention: the model
-then stands idle for its data on one step in ten or more."""
-
-
-def data_wait_line(result: dict[str, Any]) -> str | None:
-    """'  data wait: 12.0% of the step time (median 3.1 ms a step)' for a script run, with
-    what to try when the wait is over `INPUT_BOUND_SHARE` (the script is input-bound)."""
-    share = result.get("data_wait_share")
-    if share is None:
-        return None
-    wait_ms = (result.get("data_wait_s_median") or 0.0) * 1000
-    line = f"  data wait: {share:.1%} of the step time (median {wait_ms:.1f} ms a step)"
-    if share > INPUT_BOUND_SHARE:
-        line += (
-            ": input-bound, the model waits for its data; try more DataLoader workers "
-            "(num_workers), persistent_workers=True, or lighter per-sample transforms"
-        )
-    return line

@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.workload:
             raise ConfigError("give a WORKLOAD to simulate (or --validate, or --list-clusters)")
         # An unknown name is the first thing to say, before the store or the cluster is read.
+        simulator.refuse_script(args.workload)
         get_workload(args.workload)
         if args.tag or args.sweep:
             raise ConfigError("--tag and --sweep select runs for --validate only")

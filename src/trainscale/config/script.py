@@ -1,5 +1,5 @@
 """A script run's resolved settings: the user's own training script, its arguments, and the
-run options that apply to a script (workers, cores, threads, measurement, tag).
+run options that apply to a script (device, workers, cores, threads, measurement, tag).
 
 A script run is no workload: the script owns its model, data, batch and optimizer, so the
 options that set those are refused before it starts (runner/script_launch.py).
@@ -16,6 +16,7 @@ from trainscale.config.options import MeasurementOptions, ParallelConfig
 
 SCRIPT_OPTIONS = (
     "data",
+    "device",
     "workers",
     "threads_per_worker",
     "affinity",
@@ -45,6 +46,10 @@ class ScriptRun:
     """What the script trains on, as its user says (`--data synthetic` for generated
     tensors): trainscale never sees a script's data. A synthetic run's accuracy is not
     reported, as for every synthetic run."""
+    max_steps: int | None = None
+    """Steps after which the meter stops the script, a normal end (the bench's rungs: the
+    same number of steps on every setting, whatever length the script's own loop has);
+    None: the script trains to its own end."""
 
     @property
     def workload(self) -> str:
@@ -62,4 +67,5 @@ class ScriptRun:
             **dataclasses.asdict(self.parallel),
             **dataclasses.asdict(self.measurement),
             "tag": self.tag,
+            "max_steps": self.max_steps,
         }

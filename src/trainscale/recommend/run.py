@@ -32,6 +32,7 @@ from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner import launch
 from trainscale.runner.data_choice import DataChoice, prepare_real
 from trainscale.runner.resolve import check_capacity, locate_data, resolve
+from trainscale.runner.script_launch import is_script
 from trainscale.workloads import command_word, get_workload
 
 EXPLICIT_FIELDS = ("workers", "threads_per_worker", "affinity", "precision", "batch_size")
@@ -218,6 +219,7 @@ def recommend(
     settings, the store, the data, a batch that cannot fit) fails before the first trial.
     """
     listener = listener or RecommendListener()
+    refuse_script(workload)
     spec = get_workload(workload)
     workload = spec.name  # a custom workload's reference, from here on its name
     require(framework)
@@ -264,6 +266,19 @@ def recommend(
         workload=command_word(spec.name),
     )
     return RecommendResult(plan, recommendation, command)
+
+
+def refuse_script(target: str) -> None:
+    """ConfigError (one line) for a training script or a script run's stored name: the
+    search sets each trial's steps, batch and precision, which a script decides itself."""
+    if target.startswith("script:") or is_script(target):
+        raise ConfigError(
+            f"{target} is a training script: recommend trains a workload in short trials of "
+            "its own length, batch and precision, which a script decides itself; measure "
+            "the script's settings with `trainscale run SCRIPT.py --workers N "
+            "--threads-per-worker T -- ARGS` and compare them with `trainscale report --runs "
+            "ID ...` (docs/own-scripts.md)"
+        )
 
 
 def summary_lines(payload: dict[str, Any]) -> list[str]:

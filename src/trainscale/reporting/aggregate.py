@@ -60,6 +60,7 @@ from trainscale.reporting.model import (
     ReportData,
     WorkloadSection,
 )
+from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, disagreement_text
 from trainscale.results.store import RunRecord
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
@@ -253,6 +254,9 @@ def _configuration(
         stalls=stalls_note([r.summary for r in runs], stats.median(steps) if steps else None),
         busy_runs=sum(ran_busy(r.summary) for r in runs),
         framework=first.framework,
+        data_wait_share=stats.median(w) if (w := numbers("data_wait_share")) else None,
+        data_wait_s_median=stats.median(w) if (w := numbers("data_wait_s_median")) else None,
+        disagreements=list(dict.fromkeys(d for r in runs if (d := disagreement_text(r.summary)))),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
 
@@ -424,6 +428,24 @@ def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]
             f"{len(stalled)} configuration(s) had runs with stalls (mean step more than "
             f"{STALL_RATIO:.2f}x the median): throughput is the batch over the median step, "
             "which the stalls do not move; their notes give the mean beside it."
+        )
+    input_bound = [
+        c.label
+        for c in configs
+        if c.data_wait_share is not None and c.data_wait_share > INPUT_BOUND_SHARE
+    ]
+    if input_bound:
+        notes.append(
+            f"{len(input_bound)} script configuration(s) are input-bound "
+            f"({', '.join(input_bound)}): their steps waited for data more than "
+            f"{INPUT_BOUND_SHARE:.0%} of the time, so "
+            "their speed is the data pipeline's more than the model's; their notes say what "
+            "to try."
+        )
+    if any(c.disagreements for c in configs):
+        notes.append(
+            "Some script runs' ranks disagreed (different samples= in a step, or different "
+            "numbers of steps): their notes say what differs and what it does to the throughput."
         )
     implausible = [
         c.label for s in sections for c in s.configurations if above_full_efficiency(c, s.baseline)

@@ -11,6 +11,7 @@ from trainscale.metrics.scaling import is_noisy, relative_iqr
 from trainscale.reporting import ReportError
 from trainscale.reporting.labels import configuration_key
 from trainscale.reporting.model import Configuration
+from trainscale.reporting.script_notes import data_wait_text
 from trainscale.results.store import RunRecord
 
 
@@ -160,6 +161,7 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(f"target reached in {config.num_reached} of {config.num_evaluated} runs")
     if config.num_failed:
         notes.append(f"{config.num_failed} run(s) did not complete")
+    notes += script_notes(config)
     notes += busy_notes(config, base, paired)
     return replace(
         config,
@@ -176,6 +178,21 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         noisy=noisy_repeats or noisy_steps,
         notes=notes,
     )
+
+
+def script_notes(config: Configuration) -> list[str]:
+    """A script configuration's data wait (with the advice when it is input-bound) and what
+    its ranks disagreed on; nothing for a built-in workload's."""
+    notes = list(config.disagreements)
+    if config.data_wait_share is not None:
+        wait = data_wait_text(
+            {
+                "data_wait_share": config.data_wait_share,
+                "data_wait_s_median": config.data_wait_s_median,
+            }
+        )
+        notes.insert(0, f"data wait {wait}")
+    return notes
 
 
 def busy_notes(

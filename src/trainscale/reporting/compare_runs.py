@@ -20,6 +20,7 @@ from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAM
 from trainscale.errors import StoreError, TrainscaleError
 from trainscale.metrics.compare import compare_step_times, timed_steps
 from trainscale.metrics.run_flags import NOT_TRUSTED, busy_count, stalls_note, trusted
+from trainscale.reporting.script_notes import disagreement_text, is_input_bound
 from trainscale.results.store import (
     DamagedRecordError,
     RunRecord,
@@ -272,12 +273,33 @@ def warnings_for(a: Group, b: Group) -> list[str]:
                 f"{side}: {busy} of {len(group.runs)} run(s) ran on a busy machine (other work "
                 f"used their cores): {NOT_TRUSTED}, the difference is not called significant"
             )
+    notes += script_warnings(a, b)
     if len(a.runs) == 1 or len(b.runs) == 1:
         notes.append(
             "one run on a side: the interval covers step-to-step noise only, and consecutive "
             "steps are correlated, so it is optimistic; repeats (a sweep with repeats >= 2) "
             "make it honest"
         )
+    return notes
+
+
+def script_warnings(a: Group, b: Group) -> list[str]:
+    """A side whose script runs waited for their data (the ratio then measures the data
+    pipeline as much as the model), or whose ranks disagreed (a miscounted throughput)."""
+    notes = []
+    for side, group in (("A", a), ("B", b)):
+        bound = [r.summary["data_wait_share"] for r in group.runs if is_input_bound(r.summary)]
+        if bound:
+            notes.append(
+                f"{side}: {len(bound)} of {len(group.runs)} run(s) input-bound (data wait up "
+                f"to {max(bound):.0%} of the step): the ratio measures the script's data "
+                "pipeline as much as its model"
+            )
+        if any(disagreement_text(r.summary) for r in group.runs):
+            notes.append(
+                f"{side}: the ranks of a script run disagreed (different samples= or steps; "
+                "`trainscale runs show` says how): its throughput may be miscounted"
+            )
     return notes
 
 

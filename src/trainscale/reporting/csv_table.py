@@ -53,6 +53,7 @@ CSV_COLUMNS = (
     "price_per_device_hour",
     "cost_usd",
     "cost_to_target_usd",
+    "data_wait_share",
     "noisy",
     "notes",
     "run_ids",
@@ -121,6 +122,7 @@ def _row(c: Configuration) -> dict[str, Any]:
         "price_per_device_hour": c.price_per_device_hour,
         "cost_usd": c.cost_usd,
         "cost_to_target_usd": None if c.synthetic else c.cost_to_target_usd,
+        "data_wait_share": c.data_wait_share,  # a script's; empty for a built-in workload
         "noisy": c.noisy,
         "notes": "; ".join(plain_text(note) for note in c.notes),
         "run_ids": " ".join(c.run_ids),

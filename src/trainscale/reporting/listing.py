@@ -5,7 +5,9 @@ Each function reads the store (never creating one: a mistyped path says so inste
 showing an empty list; runs whose process is gone are marked failed first) and returns the
 records with their cells, strings ready for a table. Accuracy and time to target are never
 shown for synthetic data (see the measurement rules); a run stored as busy (other work used
-its cores) says so beside its status.
+its cores) says so beside its status. A script run also says how long its steps waited for
+their data (and, past a tenth of the step, that it is input-bound), where its ranks
+disagreed, and the frameworks its script used (`script_notes`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from typing import Any, TextIO
 from trainscale.errors import ConfigError
 from trainscale.hardware.contention import BUSY, Contention
 from trainscale.metrics.run_flags import ran_busy, stall_text
+from trainscale.reporting.script_notes import (
+    data_wait_text,
+    disagreement_text,
+    frameworks_text,
+    is_input_bound,
+)
 from trainscale.results.export import SUMMARY_KEYS, export_runs
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
@@ -100,7 +108,7 @@ def run_cells(record: RunRecord) -> list[str]:
         record.short_id,
         short_time(record.created_at),
         text(record.workload),
-        record.framework,
+        _framework_cell(record),
         status_text(record) + (" (busy)" if ran_busy(record.summary) else ""),
         text(record.data_kind),
         f"{text(record.world_size)} x {text(record.threads_per_worker)}",
@@ -108,8 +116,24 @@ def run_cells(record: RunRecord) -> list[str]:
         number(record.summary.get("samples_per_s"), ".1f"),
         accuracy_cell(record),
         time_to_target_cell(record),
-        stall_text(record.summary) or "",
+        _note_cell(record.summary),
     ]
+
+
+def _framework_cell(record: RunRecord) -> str:
+    """The run's framework; for a script run that used several, each of them ('pytorch+jax')."""
+    seen = record.summary.get("frameworks")
+    return "+".join(seen) if isinstance(seen, dict) and len(seen) > 1 else record.framework
+
+
+def _note_cell(summary: dict[str, Any]) -> str:
+    """Stalls, an input-bound script, ranks that disagreed: what the figures beside it hide."""
+    notes = [stall_text(summary) or ""]
+    if is_input_bound(summary):
+        notes.append(f"input-bound: data wait {summary['data_wait_share']:.0%} of the step")
+    if disagreement_text(summary):
+        notes.append("ranks disagree (runs show)")
+    return "; ".join(n for n in notes if n)
 
 
 @dataclass
@@ -143,7 +167,7 @@ class RunDetails:
             "created": record.created_at,
             "finished": record.finished_at,
             "workload": record.workload,
-            "framework": record.framework_text,
+            "framework": frameworks_text(record.summary) or record.framework_text,
             "data": record.data_kind,
             "workers": record.world_size,
             "threads per worker": record.threads_per_worker,
@@ -158,6 +182,13 @@ class RunDetails:
         stalls = stall_text(record.summary)
         if stalls:  # the mean beside the median, where a few long steps pull them apart
             values["note"] = stalls
+        # A script run's own lines, only where they apply.
+        for key, line in (
+            ("data wait", data_wait_text(record.summary)),
+            ("ranks disagree", disagreement_text(record.summary)),
+        ):
+            if line:
+                values[key] = line
         return value_texts(values)
 
     def summary(self) -> dict[str, str]:
@@ -245,12 +276,16 @@ def export_stored_runs(
 
 def stored_name(workload: str | None) -> str | None:
     """The name runs are stored under for a workload filter: a custom workload's reference
-    (`FILE.py:ATTR`) selects the runs of the workload it names."""
+    (`FILE.py:ATTR`) selects the runs of the workload it names; a training script
+    (`train.py`), or a script run's stored name (`script:train.py`), the script's runs."""
+    from trainscale.runner.script_launch import is_script
     from trainscale.workloads import workload_name
     from trainscale.workloads.custom import is_reference
 
-    if workload is None or not is_reference(workload):
+    if workload is None or not is_reference(workload) or workload.startswith("script:"):
         return workload
+    if is_script(workload):  # never imported as a workload file: that would run the script
+        return f"script:{Path(workload).name}"
     return workload_name(workload)
 
 

@@ -122,6 +122,14 @@ class Configuration:
     num_samples: int | None = None
     framework: str = "pytorch"
     """The framework that trained its runs."""
+    data_wait_share: float | None = None
+    """A script run's share of the step time spent waiting for data (the slowest rank's),
+    median over the runs; None for built-in runs, which record none."""
+    data_wait_s_median: float | None = None
+    """A script run's median data wait a step, median over the runs."""
+    disagreements: list[str] = field(default_factory=list)
+    """What the ranks of its script runs disagreed on (`script_notes.disagreement_text`),
+    each said once."""
 
     @property
     def repeats(self) -> int:

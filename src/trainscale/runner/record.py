@@ -111,10 +111,13 @@ SCRIPT_DATA = "the script's own"
 """A script run's data source: the script loads its data; trainscale never sees it."""
 
 
-def create_script_row(store: RunStore, run_id: str, run: ScriptRun) -> None:
+def create_script_row(
+    store: RunStore, run_id: str, run: ScriptRun, repeat_index: int | None = None
+) -> None:
     """Insert a script run as 'running'. What the script decides (its batch, its precision)
     is unknown until it has run: the global batch column holds 0 until rank 0 completes the
-    run with the measured one, and the precision is 'script'.
+    run with the measured one, and the precision is 'script'. `repeat_index`: the bench's
+    round the run belongs to.
     The data kind is the one the user gave (`--data synthetic` for generated tensors; by
     default 'real': the script's data is its own, not trainscale's generator)."""
     env = facts.collect_environment()
@@ -132,6 +135,7 @@ def create_script_row(store: RunStore, run_id: str, run: ScriptRun) -> None:
         precision="script",
         global_batch_size=0,
         tag=run.tag,
+        repeat_index=repeat_index,
     )
 
 

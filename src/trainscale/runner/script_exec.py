@@ -6,20 +6,46 @@ The script runs as `python SCRIPT ARGS...` would run it (runpy, `sys.argv = [SCR
 `WorkloadError` line: an exception with the innermost line of the script it passed through,
 a non-zero `sys.exit` (argparse's exit 2 on bad arguments) with the last line the script
 wrote to stderr (argparse's own message), a script that never timed a step with how long it
-ran. `sys.exit(0)` or `sys.exit()` is how many scripts end: a normal end.
+ran. `sys.exit(0)` or `sys.exit()` is how many scripts end: a normal end, as is the meter's
+stop at the run's step limit (`StepLimitReached`: the bench's fixed-length rungs).
+
+With several workers, the end of the first step checks that the script formed a torch process
+group: without one each worker trains alone, on its own copy of the model, and the run would
+measure N separate trainings as one. The first step's end is the earliest point where the
+group must exist (a data-parallel script forms it before wrapping its model, and the first
+backward averages gradients through it) and the cheapest: one call, once, and the run stops
+before it spends more time on a measurement it cannot use.
+
+On a GPU run (`--device cuda`) the worker's GPU, `cuda:LOCAL_RANK`, is made the current
+device before the script starts, as trainscale's own workers select theirs: a script that
+says plain "cuda" then lands on its own GPU, as DDP examples expect, and one that picks
+`cuda:LOCAL_RANK` itself gets the same. The script's environment is torchrun's, unchanged
+(`CUDA_VISIBLE_DEVICES` is not narrowed), so its own device arithmetic holds. The meter
+reads its CUDA events when the script ends (`StepMeter.settle`), so the measurements handed
+over are complete.
 """
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import torch
+import torch.distributed as dist
+
 from trainscale.errors import WorkloadError
-from trainscale.train.meter import ScriptMeasurements, activate, deactivate
+from trainscale.train.meter import (
+    Clock,
+    ScriptMeasurements,
+    StepLimitReached,
+    activate,
+    deactivate,
+)
 from trainscale.workloads.custom import Reference, user_code_error
 
 
@@ -40,11 +66,55 @@ class _LastLine:
         return getattr(self.stream, name)
 
 
-def run_script(script: str, args: Sequence[str]) -> ScriptMeasurements:
-    """Run `script` (an absolute path) with `args`; return this worker's measurements.
-    Raises WorkloadError (one line) when the script fails or timed no step."""
+class NoProcessGroup(BaseException):
+    """Stops a script that trains on several workers without a process group (a
+    BaseException, so that the script's `except Exception` does not swallow it)."""
+
+
+def group_check(world_size: int) -> Callable[[], None] | None:
+    """What the end of the first step checks with `world_size` workers: that the script
+    formed a torch process group (NoProcessGroup, with the line to print, where it did
+    not); None for one worker, which needs no group."""
+    if world_size <= 1:
+        return None
+
+    def check() -> None:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise NoProcessGroup(
+                f"the script trained 1 step on each of {world_size} workers without a "
+                "process group (torch.distributed is not initialized): each worker would "
+                "train alone on its own copy of the model; call "
+                'torch.distributed.init_process_group("gloo") and wrap the model in '
+                "DistributedDataParallel (docs/own-scripts.md), or run with --workers 1"
+            )
+
+    return check
+
+
+def use_local_gpu(device: str, local_rank: int) -> None:
+    """Make `cuda:local_rank` the current device where the run's `device` is cuda (before
+    the script starts); nothing on a CPU run. The parent checked that this node has a GPU
+    for each of its workers (runner/resolve.py)."""
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+
+
+def run_script(
+    script: str,
+    args: Sequence[str],
+    max_steps: int | None = None,
+    *,
+    clock: Clock | None = None,
+) -> ScriptMeasurements:
+    """Run `script` (an absolute path) with `args`; return this worker's measurements,
+    every step read. `max_steps` stops the script after that many steps, a normal end
+    (None: the script trains to its own end); `clock` times the steps (None: the meter's
+    choice at the first step, CUDA events where the script uses CUDA). Raises WorkloadError
+    (one line) when the script fails, timed no step, or trains on several workers
+    (torchrun's WORLD_SIZE) without a process group."""
     name = Path(script).name
-    meter = activate()
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    meter = activate(max_steps, group_check(world_size), clock)
     argv, stderr = sys.argv, sys.stderr
     sys.argv = [script, *args]
     tee = _LastLine(stderr)
@@ -57,6 +127,10 @@ def run_script(script: str, args: Sequence[str]) -> ScriptMeasurements:
             status = stop.code if isinstance(stop.code, int) else 1
             said = f": {tee.last}" if tee.last else ""
             raise WorkloadError(f"script {name} exited with status {status}{said}") from None
+    except StepLimitReached:
+        pass  # the run's steps are trained: the script's end, as the run wants it
+    except NoProcessGroup as stop:
+        raise WorkloadError(str(stop)) from None
     except Exception as error:
         reference = Reference(script, "__main__", is_file=True)
         raise user_code_error(error, reference, f"script {name}:") from error
@@ -64,6 +138,11 @@ def run_script(script: str, args: Sequence[str]) -> ScriptMeasurements:
         sys.argv, sys.stderr = argv, stderr
         deactivate()
     elapsed = time.perf_counter() - start
+    try:
+        meter.settle()  # the script has ended: the device has finished its steps, or nearly
+    except Exception as error:  # an asynchronous CUDA error surfaces at the synchronisation
+        reference = Reference(script, "__main__", is_file=True)
+        raise user_code_error(error, reference, f"script {name}: at its end:") from error
     if not meter.measurements.step_times_s:
         raise WorkloadError(
             f"the script ran {elapsed:.1f} s and timed no step: wrap each training step in "

@@ -10,6 +10,7 @@ exists, a failure is stored with its reason, as for any run (runner/launch.py).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from trainscale.runner.launch import (
     launch_and_record,
 )
 from trainscale.runner.record import create_script_row, new_run_id
-from trainscale.runner.resolve import resolve_parallel
+from trainscale.runner.resolve import resolve_device, resolve_parallel
 from trainscale.runner.script_worker import script_worker_main
 from trainscale.workloads.custom import DEFAULT_ATTRIBUTE
 
@@ -75,7 +76,10 @@ def prepare_script(script: str, args: Sequence[str], opts: RunOptions) -> Script
     """The script run `opts` asks for, checked; ConfigError (one line) for any mistake."""
     _refuse_options(opts)
     path, digest = check_script(script)
-    parallel = resolve_parallel(opts.parallel, "cpu", channels_last=False)
+    # As for a built-in run: auto is cuda where torch sees a GPU, cuda needs one GPU per
+    # worker of this node, and the CPU plan (pinned cores, host threads) is the same.
+    device = resolve_device(opts.parallel.device, opts.parallel.workers)
+    parallel = resolve_parallel(opts.parallel, device, channels_last=False)
     return ScriptRun(
         str(path), digest, tuple(args), parallel, opts.measurement, opts.tag, _data_kind(opts)
     )
@@ -130,20 +134,25 @@ def start_script_run(
     args: Sequence[str],
     opts: RunOptions,
     store_path: Path | str | None = None,
+    *,
+    max_steps: int | None = None,
+    repeat_index: int | None = None,
 ) -> dict[str, Any]:
     """Run `script` with `args` as the workers of one measured run; the stored run as the
-    `--json` dictionary. Raises ConfigError before anything is stored, RunFailed (stored
-    failed with its reason) or RunInterrupted once the run has started."""
+    `--json` dictionary. `max_steps` stops the script after that many steps (the meter's
+    limit, a normal end; None: the script's own end); `repeat_index` is the bench's round.
+    Raises ConfigError before anything is stored, RunFailed (stored failed with its reason)
+    or RunInterrupted once the run has started."""
     if launched_externally():
         raise ConfigError(
             "a script run launches its own workers: run `trainscale run SCRIPT.py --workers "
             "N` outside torchrun (under torchrun, the script itself is what torchrun starts)"
         )
-    run = prepare_script(script, args, opts)
+    run = dataclasses.replace(prepare_script(script, args, opts), max_steps=max_steps)
     store_file = Path(store_path) if store_path else default_store_path()
     run_id = new_run_id()
     with RunStore(store_file) as store:
-        create_script_row(store, run_id, run)
+        create_script_row(store, run_id, run, repeat_index)
     sets = run.parallel.core_sets
     sampler = ContentionSampler(sorted({c for s in sets for c in s}) if sets else None).start()
     worker_args = (run, run_id, str(store_file))

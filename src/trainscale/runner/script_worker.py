@@ -9,9 +9,12 @@ own: a group of trainscale's would be a second default group the script cannot h
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 import resource
+import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +22,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config.script import ScriptRun
+from trainscale.frameworks import FRAMEWORKS, version
 from trainscale.parallel.device import HostThreads
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.interrupts import exit_quietly_on_signals
@@ -28,7 +32,7 @@ from trainscale.results.store import RunStore
 from trainscale.runner.exit_deadline import bounded_exit
 from trainscale.runner.failure_log import save_traceback
 from trainscale.runner.record import store_script_outcome
-from trainscale.runner.script_exec import run_script
+from trainscale.runner.script_exec import run_script, use_local_gpu
 from trainscale.train.meter import ScriptMeasurements
 from trainscale.train.script_summary import summarize_script
 
@@ -48,14 +52,21 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
     host.apply()
     if host.threads is not None:  # torchrun's variable, for the script's own libraries
         os.environ["OMP_NUM_THREADS"] = str(host.threads)
+    use_local_gpu(run.parallel.device, env.local_rank)  # plain "cuda" is this worker's GPU
+    # The launcher starts workers with spawn, and a spawned process keeps spawn as its default
+    # start method; torchrun starts each worker as a fresh interpreter, with the platform's
+    # default (fork on Linux). The script gets that default back, so its DataLoader workers
+    # start as under torchrun (spawn would re-run a script that has no __main__ guard).
+    multiprocessing.set_start_method(None, force=True)
     try:
-        measurements = run_script(run.script, run.args)
+        measurements = run_script(run.script, run.args, run.max_steps)
     except Exception as error:  # the whole traceback kept for the user; the line goes up
         save_traceback(error, run_id, env.rank)
         raise
     worker = worker_facts()
     worker["rank"] = env.rank
     worker["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    worker["frameworks"] = frameworks_seen(sys.modules)
     gathered = _to_rank0(env, (measurements, worker), run.parallel.timeout_s)
     if gathered is None:
         return
@@ -69,6 +80,18 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
     # (one deleted meanwhile is an error naming it, not a result with no row to go to).
     with RunStore(store_path, create=False) as store:
         store_script_outcome(store, run_id, summary, [w for _, w in gathered])
+
+
+def frameworks_seen(modules: Mapping[str, object]) -> dict[str, str | None]:
+    """The frameworks a script used, as found in `modules` (`sys.modules` once it ran),
+    with their installed versions. PyTorch is always there (this worker runs on it);
+    TensorFlow and JAX only where the script, or a library it called, imported them: a
+    figure measured through one framework is not another's."""
+    return {
+        name: version(name)
+        for name, framework in FRAMEWORKS.items()
+        if framework.modules[0] in modules
+    }
 
 
 def _to_rank0(

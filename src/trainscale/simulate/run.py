@@ -22,6 +22,7 @@ from trainscale.config.limits import (
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
+from trainscale.runner.script_launch import is_script
 from trainscale.simulate.calibrate import device_kind, probe_link
 from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
 from trainscale.simulate.predict import predict_scaling
@@ -41,6 +42,19 @@ from trainscale.simulate.time_to_accuracy import (
 )
 from trainscale.simulate.validate import validate_runs
 from trainscale.workloads import workload_name
+
+
+def refuse_script(target: str | None) -> None:
+    """ConfigError (one line) for a training script, or a script run's stored name
+    (`script:train.py`): the simulator predicts from a workload's model, whose parameters
+    make the gradient buckets it exchanges, and a script keeps its model to itself."""
+    if target and (target.startswith("script:") or is_script(target)):
+        raise ConfigError(
+            f"{target} is a training script: the simulator predicts from a workload's model "
+            "(its parameters make the gradient buckets), which a script keeps to itself; the "
+            "script's measured settings are compared by `trainscale report --runs ID ...` "
+            "and `trainscale compare A B` (docs/own-scripts.md)"
+        )
 
 
 def check_simulation_inputs(
@@ -141,6 +155,7 @@ def simulate_scaling(
     """Predict step time, throughput and speedup of `workload` on `cluster` (a preset, a
     cluster TOML file or 'local') for each count in `workers` ('1,2,4' or a list; default:
     powers of two up to the cluster's devices), calibrated from stored runs."""
+    refuse_script(workload)
     workload = workload_name(workload)  # a custom workload's reference: its name
     check_simulation_inputs(
         samples=samples,
@@ -228,6 +243,7 @@ def validate_simulator(
     """Predict every completed stored run (of `workload`, with `tag`, of `sweep`) that
     calibration did not use, on its own machine (or `cluster`), and the errors."""
     check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma, plot_dir=plot_dir)
+    refuse_script(workload)
     if workload:
         workload = workload_name(workload)
     store_path = Path(store or default_store_path())
@@ -339,6 +355,7 @@ def time_to_accuracy(
     as in the tag emulate:ID, if given), predict the time per step on `cluster` and multiply
     by the emulated steps to the target."""
     # An unknown name is the first thing to say, before any store or emulation is looked at.
+    refuse_script(workload)
     workload = workload_name(workload)
     check_simulation_inputs(
         samples=samples,

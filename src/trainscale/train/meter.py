@@ -11,14 +11,38 @@ end being the next step's start, so the step times add up to the training clock.
 from one step's end to the next step's start is what the script spent fetching its next
 batch (its DataLoader): the step's data wait, part of its step time and also kept apart.
 `evaluate()` marks the time since the last step's end as evaluation, off the training clock.
+
+On a GPU the marks are CUDA events on the current stream, as in trainscale's own loop: the
+host queues a step's kernels and runs ahead, so a host clock would time the queueing, not
+the step. An event is read only once the device has reached it, and waiting for that every
+step would stall the pipeline the meter is measuring, so the marks are kept and read where
+the script synchronises anyway: at `evaluate()` (the script has just computed an accuracy)
+and when the script ends (`settle()`, called by the script runner). The step times are then
+the device's, from one step's end event to the next's, and still add up to the training
+clock. The data wait is the device's idle gap between one step's end event and the next
+step's start event: while the host is still ahead, the next step's start event is queued
+behind the previous step's kernels and follows its end at once (no wait); where the host
+took longer to bring the next batch than the device took to finish the step, the device
+reaches the start event only once the host has recorded it, and the gap is exactly the time
+the device stood idle waiting for the data.
+
+A meter given a step limit (the bench's rungs: a fixed number of steps of a script that
+would otherwise train to its own end) stops the script when the step that reaches it ends,
+by raising `StepLimitReached` out of that `with meter.step()` block. It derives from
+BaseException, as `KeyboardInterrupt` does, so that a script's `except Exception` lets it
+through while its `finally` blocks and context managers still run; every rank counts the
+same steps, so every rank of a data-parallel script stops after the same step, with no
+collective left waiting for a rank that has gone. The script runner takes it as a normal end.
 """
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 
 @dataclass
@@ -43,36 +67,172 @@ class ScriptMeasurements:
         return sum(self.step_times_s)
 
 
-class StepMeter:
-    """The meter of a script run under trainscale: times steps and takes evaluations."""
+class Clock(Protocol):
+    """What the meter times with: marks on the training stream, read in seconds."""
 
-    def __init__(self) -> None:
+    deferred: bool
+    """Whether a mark can only be read after `settle()` (a device's); the meter then keeps
+    its marks until the script synchronises."""
+
+    def mark(self) -> Any:
+        """A point in time on the training stream."""
+        ...
+
+    def seconds(self, start: Any, end: Any) -> float:
+        """Seconds from mark `start` to mark `end` (settled ones, where `deferred`)."""
+        ...
+
+    def settle(self) -> None:
+        """Wait until every mark taken so far can be read."""
+        ...
+
+
+class HostClock:
+    """perf_counter readings: a CPU step runs on the host, so the host clock times it, and
+    its marks can be read at once."""
+
+    deferred = False
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+    def settle(self) -> None:
+        """Nothing to wait for."""
+
+
+class DeviceClock:
+    """A device's clock (train/timing.py's `CudaStepClock`: CUDA events on the current
+    stream), whose marks are read only after `settle()`."""
+
+    deferred = True
+
+    def __init__(self, events: Any) -> None:
+        self.events = events
+
+    def mark(self) -> Any:
+        return self.events.mark()
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return float(self.events.seconds(start, end))
+
+    def settle(self) -> None:
+        self.events.settle()
+
+
+def script_clock() -> Clock:
+    """The clock for the script as it stands at its first step (or at an evaluation before
+    it): CUDA events where it uses CUDA, the host clock otherwise.
+
+    Decided at the first step because by then a GPU script has put its model on the device,
+    which initialises CUDA (a `--device cuda` run has too, by selecting the worker's GPU
+    before the script starts), while a CPU script never does. A script that has not even
+    imported torch trains on no GPU of torch's; the meter looks it up among the loaded
+    modules and imports neither torch nor train/timing.py otherwise, so `import trainscale`
+    and the no-op meter stay free of torch.
+    """
+    torch: Any = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return HostClock()
+    # torch is loaded (by the script), so train/timing.py's own import of it costs nothing.
+    from trainscale.train.timing import CudaStepClock  # noqa: PLC0415 (torch-free until here)
+
+    return DeviceClock(CudaStepClock())
+
+
+class StepLimitReached(BaseException):
+    """The script trained the steps its run allows: raised at the end of the last one.
+
+    A BaseException, so that the script's own `except Exception` does not swallow it."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(f"the run's limit of {steps} steps is reached")
+        self.steps = steps
+
+
+class StepMeter:
+    """The meter of a script run under trainscale: times steps and takes evaluations.
+
+    `max_steps` stops the script after that many steps (`StepLimitReached`); `first_step`
+    is called once, at the end of the first step (the script runner's checks of what the
+    script has set up by then), and may raise to stop the script. `clock` is what the steps
+    are timed with; None: `script_clock()`'s choice at the first step. The measurements
+    are complete once `settle()` has run (a device clock's marks are read only there and at
+    `evaluate()`)."""
+
+    def __init__(
+        self,
+        max_steps: int | None = None,
+        first_step: Callable[[], None] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"a step limit is a whole number >= 1, not {max_steps!r}")
         self.measurements = ScriptMeasurements()
-        self._boundary: float | None = None  # the last step's end (or evaluation's)
+        self.max_steps = max_steps
+        self._first_step = first_step
+        self.clock = clock
+        self._boundary: Any = None  # the last step's end mark (or evaluation's)
+        self._pending: list[tuple[Any, Any, Any]] = []  # (boundary, start, end) unread
 
     @contextmanager
     def step(self, samples: int) -> Iterator[None]:
         """One training step on `samples` samples of this worker (its part of the batch)."""
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise ValueError(f"meter.step(samples=...) takes a count of samples, not {samples!r}")
-        start = time.perf_counter()
-        wait = 0.0 if self._boundary is None else start - self._boundary
-        yield
-        end = time.perf_counter()
         m = self.measurements
-        m.step_times_s.append(wait + end - start)
-        m.data_wait_s.append(wait)
+        if self.max_steps is not None and len(m.samples) >= self.max_steps:
+            # A script that caught the stop and trained on: stop it again, before the step.
+            raise StepLimitReached(self.max_steps)
+        if self.clock is None:
+            self.clock = script_clock()
+        start = self.clock.mark()
+        yield
+        end = self.clock.mark()
+        self._pending.append((self._boundary, start, end))
         m.samples.append(samples)
         self._boundary = end
+        if not self.clock.deferred:
+            self.settle()  # host marks cost nothing to read
+        if len(m.samples) == 1 and self._first_step is not None:
+            self._first_step()
+        if self.max_steps is not None and len(m.samples) >= self.max_steps:
+            raise StepLimitReached(self.max_steps)
+
+    def settle(self) -> None:
+        """Read every step marked so far into the measurements: a device clock waits for
+        the device here, so only call it where the script has synchronised anyway (at an
+        evaluation, at its end)."""
+        if self._pending and self.clock is not None:
+            self.clock.settle()
+            self._read()
+
+    def _read(self) -> None:
+        """The pending steps in seconds (their marks settled)."""
+        assert self.clock is not None
+        m = self.measurements
+        for boundary, start, end in self._pending:
+            wait = 0.0 if boundary is None else self.clock.seconds(boundary, start)
+            m.data_wait_s.append(wait)
+            m.step_times_s.append(self.clock.seconds(start if boundary is None else boundary, end))
+        self._pending.clear()
 
     def evaluate(self, accuracy: float, loss: float | None = None) -> None:
         """Record an evaluation just made: its accuracy (0..1) at the training clock's
         current reading; the time since the last step is evaluation, off the clock."""
-        now = time.perf_counter()
+        if self.clock is None:  # an evaluation before the first step: the clock is chosen now
+            self.clock = script_clock()
+        now = self.clock.mark()
+        # The script has just synchronised to compute its accuracy: read the marks here, as
+        # the curve point needs the training clock of every step so far.
+        self.clock.settle()
+        self._read()
         m = self.measurements
         if self._boundary is not None:
-            m.eval_time_s += now - self._boundary
-        m.curve.append((m.train_clock_s, len(m.step_times_s), float(accuracy)))
+            m.eval_time_s += self.clock.seconds(self._boundary, now)
+        m.curve.append((m.train_clock_s, len(m.samples), float(accuracy)))
         m.last_loss = None if loss is None else float(loss)
         self._boundary = now
 
@@ -91,10 +251,15 @@ class NullMeter:
 _active: StepMeter | None = None
 
 
-def activate() -> StepMeter:
-    """Make a fresh meter this process's active one (a script worker, before the script)."""
+def activate(
+    max_steps: int | None = None,
+    first_step: Callable[[], None] | None = None,
+    clock: Clock | None = None,
+) -> StepMeter:
+    """Make a fresh meter this process's active one (a script worker, before the script);
+    `max_steps`, `first_step` and `clock` as `StepMeter` takes them."""
     global _active
-    _active = StepMeter()
+    _active = StepMeter(max_steps, first_step, clock)
     return _active
 
 

@@ -5,6 +5,11 @@ Each step's time is the slowest rank's; the global batch is the samples all rank
 on in a step (the median over the timed steps, as a script's last batch may be short).
 The data-wait share is the fraction of the timed steps' time the ranks spent waiting for
 their data: the slowest rank's share, each rank's kept beside it.
+
+Where the ranks disagree, the summary says so rather than hiding it: `samples=` that differ
+across ranks in the same step (a rank that passes the global batch where the others pass
+their own part makes the summed global batch, and the throughput, too large), and ranks that
+took different numbers of steps (the figures then cover the steps every rank took).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ class ScriptSummary:
     step_times_s: list[float]
     """Every step's time (slowest rank), warm-up steps included."""
     extra: dict[str, Any]
-    """The summary keys only a script run has: the data wait, the steps of each rank."""
+    """The summary keys only a script run has: the data wait, the steps and samples of each
+    rank and whether they disagree, the frameworks the script used."""
 
 
 def summarize_script(
@@ -42,7 +48,8 @@ def summarize_script(
     target_accuracy: float | None,
 ) -> ScriptSummary:
     """The run's figures from every rank's measurements (rank order). Ranks that took a
-    different number of steps are compared over the steps they all took."""
+    different number of steps are compared over the steps they all took. A worker's facts
+    may name the frameworks its script imported (`frameworks`: name to version)."""
     steps_per_rank = [len(m.step_times_s) for m in per_rank]
     num = min(steps_per_rank)
     step_times = stats.elementwise_max([m.step_times_s[:num] for m in per_rank])
@@ -90,9 +97,32 @@ def summarize_script(
         "data_wait_share_per_worker": shares,
         "data_wait_s_median": stats.median(waits[timed]),
         "steps_per_worker": steps_per_rank,
+        "steps_disagree": len(set(steps_per_rank)) > 1,
+        **_samples_agreement([m.samples[:num] for m in per_rank], timed),
         "target_accuracy_given": target_accuracy is not None,
+        "frameworks": _frameworks(workers),
     }
     return ScriptSummary(metrics, step_times, extra)
+
+
+def _samples_agreement(samples: Sequence[Sequence[int]], timed: slice) -> dict[str, Any]:
+    """Each rank's median `samples=` over the timed steps, and in how many of the steps
+    every rank took the ranks gave different counts."""
+    medians = [stats.median(rank[timed]) for rank in samples]
+    differing = sum(len(set(step)) > 1 for step in zip(*samples, strict=True))
+    return {
+        "samples_per_worker_median": [int(v) if float(v).is_integer() else v for v in medians],
+        "samples_disagree": differing > 0,
+        "samples_disagree_steps": differing,
+    }
+
+
+def _frameworks(workers: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
+    """The frameworks any rank's script had imported, with their versions."""
+    seen: dict[str, str | None] = {}
+    for worker in workers:
+        seen.update(worker.get("frameworks") or {})
+    return seen
 
 
 def _wait_share(step_times_s: Sequence[float], waits_s: Sequence[float]) -> float:

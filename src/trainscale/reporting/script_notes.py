@@ -1,0 +1,79 @@
+"""What a script run's summary says beyond the usual figures, in words: how long its steps
+waited for their data (and the diagnosis of a script whose model waits for it), where its
+ranks disagreed, and which frameworks it used. `trainscale run`, `runs show`, `runs list`
+and reports all word them here, so they say the same thing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+INPUT_BOUND_SHARE = 0.10
+"""A data wait above this share of the step time is worth the user's attention: the model
+then stands idle for its data on one step in ten or more."""
+
+INPUT_BOUND_ADVICE = (
+    "input-bound, the model waits for its data; try more DataLoader workers (num_workers) "
+    "with cores to run on (they share the worker's pinned cores: give it more cores than "
+    "threads, e.g. --threads-per-worker 1 on 2), persistent_workers=True, or lighter "
+    "per-sample transforms"
+)
+"""What to try. DataLoader workers are processes forked from the training worker and inherit
+its core set, so more of them help only where that set has cores its threads leave free."""
+
+
+def is_input_bound(summary: Mapping[str, Any]) -> bool:
+    """Whether a script run's steps waited for their data more than `INPUT_BOUND_SHARE` of
+    their time (False for a built-in run, which records no data wait)."""
+    share = summary.get("data_wait_share")
+    return isinstance(share, int | float) and share > INPUT_BOUND_SHARE
+
+
+def data_wait_text(summary: Mapping[str, Any]) -> str | None:
+    """'12.0% of the step time (median 3.1 ms a step)' for a script run, with what to try
+    when the script is input-bound; None for a run that records no data wait."""
+    share = summary.get("data_wait_share")
+    if not isinstance(share, int | float):
+        return None
+    wait_ms = (summary.get("data_wait_s_median") or 0.0) * 1000
+    text = f"{share:.1%} of the step time (median {wait_ms:.1f} ms a step)"
+    return f"{text}: {INPUT_BOUND_ADVICE}" if is_input_bound(summary) else text
+
+
+def data_wait_line(result: Mapping[str, Any]) -> str | None:
+    """'  data wait: 12.0% of the step time (median 3.1 ms a step)', the line a script run
+    adds to its result, with the advice when it is input-bound; None for a built-in run."""
+    text = data_wait_text(result)
+    return None if text is None else f"  data wait: {text}"
+
+
+def disagreement_text(summary: Mapping[str, Any]) -> str | None:
+    """What the ranks of a script run disagreed on, and what it means for its figures, as
+    one sentence; None where they agreed (or the run is no script run)."""
+    parts = []
+    if summary.get("samples_disagree"):
+        medians = ", ".join(str(v) for v in summary.get("samples_per_worker_median") or [])
+        parts.append(
+            f"the ranks passed different samples= in {summary.get('samples_disagree_steps')} "
+            f"step(s) (median per rank: {medians}); the throughput counts their sum, "
+            f"{summary.get('global_batch_measured')} samples a step, so it is too high if a "
+            "rank passed the global batch instead of its own part: pass each rank's own "
+            "samples, len(x) of its batch"
+        )
+    steps = summary.get("steps_per_worker") or []
+    if summary.get("steps_disagree") and steps:
+        parts.append(
+            f"the ranks took different numbers of steps ({', '.join(map(str, steps))}): the "
+            f"step time and throughput cover the {min(steps)} steps every rank took, the "
+            "other steps are left out"
+        )
+    return "; ".join(parts) if parts else None
+
+
+def frameworks_text(summary: Mapping[str, Any]) -> str | None:
+    """'pytorch 2.5.1, jax 0.4.30': the frameworks a script run used (None when not
+    recorded, as for a built-in run, whose framework is its config's)."""
+    seen = summary.get("frameworks")
+    if not isinstance(seen, Mapping) or not seen:
+        return None
+    return ", ".join(f"{name} {ver}" if ver else str(name) for name, ver in seen.items())
