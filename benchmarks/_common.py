@@ -7,7 +7,10 @@ import os
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def trainscale_run(args: list[str], store: Path, env: dict[str, str] | None = None) -> dict:
@@ -60,3 +63,39 @@ def bare_step_time(script: str, steps: int) -> float:
         env=env,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])["step_time_s_median"]
+
+
+def rotated_rounds(
+    name: str,
+    sides: list[str],
+    rounds: int,
+    one_run: Callable[[str], dict[str, Any]],
+    describe: Callable[[dict[str, Any]], str],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Run every side once a round, the order rotated a step each round so that no side is
+    always first (warm caches, turbo), printing `describe(row)` and the round's time.
+
+    Returns the rounds measured (each `{"order": [...], side: one_run(side), ...}`) and why
+    they stopped early, if they did: a failed run or Ctrl-C keeps what was measured, for the
+    caller to report. Any other error is a fault of the tools and propagates."""
+    import trainscale
+    from trainscale.errors import TrainscaleError
+
+    measured: list[dict[str, Any]] = []
+    try:
+        for index in range(rounds):
+            shift = index % len(sides)
+            order = sides[shift:] + sides[:shift]
+            start = time.perf_counter()
+            row = {side: one_run(side) for side in order}
+            measured.append({"order": order, **row})
+            print(
+                f"round {index + 1}/{rounds} ({' '.join(order)}): {describe(row)}, "
+                f"{time.perf_counter() - start:.0f} s",
+                flush=True,
+            )
+    except (TrainscaleError, trainscale.RunFailed, KeyboardInterrupt) as error:
+        stopped = str(error) or type(error).__name__
+        print(f"{name}: stopped after {len(measured)} rounds: {stopped}", file=sys.stderr)
+        return measured, stopped
+    return measured, None
