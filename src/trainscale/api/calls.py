@@ -80,7 +80,9 @@ def run(
             raise ConfigError("run() takes a workload or script=..., not both")
         given.update(script=script, script_args=script_args)
         opts = run_options("run", os.fspath(script), given, (run, ("workload",)))
-        stored = start_script_run(os.fspath(script), list(script_args), opts, _path(store))
+        stored = start_script_run(
+            os.fspath(script), list(script_args), opts, _path(store), progress=progress
+        )
         return _stored_run(store, stored["run_id"])
     if workload is None:
         raise ConfigError(

@@ -26,7 +26,13 @@ def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> A
 
     if is_script(args.workload, separated=args.script_args is not None):
         script_args = args.script_args or []
-        result = start_script_run(args.workload, script_args, options_from_args(args), args.store)
+        result = start_script_run(
+            args.workload,
+            script_args,
+            options_from_args(args),
+            args.store,
+            progress=not (args.quiet or args.json),
+        )
         disagreement = disagreement_text(result)
         if disagreement:  # the command prints it as one `trainscale: warning:` line
             logging.getLogger("trainscale").warning(

@@ -50,6 +50,9 @@ class ScriptRun:
     """Steps after which the meter stops the script, a normal end (the bench's rungs: the
     same number of steps on every setting, whatever length the script's own loop has);
     None: the script trains to its own end."""
+    progress: bool = True
+    """Whether rank 0 prints a progress line every ~10 s while the script trains (not with
+    --quiet or --json). Not stored: it changes what the terminal shows, not the run."""
 
     @property
     def workload(self) -> str:

@@ -137,10 +137,12 @@ def start_script_run(
     *,
     max_steps: int | None = None,
     repeat_index: int | None = None,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """Run `script` with `args` as the workers of one measured run; the stored run as the
     `--json` dictionary. `max_steps` stops the script after that many steps (the meter's
-    limit, a normal end; None: the script's own end); `repeat_index` is the bench's round.
+    limit, a normal end; None: the script's own end); `repeat_index` is the bench's round;
+    `progress`: rank 0 prints a line every ~10 s while the script trains (False: --quiet).
     Raises ConfigError before anything is stored, RunFailed (stored failed with its reason)
     or RunInterrupted once the run has started."""
     if launched_externally():
@@ -148,7 +150,8 @@ def start_script_run(
             "a script run launches its own workers: run `trainscale run SCRIPT.py --workers "
             "N` outside torchrun (under torchrun, the script itself is what torchrun starts)"
         )
-    run = dataclasses.replace(prepare_script(script, args, opts), max_steps=max_steps)
+    prepared = prepare_script(script, args, opts)
+    run = dataclasses.replace(prepared, max_steps=max_steps, progress=progress)
     store_file = Path(store_path) if store_path else default_store_path()
     run_id = new_run_id()
     with RunStore(store_file) as store:

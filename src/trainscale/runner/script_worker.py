@@ -1,5 +1,7 @@
 """What each worker of a script run does: pin itself and fix its threads as any worker,
-run the user's script under the meter, hand its measurements to rank 0, which stores the run.
+run the user's script under the meter (rank 0 printing its progress meanwhile:
+runner/script_progress.py), hand its measurements to rank 0, which stores the run. A stop
+signal ends the worker with 128 + N, as a built-in run's worker, whatever the script raised.
 
 The script may form its own process group (`init_process_group` from torchrun's
 variables), so the measurements go to rank 0 through the launcher's store instead
@@ -25,7 +27,11 @@ from trainscale.config.script import ScriptRun
 from trainscale.frameworks import FRAMEWORKS, version
 from trainscale.parallel.device import HostThreads
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
-from trainscale.parallel.interrupts import exit_quietly_on_signals
+from trainscale.parallel.interrupts import (
+    WorkerStopped,
+    exit_quietly_on_signals,
+    received_signal,
+)
 from trainscale.parallel.loopback import pin_gloo_to_loopback
 from trainscale.parallel.strategy import worker_facts
 from trainscale.results.store import RunStore
@@ -33,6 +39,7 @@ from trainscale.runner.exit_deadline import bounded_exit
 from trainscale.runner.failure_log import save_traceback
 from trainscale.runner.record import store_script_outcome
 from trainscale.runner.script_exec import run_script, use_local_gpu
+from trainscale.runner.script_progress import shown
 from trainscale.train.meter import ScriptMeasurements
 from trainscale.train.script_summary import summarize_script
 
@@ -59,9 +66,19 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
     # start as under torchrun (spawn would re-run a script that has no __main__ guard).
     multiprocessing.set_start_method(None, force=True)
     try:
-        measurements = run_script(run.script, run.args, run.max_steps)
-    except Exception as error:  # the whole traceback kept for the user; the line goes up
-        save_traceback(error, run_id, env.rank)
+        # Rank 0's lines go to the worker's stderr as it is now: run_script puts a tee in
+        # sys.stderr that keeps the script's last line for its error message, not ours.
+        with shown(run.progress and env.is_main, sys.stderr):
+            measurements = run_script(run.script, run.args, run.max_steps)
+    except Exception as error:
+        stopped = received_signal()
+        if stopped is not None:
+            # Ctrl-C or SIGTERM reached the script wherever it was (a step, its `finally`),
+            # and what it raised on the way out (run_script's "exited with status 130") is
+            # no failure of the script's: leave with 128 + N, as a built-in run's worker
+            # does; the parent stores the run interrupted.
+            raise WorkerStopped(stopped) from None
+        save_traceback(error, run_id, env.rank)  # the whole traceback kept; the line goes up
         raise
     worker = worker_facts()
     worker["rank"] = env.rank
