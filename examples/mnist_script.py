@@ -88,7 +88,7 @@ def main() -> None:
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
     scheduler = StepLR(optimizer, step_size=1, gamma=args.gamma)
 
-    meter = trainscale.meter()
+    meter = trainscale.meter(model=model)
     steps = 0
     for epoch in range(args.epochs):
         if sampler is not None:

@@ -26,6 +26,7 @@ examples:
   trainscale simulate mnist-cnn --cluster my-cluster.toml --calibrate-from 3f2a9c1e
   trainscale simulate mnist-cnn --cluster cpu-25gbe --algorithm hierarchical --plot out/
   trainscale simulate resnet50 --cluster dgx1-v100 --nodes 32 --workers 8,64,256
+  trainscale simulate script:train.py --cluster my-cluster.toml   # a script's stored runs
   trainscale simulate --validate                                 # predict held-out stored runs
   trainscale simulate --fit-to tf-benchmarks-k80-p2-8xlarge-resnet50  # fit part of a table
   trainscale simulate --validate-published --plot out/          # every published table
@@ -50,7 +51,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", nargs="?", help="workload name (see `trainscale workloads`)")
+    parser.add_argument(
+        "workload", nargs="?", help="workload name (`trainscale workloads`) or script:NAME.py"
+    )
     add_cluster_argument(
         parser, default=None, where="local; with --validate: each run's own machine"
     )
@@ -93,7 +96,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trainscale.simulate import run as simulator
-    from trainscale.workloads import get_workload
 
     published = run_published(args)
     if published is not None:
@@ -127,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.workload:
             raise ConfigError("give a WORKLOAD to simulate (or --validate, or --list-clusters)")
         # An unknown name is the first thing to say, before the store or the cluster is read.
-        simulator.refuse_script(args.workload)
-        get_workload(args.workload)
+        simulator.check_target(args.workload)
         if args.tag or args.sweep:
             raise ConfigError("--tag and --sweep select runs for --validate only")
         result = simulator.simulate_scaling(

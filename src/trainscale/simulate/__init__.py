@@ -11,6 +11,8 @@ One concern per module:
 - `stragglers`: the per-worker compute-time distribution (lognormal) and its Monte Carlo.
 - `model`: one data-parallel step as DDP runs it (bucketed, overlapped, reverse order).
 - `calibrate`: compute, optimizer and data time, and the network, from stored runs.
+- `script_calibration`: a user's script as the workload: its stored runs, and the buckets
+  from the parameter sizes its meter recorded.
 - `predict`: calibration + cluster + worker counts -> predictions.
 - `validate`: predict stored runs that calibration did not use, and the errors.
 - `time_to_accuracy`: steps to target from emulation x predicted step time.

@@ -275,6 +275,26 @@ def param_infos(model: Any, flops_by_module: Mapping[str, float] | None = None) 
     return infos
 
 
+def recorded_params(parameters: Sequence[Mapping[str, Any]]) -> list[ParamInfo]:
+    """ParamInfo of parameter sizes a script run recorded (`trainscale.meter(model=...)`: each
+    trainable tensor's `numel` and `bytes`, in registration order). The script's model is not
+    here to run, so each tensor's share of backward compute is its element count."""
+    infos = []
+    for index, entry in enumerate(parameters):
+        numel, num_bytes = entry.get("numel"), entry.get("bytes")
+        if not isinstance(numel, int) or not isinstance(num_bytes, int) or numel < 1:
+            raise ValueError(f"recorded parameter {index} has no size: {dict(entry)!r}")
+        infos.append(ParamInfo(f"parameter {index}", numel, num_bytes, float(numel)))
+    return infos
+
+
+def recorded_layout(
+    parameters: Sequence[Mapping[str, Any]], bucket_cap_mb: float | None = None
+) -> GradientLayout:
+    """The gradient layout of a model known by its recorded parameter sizes."""
+    return layout_from_params(recorded_params(parameters), bucket_cap_mb, "parameters")
+
+
 def workload_layout(workload_name: str, bucket_cap_mb: float | None = None) -> GradientLayout:
     """The gradient layout of a registered workload's model (built from synthetic meta)."""
     workload = get_workload(workload_name)

@@ -202,7 +202,13 @@ def run_sigma(record: RunRecord) -> float | None:
 
 
 def per_worker_batch(record: RunRecord) -> int:
-    return int(record.config.get("batch_size") or record.global_batch_size or 1)
+    """A worker's batch: the config's, or for a script run (which decides its own) the
+    measured global batch split over its workers."""
+    batch = record.config.get("batch_size")
+    if batch or not record.config.get("script"):
+        return int(batch or record.global_batch_size or 1)
+    workers = max(1, int(record.world_size or 1))
+    return max(1, round((record.global_batch_size or 1) / workers))
 
 
 # -- checks ----------------------------------------------------------------------------------
@@ -249,6 +255,25 @@ def _point(record: RunRecord) -> _Point:
     parts = run_breakdown(record)
     flops = record.summary.get("flops_per_sample")
     flops = float(flops) if isinstance(flops, (int, float)) and flops > 0 else None
+    wait = record.summary.get("data_wait_s_median")
+    if parts is None and isinstance(wait, (int, float)) and 0 <= wait < step:
+        # A script run has no breakdown, but its meter measured the wait for each batch:
+        # that much of the step is data, the rest compute (split as DEFAULT_BACKWARD_SHARE).
+        compute = step - float(wait)
+        return _Point(
+            record.run_id,
+            batch,
+            compute / accum,
+            DEFAULT_BACKWARD_SHARE,
+            0.0,
+            float(wait),
+            run_sigma(record),
+            flops,
+            [
+                f"run {record.short_id} has no step-time breakdown: its step less its data "
+                "wait is compute"
+            ],
+        )
     if parts is None:
         return _Point(
             record.run_id,

@@ -22,10 +22,10 @@ from trainscale.config.limits import (
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
-from trainscale.runner.script_launch import is_script
 from trainscale.simulate.calibrate import device_kind, probe_link
 from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
 from trainscale.simulate.predict import predict_scaling
+from trainscale.simulate.script_calibration import calibrate_script, script_name
 from trainscale.simulate.setup import (
     cached_layout,
     calibrate,
@@ -41,20 +41,27 @@ from trainscale.simulate.time_to_accuracy import (
     predict_time_to_accuracy,
 )
 from trainscale.simulate.validate import validate_runs
-from trainscale.workloads import workload_name
+from trainscale.workloads import get_workload, workload_name
 
 
-def refuse_script(target: str | None) -> None:
+def refuse_script(target: str | None, what: str) -> None:
     """ConfigError (one line) for a training script, or a script run's stored name
-    (`script:train.py`): the simulator predicts from a workload's model, whose parameters
-    make the gradient buckets it exchanges, and a script keeps its model to itself."""
-    if target and (target.startswith("script:") or is_script(target)):
+    (`script:train.py`), given to `what`, which takes workloads only; `simulate_scaling`
+    predicts a script from its stored runs."""
+    name = script_name(target)
+    if name is not None:
         raise ConfigError(
-            f"{target} is a training script: the simulator predicts from a workload's model "
-            "(its parameters make the gradient buckets), which a script keeps to itself; the "
-            "script's measured settings are compared by `trainscale report --runs ID ...` "
-            "and `trainscale compare A B` (docs/own-scripts.md)"
+            f"{target} is a training script: {what} takes a workload; a script's runs are "
+            f"predicted by `trainscale simulate {name}` and compared by `trainscale compare` "
+            "(docs/own-scripts.md)"
         )
+
+
+def check_target(target: str) -> None:
+    """ConfigError (one line) for an unknown workload name; a script (`script:train.py`, or
+    its path) is looked for in the store later."""
+    if script_name(target) is None:
+        get_workload(target)
 
 
 def check_simulation_inputs(
@@ -154,9 +161,19 @@ def simulate_scaling(
 ) -> ScalingResult:
     """Predict step time, throughput and speedup of `workload` on `cluster` (a preset, a
     cluster TOML file or 'local') for each count in `workers` ('1,2,4' or a list; default:
-    powers of two up to the cluster's devices), calibrated from stored runs."""
-    refuse_script(workload)
-    workload = workload_name(workload)  # a custom workload's reference: its name
+    powers of two up to the cluster's devices), calibrated from stored runs.
+
+    `workload` may be a training script (`script:train.py`, or its path): its stored runs
+    calibrate it, and the parameter sizes they recorded make its buckets
+    (simulate/script_calibration.py); the script decides its precision."""
+    script = script_name(workload)
+    if script is not None and precision != "fp32":
+        raise ConfigError(
+            f"--precision does not apply to {script}: the script decides its own precision, "
+            "which its stored runs measured"
+        )
+    # A custom workload's reference: its name.
+    workload = script if script is not None else workload_name(workload)
     check_simulation_inputs(
         samples=samples,
         threads_per_worker=threads_per_worker,
@@ -166,7 +183,8 @@ def simulate_scaling(
         global_batch_size=global_batch_size,
         plot_dir=plot_dir,
     )
-    opened = open_store(Path(store or default_store_path()), required=bool(calibrate_from))
+    required = bool(calibrate_from) or script is not None  # a script's runs are its calibration
+    opened = open_store(Path(store or default_store_path()), required=required)
     try:
         spec = resolve_cluster(
             cluster,
@@ -182,15 +200,26 @@ def simulate_scaling(
             counts = parse_workers(workers) if isinstance(workers, str) else list(workers)
         for count in counts:
             spec.check_workers(count)
-        setup = calibrate(
-            workload,
-            spec,
-            opened,
-            run_ids=calibrate_from,
-            precision=precision,
-            bucket_cap_mb=bucket_cap_mb,
-            sigma_override=straggler_sigma,
-        )
+        if script is not None:
+            assert opened is not None
+            setup = calibrate_script(
+                script,
+                spec,
+                opened,
+                run_ids=calibrate_from,
+                bucket_cap_mb=bucket_cap_mb,
+                sigma_override=straggler_sigma,
+            )
+        else:
+            setup = calibrate(
+                workload,
+                spec,
+                opened,
+                run_ids=calibrate_from,
+                precision=precision,
+                bucket_cap_mb=bucket_cap_mb,
+                sigma_override=straggler_sigma,
+            )
     finally:
         if opened is not None:
             opened.close()
@@ -243,7 +272,7 @@ def validate_simulator(
     """Predict every completed stored run (of `workload`, with `tag`, of `sweep`) that
     calibration did not use, on its own machine (or `cluster`), and the errors."""
     check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma, plot_dir=plot_dir)
-    refuse_script(workload)
+    refuse_script(workload, "simulate --validate")
     if workload:
         workload = workload_name(workload)
     store_path = Path(store or default_store_path())
@@ -355,7 +384,8 @@ def time_to_accuracy(
     as in the tag emulate:ID, if given), predict the time per step on `cluster` and multiply
     by the emulated steps to the target."""
     # An unknown name is the first thing to say, before any store or emulation is looked at.
-    refuse_script(workload)
+    # Emulations are of workloads: a script is never emulated.
+    refuse_script(workload, "predict-time-to-accuracy")
     workload = workload_name(workload)
     check_simulation_inputs(
         samples=samples,

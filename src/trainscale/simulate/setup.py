@@ -88,6 +88,22 @@ def load_runs(store: RunStore | None, run_ids: Sequence[str]) -> list[RunRecord]
     return [store.get_run(run_id) for run_id in run_ids]
 
 
+def load_given_runs(
+    store: RunStore | None, run_ids: Sequence[str], name: str, cluster: ClusterSpec
+) -> list[RunRecord]:
+    """The runs `--calibrate-from` names, each checked to be a completed run of `name` on
+    the device of `cluster` (CalibrationError otherwise)."""
+    given = load_runs(store, run_ids)
+    for record in given:
+        check_calibration_run(record, name)
+        if device_kind(record) != cluster.device.kind:
+            raise CalibrationError(
+                f"calibration run {record.short_id} ran on {device_kind(record)}, but the "
+                f"devices of cluster {cluster.name!r} are {cluster.device.kind}"
+            )
+    return given
+
+
 def open_store(path: Path, *, required: bool) -> RunStore | None:
     """The results store, or None when it does not exist and is not required."""
     if not path.exists() and not required:
@@ -172,14 +188,7 @@ def calibrate(
             "simulate (fp32 or bf16)"
         )
     get_workload(workload)  # an unknown name fails here, with the list of names
-    given = load_runs(store, run_ids)
-    for record in given:
-        check_calibration_run(record, workload)
-        if device_kind(record) != cluster.device.kind:
-            raise CalibrationError(
-                f"calibration run {record.short_id} ran on {device_kind(record)}, but the "
-                f"devices of cluster {cluster.name!r} are {cluster.device.kind}"
-            )
+    given = load_given_runs(store, run_ids, workload, cluster)
     layout = cached_layout(workload, bucket_cap_mb)
     all_runs = store.list_runs(workload=workload, status="completed") if store else []
     device_runs = (

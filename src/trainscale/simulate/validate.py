@@ -363,7 +363,10 @@ def unmodelled_workload(record: RunRecord) -> str | None:
     if record.config.get("workload_source"):
         return f"custom workload {record.workload} (its code is not run to simulate it)"
     if record.config.get("script"):
-        return f"script run {record.workload} (the simulator models workloads, not scripts)"
+        return (
+            f"script run {record.workload} (validation takes workloads; "
+            f"`trainscale simulate {record.workload}` predicts it)"
+        )
     try:
         get_workload(str(record.workload))
     except TrainscaleError:

@@ -61,6 +61,10 @@ class ScriptMeasurements:
     """The loss the last `evaluate()` gave, if any."""
     eval_time_s: float = 0.0
     """Time from a step's end to the `evaluate()` that followed it, off the clock."""
+    model_parameters: list[dict[str, Any]] | None = None
+    """The trainable parameters of the model given to `meter(model=...)`, in registration
+    order: each one's element count, dtype and bytes (what DDP packs into its gradient
+    buckets, which the simulator lays out again); None where no model was given."""
 
     @property
     def train_clock_s(self) -> float:
@@ -237,6 +241,26 @@ class StepMeter:
         self._boundary = now
 
 
+def trainable_parameters(model: Any) -> list[dict[str, Any]]:
+    """The sizes of `model`'s parameters that take gradients, in registration order, as DDP
+    buckets them: {"numel", "dtype", "bytes"} each. Read from the module's own tensors, so
+    nothing here imports torch (the script already did)."""
+    if not callable(getattr(model, "parameters", None)):
+        raise TypeError(
+            "meter(model=...) takes the torch.nn.Module the script trains, not "
+            f"{type(model).__name__}"
+        )
+    return [
+        {
+            "numel": int(param.numel()),
+            "dtype": str(param.dtype).removeprefix("torch."),
+            "bytes": int(param.numel()) * int(param.element_size()),
+        }
+        for param in model.parameters()
+        if param.requires_grad
+    ]
+
+
 class NullMeter:
     """The meter outside trainscale: measures nothing and changes nothing."""
 
@@ -268,6 +292,15 @@ def deactivate() -> None:
     _active = None
 
 
-def meter() -> StepMeter | NullMeter:
-    """The active meter under trainscale; a no-op meter anywhere else."""
-    return _active if _active is not None else NullMeter()
+def meter(*, model: Any = None) -> StepMeter | NullMeter:
+    """The active meter under trainscale; a no-op meter anywhere else.
+
+    `model` (optional): the model the script trains, after it is built (a DDP wrapper is
+    fine). Under trainscale its trainable parameters' sizes are recorded then and stored
+    with the run, so that `trainscale simulate` can lay out its gradient buckets; the no-op
+    meter ignores it."""
+    if _active is None:
+        return NullMeter()
+    if model is not None:
+        _active.measurements.model_parameters = trainable_parameters(model)
+    return _active

@@ -38,7 +38,9 @@ class ScriptSummary:
     """Every step's time (slowest rank), warm-up steps included."""
     extra: dict[str, Any]
     """The summary keys only a script run has: the data wait, the steps and samples of each
-    rank and whether they disagree, the frameworks the script used."""
+    rank and whether they disagree, the frameworks the script used, and the sizes of the
+    model's trainable parameters where the script gave the meter its model
+    (`model_parameters`, for the simulator)."""
 
 
 def summarize_script(
@@ -102,6 +104,9 @@ def summarize_script(
         "target_accuracy_given": target_accuracy is not None,
         "frameworks": _frameworks(workers),
     }
+    if main.model_parameters is not None:
+        # Rank 0's model stands for every rank's: DDP keeps the replicas identical.
+        extra["model_parameters"] = main.model_parameters
     return ScriptSummary(metrics, step_times, extra)
 
 
