@@ -115,7 +115,7 @@ def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.Monke
         (["run", "mnist-cnn", "--", "--epochs", "1"], "are for a script run"),
         (
             ["runs", "list", "--", "x"],
-            "after -- are for a script: `trainscale run|bench SCRIPT.py`",
+            "after -- are for a script: `trainscale run|bench|recommend SCRIPT.py`",
         ),
         (["run", "missing.py", "--"], "script missing.py not found"),
         (["run", str(EXAMPLE), "--steps", "3"], "--steps does not apply to a script run"),

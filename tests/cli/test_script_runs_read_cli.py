@@ -1,7 +1,7 @@
 """Script runs in every command that reads the store: `runs list`, `runs show`, `compare`,
 `report` (Markdown, HTML, CSV, plots) say what a script run measured (its data wait, the
-input-bound diagnosis, ranks that disagreed); `recommend` and `simulate`, which need a
-workload's model, refuse a script in one line.
+input-bound diagnosis, ranks that disagreed); `simulate` predicts a script from its stored
+runs, and `recommend` (which runs its trials itself) refuses a stored script name in one line.
 
 The store is made once for the module (three real script runs, about 25 s on 2 cores): the
 example script with 1 worker and with 2, and a small script whose two ranks disagree (rank 0
@@ -199,16 +199,23 @@ def test_report_of_script_runs(
     assert any("throughput" in p for p in plots) and any("accuracy" in p for p in plots), plots
 
 
-@pytest.mark.parametrize("command", ["recommend", "simulate"])
-@pytest.mark.parametrize("target", ["script:mnist_script.py", str(EXAMPLE)])
-def test_recommend_and_simulate_refuse_a_script_in_one_line(
-    scripts: ScriptStore, capsys: pytest.CaptureFixture[str], command: str, target: str
+def test_recommend_of_a_stored_script_name_is_one_line(
+    scripts: ScriptStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # recommend runs the script itself (its trials): a stored name is no script to run.
     capsys.readouterr()
-    assert run_cli([command, target, "--store", str(scripts.path)]) == 2
-    line = one_error_line(capsys)
-    assert f"{target} is a training script" in line
-    assert "trainscale report --runs" in line
+    assert run_cli(["recommend", "script:mnist_script.py", "--store", str(scripts.path)]) == 2
+    assert "mnist_script.py" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("target", ["script:mnist_script.py", str(EXAMPLE)])
+def test_simulate_predicts_a_script_from_its_stored_runs(
+    scripts: ScriptStore, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    # The example tells the meter its model, so its runs carry what the simulator needs.
+    capsys.readouterr()
+    assert run_cli(["simulate", target, "--store", str(scripts.path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
 
 
 def test_simulate_validate_says_script_runs_are_not_modelled(
@@ -216,4 +223,4 @@ def test_simulate_validate_says_script_runs_are_not_modelled(
 ) -> None:
     capsys.readouterr()
     assert run_cli(["simulate", "--validate", "--store", str(scripts.path)]) == 2
-    assert "the simulator models workloads, not scripts" in one_error_line(capsys)
+    assert "validation takes workloads; `trainscale simulate script:" in one_error_line(capsys)

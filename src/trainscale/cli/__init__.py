@@ -115,7 +115,9 @@ def _run(argv: list[str] | None) -> int:
     args = parser.parse_args(argv if tail is None else argv[: argv.index("--")])
     if tail is not None:
         if not hasattr(args, "script_args"):
-            parser.error("arguments after -- are for a script: `trainscale run|bench SCRIPT.py`")
+            parser.error(
+                "arguments after -- are for a script: `trainscale run|bench|recommend SCRIPT.py`"
+            )
         args.script_args = tail
     try:
         with signals_raise():  # SIGTERM unwinds like Ctrl-C, recording what it stopped

@@ -1,4 +1,5 @@
-"""`trainscale recommend WORKLOAD`: the fastest setting on this machine that keeps accuracy."""
+"""`trainscale recommend WORKLOAD|SCRIPT.py`: the fastest setting on this machine that keeps
+accuracy; for a script, its fastest placement."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from trainscale.cli.common import add_data_choice_argument, add_json_argument, a
 from trainscale.cli.lines import stdout_to_stderr
 from trainscale.cli.values import positive_ints
 from trainscale.config.cli import add_option_arguments
-from trainscale.recommend.space import BATCH_MULTIPLIERS
 
 EPILOG = """\
 examples:
@@ -17,10 +17,12 @@ examples:
   trainscale recommend mnist-cnn --quick             # shorter trials, shorter accuracy check
   trainscale recommend mnist-cnn --budget-s 120 --json
   trainscale recommend mnist-cnn --data synthetic    # throughput only: accuracy not checked
+  trainscale recommend train.py --quick -- --epochs 1  # your own script (throughput only)
 
 Searches workers x threads x affinity x precision x per-worker batch with successive
 halving over short synthetic-data trials, then checks the finalists' accuracy on real data
-against the serial fp32 baseline. Every trial run is stored with the tag recommend:<id>.
+against the serial fp32 baseline. A script searches workers x threads x affinity only, in
+runs stopped after their steps. Trials are stored with the tag recommend:<id>.
 See docs/compare-and-recommend.md.
 """
 
@@ -34,18 +36,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "runs (successive halving within a time budget), reject settings whose short "
             "accuracy check falls behind the serial fp32 baseline, and print the best "
             "setting, its speedup over the serial baseline and the `trainscale run` command "
-            "that reproduces it."
+            "that reproduces it. Your own script (SCRIPT.py -- ARGS): workers x threads x "
+            "affinity, throughput only."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
+    help = "a workload (`trainscale workloads`), or your own script, its arguments after --"
+    parser.add_argument("workload", metavar="WORKLOAD|SCRIPT.py", help=help)
+    parser.set_defaults(script_args=None)  # after `--`: the script's own (cli/__init__.py)
     parser.add_argument(
         "--budget-s",
         type=float,
         default=600.0,
         metavar="S",
-        help="wall-clock seconds for the whole search, accuracy check included, > 0 (default: 600)",
+        help="seconds for the whole search, accuracy check included, > 0 (default: 600)",
     )
     parser.add_argument(
         "--quick",
@@ -68,22 +73,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--batch-multipliers",
         type=positive_ints,
-        default=BATCH_MULTIPLIERS,
         metavar="M,M,...",
-        help="per-worker batch sizes to try, as whole multiples (>= 1) of the recipe's; each "
-        "batch must fit a worker's share of the training set (default: 1,2)",
+        help="per-worker batch sizes to try, as whole multiples (>= 1) of the recipe's, each "
+        "fitting a worker's share of the training set (default: 1,2; not for a script)",
     )
     parser.add_argument(
-        "--max-workers",
-        type=int,
-        metavar="N",
-        help="try at most N (>= 1) workers (default: all cores)",
+        "--max-workers", type=int, metavar="N", help="try at most N (>= 1) workers (default: all)"
     )
     acc = parser.add_argument_group("accuracy check")
     add_data_choice_argument(
         acc,
         help="real data for the accuracy check; auto = real when found, else skip the check "
-        "with a warning; synthetic = skip it (default: auto)",
+        "with a warning; synthetic = skip it (default: auto); a script's: what it trains on",
     )
     acc.add_argument(
         "--accuracy-epochs",
@@ -94,7 +95,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     acc.add_argument(
         "--accuracy-tolerance",
         type=float,
-        default=0.5,
         metavar="POINTS",
         help="reject a finalist whose test accuracy is more than this many percentage points "
         "(0 to 100) below the baseline's (default: 0.5)",
@@ -102,9 +102,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--include-busy",
         action="store_true",
-        help="rank throughput trials that ran on a busy machine (other work on their cores) "
-        "like the others; by default their samples/s is left out, and the first line says "
-        "how many",
+        help="rank throughput trials that ran on a busy machine (other work on their cores); "
+        "by default their samples/s is left out, and the first line says how many",
     )
     add_option_arguments(parser, only=("framework", "data_dir", "download"))
     out = parser.add_argument_group("output")
@@ -118,12 +117,16 @@ def run(args: argparse.Namespace) -> int:
 
     from trainscale.cli.recommend_progress import RecommendProgress
     from trainscale.recommend.run import recommend, summary_lines
+    from trainscale.recommend.script import recommend_target
 
     # Progress goes to stderr even with --json: stdout carries only the result.
     console = Console(stderr=True, highlight=False)
+    workload, script = recommend_target(args.workload, args.script_args is not None)
     with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
         result = recommend(
-            args.workload,
+            workload,
+            script=script,
+            script_args=args.script_args or (),
             budget_s=args.budget_s,
             quick=args.quick,
             rung_steps=args.rung_steps,

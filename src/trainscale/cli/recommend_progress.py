@@ -23,6 +23,8 @@ class RecommendProgress(RecommendListener):
         self.console = console
         self.budget_s = 0.0
         self.start = time.monotonic()
+        self.script = False
+        self.warmup_steps = 0
 
     def planned(self, plan: RecommendPlan) -> None:
         env, space, settings = plan.env, plan.space, plan.settings
@@ -40,15 +42,21 @@ class RecommendProgress(RecommendListener):
         if plan.data_note:
             self.console.print(f"[bold red]{escape(plan.data_note)}[/]")
         self.budget_s = settings.budget_s
+        self.script, self.warmup_steps = plan.script is not None, settings.warmup_steps
         self.start = time.monotonic()
 
     def _clock(self) -> str:
         return f"[{time.monotonic() - self.start:5.0f}/{self.budget_s:.0f} s]"
 
     def rung_started(self, rung: int, timed_steps: int, candidates: list[Candidate]) -> None:
+        # A script's trials train its own data, each stopped by the meter after its steps.
+        how = (
+            f"the script stopped after {timed_steps + self.warmup_steps} steps"
+            if self.script
+            else "synthetic data"
+        )
         self.console.rule(
-            f"rung {rung}: {len(candidates)} setting(s) x {timed_steps} timed steps "
-            "(synthetic data)"
+            f"rung {rung}: {len(candidates)} setting(s) x {timed_steps} timed steps ({how})"
         )
 
     def trial_started(self, candidate: Candidate, kind: str, rung: int | None) -> None:

@@ -1,5 +1,6 @@
 """The recommendation, end to end: the space this machine allows, every candidate checked,
-the search, and the `trainscale run` command that reproduces the best setting.
+the search, and the `trainscale run` command that reproduces the best setting. A workload's,
+or a user's own script's (recommend/script.py).
 
 `recommend` is what `trainscale recommend` calls; it returns a `RecommendResult` and reports
 its progress to a `RecommendListener` (the CLI prints it, a Python caller may pass its own).
@@ -7,7 +8,9 @@ its progress to a `RecommendListener` (the CLI prints it, a Python caller may pa
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,15 @@ from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 from trainscale.frameworks import require
 from trainscale.hardware import facts
+from trainscale.recommend.script import (
+    ACCURACY_NOTE,
+    fit_script_candidates,
+    refuse_options,
+    script_base,
+    script_command,
+    script_trials,
+    short_trials_note,
+)
 from trainscale.recommend.search import (
     DEFAULT_RUNG_STEPS,
     QUICK_RUNG_STEPS,
@@ -27,7 +39,13 @@ from trainscale.recommend.search import (
     round_up_s,
     run_search,
 )
-from trainscale.recommend.space import BATCH_MULTIPLIERS, Candidate, Space, machine_space
+from trainscale.recommend.space import (
+    BATCH_MULTIPLIERS,
+    Candidate,
+    Space,
+    machine_space,
+    script_space,
+)
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner import launch
 from trainscale.runner.data_choice import DataChoice, prepare_real
@@ -46,12 +64,14 @@ def search_settings(
     warmup_steps: int | None = None,
     budget_s: float = 600.0,
     accuracy_epochs: float | None = None,
-    accuracy_tolerance: float = 0.5,
+    accuracy_tolerance: float | None = None,
     include_busy: bool = False,
 ) -> SearchSettings:
     """SearchSettings from what a user gives: `quick` shortens the defaults (trials of 5, 15,
     45 steps after 3 warm-up steps, a 0.1-epoch accuracy check; else 10, 30, 90 after 5, and
-    0.25); `accuracy_tolerance` is in percentage points (0 to 100)."""
+    0.25); `accuracy_tolerance` is in percentage points (0 to 100; default 0.5)."""
+    if accuracy_tolerance is None:
+        accuracy_tolerance = 0.5
     if not 0 <= accuracy_tolerance < 100:
         raise ConfigError(
             f"--accuracy-tolerance is in percentage points, 0 to 100; got {accuracy_tolerance}"
@@ -141,6 +161,10 @@ class RecommendPlan:
     settings: SearchSettings
     data_note: str | None
     """Why accuracy will not be checked, or None."""
+    script: str | None = None
+    """The user's script searched (as given), or None for a workload."""
+    script_args: tuple[str, ...] = ()
+    """The script's own arguments (after `--`)."""
 
     @property
     def tag(self) -> str:
@@ -167,9 +191,12 @@ class RecommendResult:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `trainscale recommend --json` prints."""
         plan, settings = self.plan, self.plan.settings
+        checked = plan.script is None  # a script's accuracy is not checked: no such settings
         return {
             "recommend_id": plan.recommend_id,
             "workload": plan.workload,
+            "script": plan.script,
+            "script_args": list(plan.script_args),
             "tag": plan.tag,
             "command": self.command,
             "data_note": plan.data_note,
@@ -178,8 +205,8 @@ class RecommendResult:
                 "warmup_steps": settings.warmup_steps,
                 "keep_fraction": settings.keep_fraction,
                 "budget_s": settings.budget_s,
-                "accuracy_epochs": settings.accuracy_epochs,
-                "accuracy_tolerance": settings.accuracy_tolerance,
+                "accuracy_epochs": settings.accuracy_epochs if checked else None,
+                "accuracy_tolerance": settings.accuracy_tolerance if checked else None,
                 "include_busy": settings.include_busy,
             },
             "space": plan.space.to_dict(),
@@ -188,16 +215,18 @@ class RecommendResult:
 
 
 def recommend(
-    workload: str,
+    workload: str | None = None,
     *,
+    script: str | os.PathLike[str] | None = None,
+    script_args: Sequence[str] = (),
     budget_s: float = 600.0,
     quick: bool = False,
     rung_steps: tuple[int, ...] | None = None,
     warmup_steps: int | None = None,
     accuracy_epochs: float | None = None,
-    accuracy_tolerance: float = 0.5,
+    accuracy_tolerance: float | None = None,
     include_busy: bool = False,
-    batch_multipliers: tuple[int, ...] = BATCH_MULTIPLIERS,
+    batch_multipliers: tuple[int, ...] | None = None,
     max_workers: int | None = None,
     data: DataChoice = "auto",
     data_dir: str | None = None,
@@ -212,17 +241,32 @@ def recommend(
     `rung_steps`, `warmup_steps`, `accuracy_epochs` and `accuracy_tolerance` as in
     `search_settings`); the finalists' accuracy is checked on real data (`data`: auto =
     when found) against the serial fp32 baseline. The per-worker batches tried are the
-    recipe's times `batch_multipliers`, on at most `max_workers` workers. Throughput trials
-    on a busy machine are left out of the ranking unless `include_busy`. Every trial is
-    stored with the tag recommend:<id>. Every trial trains with `framework`. Everything a
-    user can get wrong (the workload, the
-    settings, the store, the data, a batch that cannot fit) fails before the first trial.
+    recipe's times `batch_multipliers` (default 1 and 2), on at most `max_workers` workers.
+    Throughput trials on a busy machine are left out of the ranking unless `include_busy`.
+    Every trial is stored with the tag recommend:<id>. Every trial trains with `framework`.
+    Everything a user can get wrong (the workload, the settings, the store, the data, a
+    batch that cannot fit) fails before the first trial.
+
+    `script="train.py"` (no workload) searches a user's own training script instead, run
+    with `script_args`: workers x threads x affinity only, each trial a script run stopped
+    after its steps, throughput only (recommend/script.py); the options a script decides
+    itself (`batch_multipliers`, `framework`, `data_dir`, `download`) and those of the
+    accuracy check are refused in one line. `data` says what the script trains on.
     """
     listener = listener or RecommendListener()
-    refuse_script(workload)
-    spec = get_workload(workload)
-    workload = spec.name  # a custom workload's reference, from here on its name
-    require(framework)
+    if script is not None:
+        if workload is not None:
+            raise ConfigError("recommend takes a workload or a script, not both")
+        refuse_options(
+            {
+                "--batch-multipliers": batch_multipliers is not None,
+                "--accuracy-epochs": accuracy_epochs is not None,
+                "--accuracy-tolerance": accuracy_tolerance is not None,
+                "--framework": framework != "pytorch",
+                "--data-dir": data_dir is not None,
+                "--no-download": not download,
+            }
+        )
     settings = search_settings(
         quick=quick,
         rung_steps=rung_steps,
@@ -233,9 +277,20 @@ def recommend(
         include_busy=include_busy,
     )
     store_path = Path(store) if store else default_store_path()
+    if script is not None:
+        return _recommend_script(
+            os.fspath(script), tuple(script_args), settings, max_workers, data, store_path, listener
+        )
+    if workload is None:
+        raise ConfigError("recommend needs a workload, or a script: `recommend SCRIPT.py -- ARGS`")
+    refuse_script(workload)
+    spec = get_workload(workload)
+    workload = spec.name  # a custom workload's reference, from here on its name
+    require(framework)
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     env = facts.collect_environment()
-    space = machine_space(spec.name, batch_multipliers, max_workers, env)
+    multipliers = BATCH_MULTIPLIERS if batch_multipliers is None else batch_multipliers
+    space = machine_space(spec.name, multipliers, max_workers, env)
     recommend_id = uuid.uuid4().hex[:8]
     base = RunOptions.of(
         workload=spec.name,
@@ -268,16 +323,52 @@ def recommend(
     return RecommendResult(plan, recommendation, command)
 
 
+def _recommend_script(
+    script: str,
+    args: tuple[str, ...],
+    settings: SearchSettings,
+    max_workers: int | None,
+    data: DataChoice,
+    store_path: Path,
+    listener: RecommendListener,
+) -> RecommendResult:
+    """`recommend` of a user's own script: its placements searched, throughput only."""
+    recommend_id = uuid.uuid4().hex[:8]
+    base = script_base(script, args, data, f"recommend:{recommend_id}")
+    RunStore(store_path).close()  # an unusable store fails now, not after the first trial
+    env = facts.collect_environment()
+    numa = [node["cpus"] for node in env["numa_nodes"]] or None
+    space = script_space(env["usable_cores"], numa, max_workers)
+    space = fit_script_candidates(space, base, script, args)
+    name = f"script:{Path(script).name}"
+    plan = RecommendPlan(
+        recommend_id, name, env, space, settings, ACCURACY_NOTE, script=script, script_args=args
+    )
+    listener.planned(plan)
+    run_one = script_trials(script, args, store_path)
+    recommendation = run_search(space, base, None, settings, run_one, listener=listener)
+    planned = [timed + settings.warmup_steps for timed in settings.rung_steps]
+    note = short_trials_note(recommendation.trials, planned)
+    if note is not None:
+        recommendation.notes.append(note)
+        listener.note(note)
+    command = script_command(script, args, recommendation.best, base.data.kind)
+    return RecommendResult(plan, recommendation, command)
+
+
 def refuse_script(target: str) -> None:
-    """ConfigError (one line) for a training script or a script run's stored name: the
-    search sets each trial's steps, batch and precision, which a script decides itself."""
-    if target.startswith("script:") or is_script(target):
+    """ConfigError (one line) for a script run's stored name (`script:train.py`), or a
+    script given as a workload: recommend searches the script itself, given as a script."""
+    if target.startswith("script:"):
         raise ConfigError(
-            f"{target} is a training script: recommend trains a workload in short trials of "
-            "its own length, batch and precision, which a script decides itself; measure "
-            "the script's settings with `trainscale run SCRIPT.py --workers N "
-            "--threads-per-worker T -- ARGS` and compare them with `trainscale report --runs "
-            "ID ...` (docs/own-scripts.md)"
+            f"{target} is a training script's stored name: recommend searches the script "
+            "itself, `trainscale recommend SCRIPT.py [options] -- ARGS` (docs/own-scripts.md); "
+            "its stored runs compare with `trainscale report --runs ID ...`"
+        )
+    if is_script(target):
+        raise ConfigError(
+            f"{target} is a training script, not a workload: pass it as the script "
+            "(`trainscale recommend SCRIPT.py [options] -- ARGS`; from Python, script=)"
         )
 
 
@@ -303,14 +394,17 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
             if (best["label"] == payload["baseline"]["label"])
             else ""
         )
-        lines.append(f"best: {best['label']} (global batch {best['global_batch_size']}){baseline}")
+        batch = payload.get("best_global_batch") or best["global_batch_size"]
+        whose = ", the script's own" if payload.get("script") else ""
+        lines.append(f"best: {best['label']} (global batch {batch}{whose}){baseline}")
         if measured is not None and total and measured < total:
             lines.append(f"  chosen among the {measured} of {total} candidates measured")
     rate, base_rate = payload["best_samples_per_s"], payload["baseline_samples_per_s"]
     if rate and base_rate and not payload.get("only_baseline"):
         steps = payload["settings"]["rung_steps"][payload["best_rung"]]
+        serial = "serial 1-core" if payload.get("script") else "serial 1-core fp32"
         lines.append(
-            f"  {rate:.0f} samples/s over {steps} timed steps; serial 1-core fp32 baseline "
+            f"  {rate:.0f} samples/s over {steps} timed steps; {serial} baseline "
             f"{base_rate:.0f} samples/s in the same rung: speedup {payload['speedup']:.2f}x"
         )
     if payload["accuracy_checked"]:
@@ -320,6 +414,8 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
             f"{payload['baseline_accuracy']:.4f} (tolerance "
             f"{payload['settings']['accuracy_tolerance'] * 100:.2f} points)"
         )
+    elif payload.get("script"):
+        lines.append(f"  {payload['data_note']}")
     else:
         lines.append("  accuracy NOT checked (no real data): throughput only")
     if payload["rejected"]:
@@ -334,7 +430,9 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
         f"search took {payload['elapsed_s']:.0f} s of a {payload['budget_s']:.0f} s budget; "
         f"runs stored with tag {payload['tag']} "
         f"(trainscale runs list --tag {payload['tag']})",
-        "to reproduce (full recipe):",
+        "to reproduce (the whole script):"
+        if payload.get("script")
+        else "to reproduce (full recipe):",
         f"  {payload['command']}",
     ]
     return lines

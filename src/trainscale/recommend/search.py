@@ -22,6 +22,12 @@ same number of samples as the serial fp32 baseline, which runs first), and a fin
 test accuracy is more than `accuracy_tolerance` below the baseline's is rejected; the next
 one is checked, until one passes. The baseline passes by definition.
 
+A user's own script. Its candidates have no precision or batch (the script decides both),
+so its trials' global batch is what they measured: with a per-worker batch it grows with
+the workers, which is why candidates are compared in samples/s, never in step time, and a
+trial's cost is estimated per step rather than per sample. A script's accuracy is not
+checked (`accuracy_base` None): see recommend/script.py.
+
 Busy machine. A throughput trial stored as busy (other work used its cores; see
 docs/methodology.md, "Contention") is left out of the ranking unless `include_busy`: the
 candidate keeps its last trusted measurement, and a busy baseline trial gives that rung no
@@ -117,6 +123,10 @@ class Trial:
     test_accuracy: float | None = None
     train_time_s: float | None = None
     num_samples: int | None = None
+    num_steps: int | None = None
+    """Steps the run trained (a script that ends early trains fewer than its trial's)."""
+    global_batch: int | None = None
+    """The run's global batch: a workload's as set, a script's as measured."""
     error: str | None = None
     busy: bool = False
     """The run was stored as busy: other work used its cores (see hardware/contention.py)."""
@@ -134,6 +144,8 @@ class Trial:
             "wall_s": self.wall_s,
             "samples_per_s": self.samples_per_s,
             "test_accuracy": self.test_accuracy,
+            "num_steps": self.num_steps,
+            "global_batch_size": self.global_batch,
             "error": self.error,
             "busy": self.busy,
         }
@@ -168,6 +180,9 @@ class Recommendation:
     baseline: Candidate
     baseline_samples_per_s: float | None
     """The baseline's throughput in the same rung as the best's measurement."""
+    best_global_batch: int | None
+    """The best's global batch: a workload's as set, a script's as its trials measured."""
+    baseline_global_batch: int | None
     speedup: float | None
     accuracy_checked: bool
     baseline_accuracy: float | None
@@ -240,6 +255,8 @@ class Recommendation:
             "best_rung": self.best_rung,
             "baseline": self.baseline.to_dict(),
             "baseline_samples_per_s": self.baseline_samples_per_s,
+            "best_global_batch": self.best_global_batch,
+            "baseline_global_batch": self.baseline_global_batch,
             "speedup": self.speedup,
             "accuracy_checked": self.accuracy_checked,
             "baseline_accuracy": self.baseline_accuracy,
@@ -368,51 +385,65 @@ class _Search:
                 test_accuracy=result.get("test_accuracy"),
                 train_time_s=result.get("train_time_s"),
                 num_samples=result.get("num_samples"),
+                num_steps=result.get("num_steps"),
+                global_batch=result.get("global_batch_size"),
                 busy=ran_busy(result),
             )
         self.trials.append(trial)
         self.listener.trial_finished(trial)
         return trial
 
-    def estimate_s(self, candidate: Candidate, total_steps: int) -> float | None:
-        """Expected wall time of a throughput trial, or None before anything was measured."""
-        # (candidate, wall, training and samples) of each throughput trial that measured them
-        measured = [
-            (t.candidate, t.wall_s, t.train_time_s, t.num_samples)
+    def measured(self) -> list[Trial]:
+        """The throughput trials that measured their training time and samples."""
+        return [
+            t
             for t in self.trials
             if t.kind == "throughput" and t.ok and t.train_time_s and t.num_samples
         ]
+
+    @staticmethod
+    def step_s(candidate: Candidate, trials: list[Trial]) -> float | None:
+        """Seconds of one of `candidate`'s steps, as slow as the slowest of `trials`: per
+        sample times its global batch; a script's (whose batch is its own) per step."""
+        batch = candidate.global_batch_size
+        if batch is not None:
+            return batch * max((t.train_time_s or 0.0) / (t.num_samples or 1) for t in trials)
+        per_step = [(t.train_time_s or 0.0) / t.num_steps for t in trials if t.num_steps]
+        return max(per_step) if per_step else None
+
+    def estimate_s(self, candidate: Candidate, total_steps: int) -> float | None:
+        """Expected wall time of a throughput trial, or None before anything was measured."""
+        measured = self.measured()
         if not measured:
             return None
-        overhead = statistics.median(max(0.0, wall - train) for _, wall, train, _ in measured)
-        own = [m for m in measured if m[0] == candidate]
-        per_sample = [train / samples for _, _, train, samples in (own[-1:] or measured)]
+        overhead = statistics.median(max(0.0, t.wall_s - (t.train_time_s or 0.0)) for t in measured)
+        own = [t for t in measured if t.candidate == candidate]
         # An untried candidate is assumed as slow as the slowest seen: better to stop a
         # little early than to overrun the budget.
-        return overhead + total_steps * candidate.global_batch_size * max(per_sample)
+        step = self.step_s(candidate, own[-1:] or measured)
+        return None if step is None else overhead + total_steps * step
 
     def full_search_s(self) -> float | None:
         """About how long the whole search takes here, every candidate measured: the
         baseline's accuracy run and one finalist's, and every rung's trials, each as slow
-        per sample as the slowest trial measured (the serial baseline, usually), so rather
-        more than less. None before any throughput trial was measured."""
-        # (wall, training) seconds and samples of each throughput trial that measured them
-        measured = [
-            (t.wall_s, t.train_time_s, t.num_samples)
-            for t in self.trials
-            if t.kind == "throughput" and t.ok and t.train_time_s and t.num_samples
-        ]
+        per sample (a script's: per step) as the slowest trial measured (the serial
+        baseline, usually), so rather more than less. None before any throughput trial was
+        measured."""
+        measured = self.measured()
         if not measured:
             return None
-        overhead = statistics.median(max(0.0, wall - train) for wall, train, _ in measured)
-        per_sample = max(train / samples for _, train, samples in measured)
-        batch = max(c.global_batch_size for c in [self.space.baseline, *self.space.candidates])
+        overhead = statistics.median(max(0.0, t.wall_s - (t.train_time_s or 0.0)) for t in measured)
+        everyone = [self.space.baseline, *self.space.candidates]
+        steps_s = [self.step_s(c, measured) for c in everyone]
+        step = max((s for s in steps_s if s is not None), default=None)
+        if step is None:
+            return None
         settings = self.settings
         total = 2 * self.reserve_s  # the baseline's accuracy run, and one finalist's
         count = len(self.space.candidates)
         for timed in settings.rung_steps:
             steps = timed + settings.warmup_steps
-            total += (count + 1) * (overhead + steps * batch * per_sample)  # + the baseline
+            total += (count + 1) * (overhead + steps * step)  # + the baseline
             count = max(1, math.ceil(count * settings.keep_fraction))
         return total
 
@@ -432,6 +463,18 @@ class _Search:
                 f"twice); {self.settings.budget_s:.0f} s will measure fewer: "
                 f"--budget-s {round_up_s(needed)} measures all"
             )
+
+    def global_batch(self, candidate: Candidate) -> int | None:
+        """`candidate`'s global batch: as set, or as its last throughput trial measured it
+        (a script's); None when it has none."""
+        if candidate.global_batch_size is not None:
+            return candidate.global_batch_size
+        batches = [
+            t.global_batch
+            for t in self.trials
+            if t.candidate == candidate and t.kind == "throughput" and t.ok and t.global_batch
+        ]
+        return batches[-1] if batches else None
 
     def fits(self, cost_s: float | None) -> bool:
         if cost_s is None:
@@ -621,14 +664,25 @@ def run_search(
         best, best_rate, best_rung = chosen.candidate, chosen.samples_per_s, chosen.rung
     base_rate = baseline_rate.get(best_rung) if best_rung is not None else None
     speedup = best_rate / base_rate if best_rate and base_rate else None
-    if best.global_batch_size != baseline.global_batch_size:
+    best_batch, base_batch = search.global_batch(best), search.global_batch(baseline)
+    script = best.global_batch_size is None
+    if script and best_batch and base_batch and best_batch != base_batch:
+        # A script passes each worker its own batch (DistributedSampler): the global
+        # batch grows with the workers, so only samples/s compares settings.
         search.note(
-            f"the recommended global batch ({best.global_batch_size}) differs from the "
-            f"baseline's ({baseline.global_batch_size}): the speedup is in samples/s of a "
+            f"the script's global batch at the recommended setting ({best_batch}) differs "
+            f"from the baseline's ({base_batch}): it trains its own batch on each worker, so "
+            "the speedup is in samples/s of a different optimisation, and a script's "
+            "accuracy is not checked"
+        )
+    elif not script and best_batch != base_batch:
+        search.note(
+            f"the recommended global batch ({best_batch}) differs from the "
+            f"baseline's ({base_batch}): the speedup is in samples/s of a "
             "different optimisation, admitted because the accuracy check passed"
             if baseline_accuracy is not None
-            else f"the recommended global batch ({best.global_batch_size}) differs from the "
-            f"baseline's ({baseline.global_batch_size}) and accuracy was not checked"
+            else f"the recommended global batch ({best_batch}) differs from the "
+            f"baseline's ({base_batch}) and accuracy was not checked"
         )
     measured = len({r.candidate for r in ranking})
     total = len(space.candidates)
@@ -652,6 +706,8 @@ def run_search(
         best_rung=best_rung,
         baseline=baseline,
         baseline_samples_per_s=base_rate,
+        best_global_batch=best_batch,
+        baseline_global_batch=base_batch,
         speedup=speedup,
         accuracy_checked=baseline_accuracy is not None,
         baseline_accuracy=baseline_accuracy,

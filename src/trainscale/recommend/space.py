@@ -1,4 +1,6 @@
-"""The settings `trainscale recommend` searches: workers x threads x affinity x precision x batch.
+"""The settings `trainscale recommend` searches: workers x threads x affinity x precision x batch
+for a workload; workers x threads x affinity for a user's own script, which decides its
+precision and batch itself.
 
 Built from this machine's usable cores, so every candidate fits the machine: workers x
 threads never exceeds the cores (oversubscription only ever loses, see
@@ -34,15 +36,17 @@ class Candidate:
     workers: int
     threads_per_worker: int
     affinity: str
-    precision: str
-    batch_size: int
-    """Per-worker batch size."""
+    precision: str | None
+    """None: a script's, which it decides itself."""
+    batch_size: int | None
+    """Per-worker batch size; None: a script's, which it decides itself."""
     core_sets: tuple[tuple[int, ...], ...] = ()
     """Cores each worker is pinned to, as planned on this machine (for dedup and display)."""
 
     @property
-    def global_batch_size(self) -> int:
-        return self.workers * self.batch_size
+    def global_batch_size(self) -> int | None:
+        """Samples per step over all workers; None for a script (known once it ran)."""
+        return None if self.batch_size is None else self.workers * self.batch_size
 
     @property
     def cores(self) -> int:
@@ -51,22 +55,26 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        """A short, unique name, e.g. '2w x 1t compact fp32 b64'."""
-        return (
-            f"{self.workers}w x {self.threads_per_worker}t {self.affinity} {self.precision} "
-            f"b{self.batch_size}"
-        )
+        """A short, unique name, e.g. '2w x 1t compact fp32 b64' ('2w x 1t compact' for a
+        script)."""
+        placement = f"{self.workers}w x {self.threads_per_worker}t {self.affinity}"
+        if self.precision is None or self.batch_size is None:
+            return placement
+        return f"{placement} {self.precision} b{self.batch_size}"
 
     def options(self, base: RunOptions) -> RunOptions:
-        """`base` with this candidate's settings (the per-worker batch replaces any global one)."""
-        return base.with_(
+        """`base` with this candidate's settings (the per-worker batch replaces any global one;
+        a script's candidate sets only the placement)."""
+        placement = base.with_(
             workers=self.workers,
             threads_per_worker=self.threads_per_worker,
             affinity=self.affinity,
-            precision=self.precision,
-            batch_size=self.batch_size,
-            global_batch_size=None,
             allow_oversubscribe=False,
+        )
+        if self.precision is None or self.batch_size is None:
+            return placement
+        return placement.with_(
+            precision=self.precision, batch_size=self.batch_size, global_batch_size=None
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,14 +154,62 @@ def build_space(
         raise ConfigError(
             f"batch multipliers must be whole numbers >= 1, got {list(batch_multipliers)}"
         )
-    available = sorted(set(cores))
-    num_cores = len(available)
-    skipped: list[str] = []
+    placed = placements(cores, numa_nodes, max_workers)
+    skipped = list(placed.skipped)
     precisions = ["fp32"]
     if bf16_native:
         precisions.append("bf16")
     else:
-        skipped.append(BF16_SKIP_REASON)
+        skipped.insert(0, BF16_SKIP_REASON)
+    candidates = [
+        Candidate(workers, threads, affinity, precision, recipe_batch_size * multiplier, sets)
+        for workers, threads, affinity, sets in placed.placements
+        for precision in precisions
+        for multiplier in dict.fromkeys(batch_multipliers)
+    ]
+    # The serial reference: the setting every speedup is against. It is a candidate too
+    # whenever the recipe's own batch (multiplier 1) is searched.
+    first = (min(cores),)
+    baseline = Candidate(1, 1, "compact", "fp32", recipe_batch_size, (first,))
+    return Space(candidates, baseline, skipped, placed.duplicates)
+
+
+def script_space(
+    cores: Sequence[int],
+    numa_nodes: Sequence[Sequence[int]] | None = None,
+    max_workers: int | None = None,
+) -> Space:
+    """Every candidate for a user's own script: workers x threads x affinity only. The
+    script decides its precision and batch, so neither is an axis (None in each candidate),
+    and the baseline is the serial 1-worker, 1-thread setting. Pure, as `build_space`."""
+    placed = placements(cores, numa_nodes, max_workers)
+    candidates = [
+        Candidate(workers, threads, affinity, None, None, sets)
+        for workers, threads, affinity, sets in placed.placements
+    ]
+    baseline = Candidate(1, 1, "compact", None, None, ((min(cores),),))
+    return Space(candidates, baseline, list(placed.skipped), placed.duplicates)
+
+
+@dataclass(frozen=True)
+class Placements:
+    """Where workers can go on a machine: (workers, threads, affinity, core sets) each."""
+
+    placements: list[tuple[int, int, str, tuple[tuple[int, ...], ...]]]
+    skipped: list[str]
+    duplicates: list[tuple[str, str]]
+
+
+def placements(
+    cores: Sequence[int],
+    numa_nodes: Sequence[Sequence[int]] | None = None,
+    max_workers: int | None = None,
+) -> Placements:
+    """Workers x threads x affinity that fit `cores` without oversubscribing, each distinct
+    pinning once (affinities that pin to the same core sets are listed as duplicates)."""
+    available = sorted(set(cores))
+    num_cores = len(available)
+    skipped: list[str] = []
     counts = worker_counts(num_cores)
     if max_workers is not None:
         if max_workers < 1:
@@ -166,7 +222,7 @@ def build_space(
                 f"{max_workers}"
             )
 
-    placements: list[tuple[int, int, str, tuple[tuple[int, ...], ...]]] = []
+    found: list[tuple[int, int, str, tuple[tuple[int, ...], ...]]] = []
     duplicates: list[tuple[str, str]] = []
     for workers in counts:
         for threads in thread_counts(num_cores, workers):
@@ -191,18 +247,8 @@ def build_space(
                     )
                     continue
                 seen[sets] = affinity
-                placements.append((workers, threads, affinity, plan.core_sets or ()))
-
-    candidates = [
-        Candidate(workers, threads, affinity, precision, recipe_batch_size * multiplier, sets)
-        for workers, threads, affinity, sets in placements
-        for precision in precisions
-        for multiplier in dict.fromkeys(batch_multipliers)
-    ]
-    # The serial reference: the setting every speedup is against. It is a candidate too
-    # whenever the recipe's own batch (multiplier 1) is searched.
-    baseline = Candidate(1, 1, "compact", "fp32", recipe_batch_size, ((available[0],),))
-    return Space(candidates, baseline, skipped, duplicates)
+                found.append((workers, threads, affinity, plan.core_sets or ()))
+    return Placements(found, skipped, duplicates)
 
 
 def machine_space(
