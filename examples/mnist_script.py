@@ -1,5 +1,5 @@
 """An ordinary PyTorch training script (after pytorch/examples' MNIST CNN) that trainscale
-can measure unchanged but for two lines: `meter = trainscale.meter()` and
+can measure unchanged but for two lines: `meter = trainscale.meter(model=model)` and
 `with meter.step(samples=len(x)):` around each step (docs/own-scripts.md).
 
     python examples/mnist_script.py --epochs 1                      # plain: the meter is a no-op
