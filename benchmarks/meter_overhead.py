@@ -129,18 +129,26 @@ def one_run(side: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]
 
 
 def resolution(rounds: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int | None]:
-    """The interval after each round count, and the first count whose interval lies wholly
-    on one side of TARGET (None if none did)."""
-    steps, resolved = [], None
+    """The interval after each round count, and the round count from which the verdict of
+    all the rounds (met, or missed) held at every count after it; None where all the rounds
+    do not resolve it. An early interval that lies on one side by chance and is undone by
+    later rounds resolves nothing."""
+    steps: list[dict[str, Any]] = []
+    sides: list[str | None] = []
     for count in range(2, len(rounds) + 1):
         paired = summarise(rounds[:count])
         if paired.ci is None:
             continue
         low, high = paired.ci
         steps.append({"rounds": count, "median": paired.median, "ci95": [low, high]})
-        if resolved is None and paired.trusted and (low >= TARGET or high < TARGET):
-            resolved = count
-    return steps, resolved
+        side = "met" if low >= TARGET else "missed" if high < TARGET else None
+        sides.append(side if paired.trusted else None)
+    if not sides or sides[-1] is None:
+        return steps, None
+    first = len(sides) - 1
+    while first > 0 and sides[first - 1] == sides[-1]:
+        first -= 1
+    return steps, steps[first]["rounds"]
 
 
 def summarise(rounds: list[dict[str, Any]]) -> PairedRatio:
