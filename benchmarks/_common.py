@@ -71,17 +71,18 @@ def rotated_rounds(
     rounds: int,
     one_run: Callable[[str], dict[str, Any]],
     describe: Callable[[dict[str, Any]], str],
-) -> tuple[list[dict[str, Any]], str | None]:
+    measured: list[dict[str, Any]],
+) -> str | None:
     """Run every side once a round, the order rotated a step each round so that no side is
     always first (warm caches, turbo), printing `describe(row)` and the round's time.
 
-    Returns the rounds measured (each `{"order": [...], side: one_run(side), ...}`) and why
-    they stopped early, if they did: a failed run or Ctrl-C keeps what was measured, for the
-    caller to report. Any other error is a fault of the tools and propagates."""
+    Each round is appended to `measured` as it ends (`{"order": [...], side: one_run(side),
+    ...}`), so the caller keeps every round whatever happens. Returns why the rounds stopped
+    early, if they did (a failed run, Ctrl-C), else None; any other error is a fault of the
+    tools and propagates, the rounds before it still in `measured`."""
     import trainscale
     from trainscale.errors import TrainscaleError
 
-    measured: list[dict[str, Any]] = []
     try:
         for index in range(rounds):
             shift = index % len(sides)
@@ -97,5 +98,5 @@ def rotated_rounds(
     except (TrainscaleError, trainscale.RunFailed, KeyboardInterrupt) as error:
         stopped = str(error) or type(error).__name__
         print(f"{name}: stopped after {len(measured)} rounds: {stopped}", file=sys.stderr)
-        return measured, stopped
-    return measured, None
+        return stopped
+    return None

@@ -193,8 +193,13 @@ def main() -> int:
     stopped: str | None = None
     try:
         check = check_line(args, store, chosen[names[0]][1])
-        rounds, stopped = rotated_rounds(
-            "input_bound", names, args.rounds, lambda n: one_run(*chosen[n], args, store), describe
+        stopped = rotated_rounds(
+            "input_bound",
+            names,
+            args.rounds,
+            lambda n: one_run(*chosen[n], args, store),
+            describe,
+            rounds,
         )
     except (TrainscaleError, trainscale.RunFailed, KeyboardInterrupt) as error:  # the check
         stopped = str(error) or type(error).__name__

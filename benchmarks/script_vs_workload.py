@@ -165,16 +165,18 @@ def main() -> int:
             f"{script['samples_per_s'] / workload['samples_per_s']:.3f}{busy}"
         )
 
+    rounds: list[dict[str, Any]] = []
     try:
-        rounds, stopped = rotated_rounds(
+        stopped = rotated_rounds(
             "script_vs_workload",
             list(SIDES),
             args.rounds,
             lambda s: one_run(s, args, store),
             describe,
+            rounds,
         )
     except Exception as error:  # a fault of the tools: the figures so far, then the error
-        report(args, [], f"{type(error).__name__}: {error}")
+        report(args, rounds, f"{type(error).__name__}: {error}")
         raise
     report(args, rounds, stopped)
     return 1 if stopped else 0
