@@ -167,6 +167,13 @@ def main() -> int:
             ),
             Check("python -c trainscale.run(...)", [str(venv / "bin" / "python"), "-c", api]),
             Check(
+                "run SCRIPT.py -- ARGS (own script)",
+                [
+                    *(ts, "run", str(ROOT / "examples" / "mnist_script.py"), *synth, "--quiet"),
+                    *("--", "--max-steps", "4", "--train-samples", "256", "--test-samples", "64"),
+                ],
+            ),
+            Check(
                 "python -c runs().to_dataframe()",
                 [str(venv / "bin" / "python"), "-c", frames],
                 "pandas",
