@@ -71,18 +71,21 @@ def rotated_rounds(
     rounds: int,
     one_run: Callable[[str], dict[str, Any]],
     describe: Callable[[dict[str, Any]], str],
-    measured: list[dict[str, Any]],
+    report: Callable[[list[dict[str, Any]], str | None], None],
 ) -> str | None:
     """Run every side once a round, the order rotated a step each round so that no side is
-    always first (warm caches, turbo), printing `describe(row)` and the round's time.
+    always first (warm caches, turbo), printing `describe(row)` and the round's time; then
+    `report(rounds, stopped)` the rounds measured (each `{"order": [...], side:
+    one_run(side), ...}`), whatever ended them.
 
-    Each round is appended to `measured` as it ends (`{"order": [...], side: one_run(side),
-    ...}`), so the caller keeps every round whatever happens. Returns why the rounds stopped
-    early, if they did (a failed run, Ctrl-C), else None; any other error is a fault of the
-    tools and propagates, the rounds before it still in `measured`."""
+    Returns why the rounds stopped early (a failed run, Ctrl-C: reported with the rounds
+    before it), else None. Any other error is a fault of the tools: the rounds before it are
+    reported with it, then it propagates."""
     import trainscale
     from trainscale.errors import TrainscaleError
 
+    measured: list[dict[str, Any]] = []
+    stopped: str | None = None
     try:
         for index in range(rounds):
             shift = index % len(sides)
@@ -98,5 +101,8 @@ def rotated_rounds(
     except (TrainscaleError, trainscale.RunFailed, KeyboardInterrupt) as error:
         stopped = str(error) or type(error).__name__
         print(f"{name}: stopped after {len(measured)} rounds: {stopped}", file=sys.stderr)
-        return stopped
-    return None
+    except Exception as error:
+        report(measured, f"{type(error).__name__}: {error}")
+        raise
+    report(measured, stopped)
+    return stopped

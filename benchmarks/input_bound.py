@@ -188,27 +188,25 @@ def main() -> int:
         )
         return shown + (" (busy)" if any(row[name]["busy"] for name in names) else "")
 
-    check: dict[str, Any] | None = None
-    rounds: list[dict[str, Any]] = []
-    stopped: str | None = None
     try:
         check = check_line(args, store, chosen[names[0]][1])
-        stopped = rotated_rounds(
-            "input_bound",
-            names,
-            args.rounds,
-            lambda n: one_run(*chosen[n], args, store),
-            describe,
-            rounds,
-        )
-    except (TrainscaleError, trainscale.RunFailed, KeyboardInterrupt) as error:  # the check
-        stopped = str(error) or type(error).__name__
-        print(f"input_bound: stopped before the rounds: {stopped}", file=sys.stderr)
-    except Exception as error:  # a fault of the tools: keep what was measured, then show it
-        report(args, names, check, rounds, f"{type(error).__name__}: {error}")
+    except (TrainscaleError, trainscale.RunFailed, KeyboardInterrupt) as error:
+        why = str(error) or type(error).__name__
+        print(f"input_bound: stopped before the rounds: {why}", file=sys.stderr)
+        report(args, names, None, [], why)
+        return 1
+    except Exception as error:  # a fault of the tools: say so in the result, then show it
+        report(args, names, None, [], f"{type(error).__name__}: {error}")
         raise
-    report(args, names, check, rounds, stopped)
-    return 1 if stopped or not (check and check["printed"]) else 0
+    stopped = rotated_rounds(
+        "input_bound",
+        names,
+        args.rounds,
+        lambda n: one_run(*chosen[n], args, store),
+        describe,
+        lambda rounds, why: report(args, names, check, rounds, why),
+    )
+    return 1 if stopped or not check["printed"] else 0
 
 
 if __name__ == "__main__":

@@ -248,20 +248,14 @@ def main() -> int:
             f"{meter['samples_per_s'] / bare['samples_per_s']:.4f}{busy}"
         )
 
-    rounds: list[dict[str, Any]] = []
-    try:
-        stopped = rotated_rounds(
-            "meter_overhead",
-            list(SIDES),
-            args.rounds,
-            lambda s: one_run(s, args, folder),
-            describe,
-            rounds,
-        )
-    except Exception as error:  # a fault of the tools: the figures so far, then the error
-        report(args, rounds, f"{type(error).__name__}: {error}")
-        raise
-    report(args, rounds, stopped)
+    stopped = rotated_rounds(
+        "meter_overhead",
+        list(SIDES),
+        args.rounds,
+        lambda s: one_run(s, args, folder),
+        describe,
+        lambda rounds, why: report(args, rounds, why),
+    )
     return 1 if stopped else 0
 
 

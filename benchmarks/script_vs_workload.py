@@ -165,20 +165,14 @@ def main() -> int:
             f"{script['samples_per_s'] / workload['samples_per_s']:.3f}{busy}"
         )
 
-    rounds: list[dict[str, Any]] = []
-    try:
-        stopped = rotated_rounds(
-            "script_vs_workload",
-            list(SIDES),
-            args.rounds,
-            lambda s: one_run(s, args, store),
-            describe,
-            rounds,
-        )
-    except Exception as error:  # a fault of the tools: the figures so far, then the error
-        report(args, rounds, f"{type(error).__name__}: {error}")
-        raise
-    report(args, rounds, stopped)
+    stopped = rotated_rounds(
+        "script_vs_workload",
+        list(SIDES),
+        args.rounds,
+        lambda s: one_run(s, args, store),
+        describe,
+        lambda rounds, why: report(args, rounds, why),
+    )
     return 1 if stopped else 0
 
 
