@@ -41,9 +41,13 @@ INTERVAL_S = 10.0
 POLL_S = 1.0
 """Seconds between two looks at the step count (the precision of "the last step ended")."""
 HANG_FACTOR = 10.0
-"""A step that has run this many times the median step, and more than `HANG_MIN_S`..."""
+"""A step that has run this many times the median step (of the last `TYPICAL_OF_LAST`),
+and more than `HANG_MIN_S`..."""
 HANG_MIN_S = 30.0
 """...is said to hang (the minimum keeps a slow data reload or a checkpoint quiet)."""
+TYPICAL_OF_LAST = 1000
+"""The steps whose median is a typical step for the hang line: the recent ones, so that a
+line's sort stays small in a run of millions of steps (a script's thread waits for it)."""
 
 
 class Measured(Protocol):
@@ -120,7 +124,8 @@ class Watch:
         """The hang line where the running step has run too long, else None."""
         if self.last_end_s is None:
             return None  # before the first step: a script may load its data for minutes
-        typical = statistics.median(times) if times else self._host_step_s()
+        recent = times[-TYPICAL_OF_LAST:]  # bounded work a line, however long the run
+        typical = statistics.median(recent) if recent else self._host_step_s()
         if typical is None:
             return None
         running = now_s - self.last_end_s
