@@ -3,12 +3,13 @@ can measure unchanged but for two lines: `meter = trainscale.meter(model=model)`
 `with meter.step(samples=len(x)):` around each step (docs/own-scripts.md).
 
     python examples/mnist_script.py --epochs 1                      # plain: the meter is a no-op
-    torchrun --nproc-per-node 2 examples/mnist_script.py --epochs 1  # DDP over gloo
+    torchrun --nproc-per-node 2 examples/mnist_script.py --epochs 1  # DDP (gloo; NCCL on GPUs)
     trainscale run examples/mnist_script.py --data synthetic --workers 2 -- --max-steps 20
 
 By default it trains on synthetic tensors (a TensorDataset of random images with random
 labels: throughput only, no accuracy to claim: tell trainscale with `--data synthetic`),
-so it runs anywhere without a download.
+so it runs anywhere without a download. It trains on the GPU when torch sees one (as
+pytorch/examples does), else on the CPU.
 """
 
 import argparse
@@ -49,11 +50,12 @@ def synthetic(num: int, seed: int) -> TensorDataset:
     return TensorDataset(images, torch.randint(0, 10, (num,), generator=generator))
 
 
-def evaluate(model: nn.Module, loader: DataLoader) -> float:
+def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
     model.eval()
     correct = total = 0
     with torch.no_grad():
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             correct += int((model(x).argmax(dim=1) == y).sum())
             total += len(y)
     model.train()
@@ -73,12 +75,17 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
+    use_cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:  # under torchrun (or trainscale) with several processes
-        dist.init_process_group("gloo")
-    model: nn.Module = Net()
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+    model: nn.Module = Net().to(device)
     if distributed:
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank] if use_cuda else None
+        )
     train_set = synthetic(args.train_samples, args.seed)
     sampler = DistributedSampler(train_set) if distributed else None
     train_loader = DataLoader(
@@ -95,6 +102,7 @@ def main() -> None:
             sampler.set_epoch(epoch)
         for x, y in train_loader:
             with meter.step(samples=len(x)):
+                x, y = x.to(device), y.to(device)
                 optimizer.zero_grad()
                 loss = F.nll_loss(model(x), y)
                 loss.backward()
@@ -102,7 +110,7 @@ def main() -> None:
             steps += 1
             if steps == args.max_steps:
                 break
-        meter.evaluate(accuracy=evaluate(model, test_loader))
+        meter.evaluate(accuracy=evaluate(model, test_loader, device))
         scheduler.step()
         if steps == args.max_steps:
             break

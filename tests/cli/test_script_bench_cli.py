@@ -77,18 +77,21 @@ def test_options_a_script_decides_are_one_line_and_store_nothing(
         assert opened.list_runs() == []
 
 
-def test_a_scripts_ladder_has_cpu_settings_only_and_says_why() -> None:
+def test_a_scripts_ladder_has_no_bf16_rung_and_says_why() -> None:
     from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder
     from trainscale.config.options import RunOptions
 
     ladder = plan_ladder(RunOptions.of(str(EXAMPLE)), 4, True, 2, True, script=True)
     skipped = {rung.name: rung.reason for rung in ladder if isinstance(rung, Skipped)}
+    why = "the script decides its precision (it may autocast itself): no bf16 rung"
     assert skipped == {
-        "bf16 autocast": "the script decides its precision (it may autocast itself): no bf16 rung",
-        "1 GPU": "script runs train on the CPU: a script bench has no GPU settings",
+        "bf16 autocast": why,
+        "1 GPU, bf16": why,
+        "2 GPUs, DDP over NCCL, bf16": why,
     }
     rungs = [rung for rung in ladder if isinstance(rung, Rung)]
-    assert all(rung.gpus == 0 and rung.options.parallel.device != "cuda" for rung in rungs)
+    # GPU rungs are script runs on cuda (tests/unit/test_script_bench_gpu.py), the rest on the CPU.
+    assert all((rung.options.parallel.device == "cuda") == bool(rung.gpus) for rung in rungs)
     # The script's precision stays its own: no rung sets one.
     default = RunOptions.of(str(EXAMPLE)).flat()["precision"]
     assert all(rung.options.flat()["precision"] == default for rung in rungs)

@@ -44,6 +44,10 @@ def test_the_example_with_one_worker_is_stored_completed(tmp_path: Path) -> None
     assert summary["global_batch_measured"] == run.global_batch_size == 64
     assert 0 <= summary["data_wait_share"] < 1
     assert summary["test_accuracy"] is not None  # the script's one evaluation
+    # Its devices, as a built-in run stores them (no MFU: a script gives no FLOPs).
+    assert summary["hardware"]["device_type"] == "cpu" and summary["hardware"]["devices"] >= 1
+    assert summary["mfu"] is None and summary["mfu_unknown"]
+    assert summary["peak_gpu_memory_bytes_per_worker"] is None  # no CUDA in this script
 
 
 def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
@@ -79,6 +83,7 @@ def test_a_script_that_raises_is_one_line_and_stored_failed(
         f"names = {TORCHRUN_VARIABLES!r}\n"
         "seen = {n: os.environ.get(n) for n in names}\n"
         "seen['start method'] = multiprocessing.get_start_method()\n"
+        "seen['CUDA_VISIBLE_DEVICES'] = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
         f"open({str(seen)!r}, 'w').write(json.dumps(seen))\n"
         "trainscale.meter()\nmain()\n"
     )
@@ -96,6 +101,9 @@ def test_a_script_that_raises_is_one_line_and_stored_failed(
     # The platform's default, as in a fresh interpreter under torchrun (its DataLoader
     # workers start as there), not the launcher's spawn.
     assert environ["start method"] == multiprocessing.get_all_start_methods()[0]
+    # A CPU run hides the GPUs: a script that trains on "cuda" where torch sees one trains on
+    # the CPU the run measures.
+    assert environ["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_the_example_runs_unchanged_under_plain_python(monkeypatch: pytest.MonkeyPatch) -> None:

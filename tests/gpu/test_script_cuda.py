@@ -1,6 +1,8 @@
 """A user's own script on a GPU: `trainscale run SCRIPT.py --device cuda` with one worker,
 the script saying plain "cuda" and landing on its worker's GPU, its steps timed with CUDA
-events. Skipped without CUDA."""
+events read as the device passes them (before any evaluation), its peak GPU memory and its
+GPU stored as a built-in GPU run's; with two workers and no process group, the line names
+NCCL. Skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 
 from trainscale.results.store import RunStore
 
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import one_error_line, run_cli
 
 pytestmark = [
     pytest.mark.gpu,
@@ -46,6 +48,7 @@ for step in range(40):
         optimizer.zero_grad()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
+read_before_evaluate = len(meter.measurements.step_times_s)  # no synchronisation yet
 with torch.no_grad():
     accuracy = (model(x).argmax(1) == y).float().mean().item()
 meter.evaluate(accuracy=accuracy)
@@ -54,6 +57,7 @@ seen = {
     "local_rank": int(os.environ["LOCAL_RANK"]),
     "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
     "clock": type(meter.clock).__name__,
+    "read_before_evaluate": read_before_evaluate,
 }
 with open(f"{sys.argv[1]}.{os.environ['RANK']}", "w") as out:
     json.dump(seen, out)
@@ -83,6 +87,46 @@ def test_a_script_on_one_gpu_is_timed_on_the_device(tmp_path: Path) -> None:
     # torchrun's environment as it is: the GPUs visible to the worker are not narrowed.
     assert facts["visible"] == os.environ.get("CUDA_VISIBLE_DEVICES")
     assert facts["clock"] == "DeviceClock"
+    # The events the device had passed were read at the step ends, not all kept until the
+    # script synchronised: the queue of marks stays short however long a script trains.
+    assert facts["read_before_evaluate"] >= 1
+    summary = run.summary
+    # Peak GPU memory and the GPU, as a built-in GPU run stores them; the model's weights,
+    # gradients and the batches at least (2 x 1.07M fp32 parameters, 8 MiB).
+    (peak,) = summary["peak_gpu_memory_bytes_per_worker"]
+    assert peak >= 8 * 2**20
+    hardware = summary["hardware"]
+    assert (hardware["device_type"], hardware["devices"]) == ("cuda", 1)
+    assert hardware["device"] == torch.cuda.get_device_name(0)
+    # A script gives no FLOPs: no MFU, and the summary says why.
+    assert summary["mfu"] is None and summary["achieved_tflops"] is None
+    assert summary["mfu_unknown"]
+
+
+ALONE = """\
+import torch
+import trainscale
+
+x = torch.ones(4, device="cuda")
+meter = trainscale.meter()
+for _ in range(1000):
+    with meter.step(samples=4):
+        x = x * 2
+"""
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_gpu_workers_without_a_process_group_are_told_to_use_nccl(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script, store = tmp_path / "alone.py", tmp_path / "s.db"
+    script.write_text(ALONE)
+    capsys.readouterr()
+    args = ["run", str(script), "--device", "cuda", "--workers", "2", "--data", "synthetic"]
+    assert run_cli([*args, "--store", str(store), "--"]) == 1
+    line = one_error_line(capsys)
+    assert "without a process group" in line and 'init_process_group("nccl")' in line
+    assert "device_ids=[local_rank]" in line and "gloo" not in line
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")

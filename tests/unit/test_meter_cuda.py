@@ -1,11 +1,13 @@
-"""A script run on a GPU, as far as a CPU can check it: the meter's device clock (marks read
-only at `evaluate()` and at the script's end, step times that add up to the training clock,
-the data wait as the device's idle gap between a step's end and the next step's start),
-the clock chosen at the first step, the worker's GPU made current, and `--device` resolved
-in the parent (cuda on a machine without a GPU: one line, exit 2, nothing stored)."""
+"""A script run on a GPU, as far as a CPU can check it: the meter's device clock (marks the
+device has not passed read at `evaluate()` and at the script's end, step times that add up
+to the training clock, the data wait as the device's idle gap between a step's end and the
+next step's start), the clock chosen at the first step, the worker's GPU made current, and
+`--device` resolved in the parent (cuda on a machine without a GPU: one line, exit 2,
+nothing stored)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,8 @@ from tests.helpers.cli import one_error_line, run_cli
 
 class FakeDeviceClock:
     """A device clock whose marks read the time the test sets, and only once settled: a
-    read before `settle()` fails, as a CUDA event's would stall or fail."""
-
-    deferred = True
+    read before `settle()` fails, as a CUDA event's would stall or fail (a device that
+    passes its marks in its own time: tests/unit/test_meter_pending.py)."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -43,6 +44,12 @@ class FakeDeviceClock:
     def seconds(self, start: int, end: int) -> float:
         assert max(start, end) < self.settled, "a mark read before the clock settled"
         return self.times[end] - self.times[start]
+
+    def passed(self, mark: int) -> bool:
+        return mark < self.settled
+
+    def wait(self, mark: int) -> None:
+        raise AssertionError("a wait for the device in a step")
 
     def settle(self) -> None:
         self.settles += 1
@@ -61,7 +68,7 @@ def _inactive() -> None:
     deactivate()
 
 
-def test_device_marks_are_read_only_at_evaluate_and_at_the_end() -> None:
+def test_marks_the_device_has_not_passed_are_read_at_evaluate_and_at_the_end() -> None:
     clock = FakeDeviceClock()
     meter = StepMeter(clock=clock)
     _step(meter, clock, 0.0, 1.0)
@@ -141,6 +148,12 @@ class FakeEvent:
         assert self.time is not None and end.time is not None
         return (end.time - self.time) * 1000.0
 
+    def query(self) -> bool:  # the device is busy until the test synchronises it
+        return bool(FakeEvent.synchronized)
+
+    def synchronize(self) -> None:
+        raise AssertionError("a wait for the device in a step")
+
 
 def _cuda_in_use(monkeypatch: pytest.MonkeyPatch, initialized: bool) -> None:
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
@@ -187,15 +200,18 @@ def test_a_script_without_cuda_is_timed_on_the_host(monkeypatch: pytest.MonkeyPa
     assert isinstance(script_clock(), HostClock)
 
 
-def test_the_worker_gpu_is_made_current_on_a_cuda_run_only(
+def test_the_worker_gpu_is_made_current_on_a_cuda_run_and_hidden_on_a_cpu_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     chosen: list[int] = []
     monkeypatch.setattr(script_exec.torch.cuda, "set_device", chosen.append)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # as torchrun leaves it
     use_local_gpu("cpu", 1)
-    assert chosen == []
+    # A script choosing "cuda" when torch.cuda.is_available() trains on the CPU measured.
+    assert chosen == [] and os.environ["CUDA_VISIBLE_DEVICES"] == ""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     use_local_gpu("cuda", 1)
-    assert chosen == [1]
+    assert chosen == [1] and os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # every GPU visible
 
 
 def _gpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:

@@ -67,21 +67,37 @@ def test_a_limited_script_ends_normally_through_its_finally(tmp_path: Path) -> N
     assert len(run_script(str(script), [], max_steps=500).step_times_s) == 100
 
 
-def test_several_workers_without_a_process_group_stop_after_the_first_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _line_without_a_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str) -> str:
+    """The line of a 2-worker script run on `device` that forms no process group."""
     script = tmp_path / "train.py"
     script.write_text(LOOP)
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(WorkloadError) as error:
-        run_script(str(script), [])
-    line = str(error.value)
+        run_script(str(script), [], device=device)
+    return str(error.value)
+
+
+def test_several_workers_without_a_process_group_stop_after_the_first_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = _line_without_a_group(tmp_path, monkeypatch, "cpu")
     assert line.startswith(
         "the script trained 1 step on each of 2 workers without a process group "
         "(torch.distributed is not initialized): each worker would train alone"
     )
     assert "\n" not in line and "--workers 1" in line
     assert (tmp_path / "train.py.out").read_text() == "finally"  # not swallowed either
+
+
+def test_the_advice_names_the_backend_of_the_run_s_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    on_cpu = _line_without_a_group(tmp_path, monkeypatch, "cpu")
+    assert 'init_process_group("gloo")' in on_cpu and "nccl" not in on_cpu
+    line = _line_without_a_group(tmp_path, monkeypatch, "cuda")
+    assert 'init_process_group("nccl")' in line and "gloo" not in line
+    assert "DistributedDataParallel(model, device_ids=[local_rank])" in line
+    assert "\n" not in line and "--workers 1" in line
 
 
 def test_the_group_check_passes_a_script_that_formed_one(

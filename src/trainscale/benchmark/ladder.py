@@ -2,7 +2,8 @@
 
 On a machine with GPUs the ladder ends with GPU settings (1 GPU; N GPUs, one worker each),
 measured in the same rounds as the CPU ones and compared, paired, with the fastest CPU
-setting (`benchmark.table.gpu_lines`).
+setting (`benchmark.table.gpu_lines`); the bench of a script has them too, in the script's
+own precision.
 
 Every rung trains the same workload at the same global batch size, so the optimisation is
 the same and speedups compare like with like. Throughput rungs train a fixed number of
@@ -21,8 +22,12 @@ from trainscale.config.options import THREADS_TORCH_DEFAULT, RunOptions
 
 SCRIPT_PRECISION = "the script decides its precision (it may autocast itself): no bf16 rung"
 """Why the bench of a script has no bf16 rung."""
-SCRIPT_ON_CPU = "script runs train on the CPU: a script bench has no GPU settings"
-"""Why the bench of a script has no GPU rungs, on a machine that has GPUs."""
+SCRIPT_GPU_NOTE = "the script's own global batch and precision"
+"""A script's GPU rung's note: the script decides both, on the GPU as on the CPU, so a
+GPU rung compares the script as it is, not one recipe (`SAME_RECIPE_NOTE`)."""
+SCRIPT_NCCL_NOTE = 'the script must form its process group over NCCL (init_process_group("nccl"))'
+"""A script's multi-GPU rung's note: the script, not trainscale, forms its process group,
+so the backend is its choice; gloo would carry the GPUs' gradients through the host."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,8 @@ def plan_ladder(
 ) -> list[Rung | Skipped]:
     """The settings to compare on a machine with `num_cores` usable cores and `num_gpus`
     GPUs; `bf16_native` / `cuda_bf16` say whether the CPU / the GPUs compute bf16 natively.
-    A `script` (the bench of a user's script) has the CPU settings only, in its own
-    precision: the rungs set nothing the script decides."""
+    A `script` (the bench of a user's script) has the same settings, each in the script's own
+    precision: the rungs set nothing the script decides, so it has no bf16 rung."""
 
     def opts(**changes: Any) -> RunOptions:
         return base.with_(**changes)
@@ -123,10 +128,7 @@ def plan_ladder(
                 pitfall_of=pinned.name,
             )
         )
-    if script and num_gpus:
-        ladder.append(Skipped("1 GPU", SCRIPT_ON_CPU))
-    else:
-        ladder += gpu_rungs(base, num_cores, num_gpus, cuda_bf16)
+    ladder += gpu_rungs(base, num_cores, num_gpus, cuda_bf16, script)
     return ladder
 
 
@@ -137,11 +139,13 @@ device, so its speedups say what the same training gains on the GPU."""
 
 
 def gpu_rungs(
-    base: RunOptions, num_cores: int, num_gpus: int, cuda_bf16: bool
+    base: RunOptions, num_cores: int, num_gpus: int, cuda_bf16: bool, script: bool = False
 ) -> list[Rung | Skipped]:
     """The GPU settings: 1 GPU, and N GPUs (one worker each, over NCCL) where there are
     several; each in fp32 and, where the GPUs compute it natively, bf16. Every one trains
-    the CPU rungs' global batch (`SAME_RECIPE_NOTE`) with the bench's framework."""
+    the CPU rungs' global batch (`SAME_RECIPE_NOTE`) with the bench's framework. A
+    `script`'s are script runs on the GPUs, in the script's own batch and precision (no
+    bf16 rung: `SCRIPT_PRECISION`)."""
     if not num_gpus:
         return [Skipped("1 GPU", "no GPU on this machine")]
     framework = base.parallel.framework
@@ -155,17 +159,23 @@ def gpu_rungs(
         else:
             comm = "DDP" if framework == "pytorch" else "jax.distributed"
             name = f"{workers} GPUs, {comm} over NCCL"
+        on_gpus = base.with_(
+            device="cuda",
+            workers=workers,
+            # The host threads feed the GPUs: the cores shared among the workers.
+            threads_per_worker=max(1, num_cores // workers),
+            affinity="compact",
+            allow_oversubscribe=workers > num_cores,
+        )
+        if script:
+            # No precision set: a script run takes none (it keeps the script's own).
+            note = SCRIPT_GPU_NOTE if workers == 1 else f"{SCRIPT_GPU_NOTE}; {SCRIPT_NCCL_NOTE}"
+            rungs.append(Rung(name, on_gpus, num_cores, note, gpus=workers))
+            rungs.append(Skipped(f"{name}, bf16", SCRIPT_PRECISION))
+            continue
         fp32 = Rung(
             name,
-            base.with_(
-                device="cuda",
-                workers=workers,
-                # The host threads feed the GPUs: the cores shared among the workers.
-                threads_per_worker=max(1, num_cores // workers),
-                affinity="compact",
-                allow_oversubscribe=workers > num_cores,
-                precision="fp32",
-            ),
+            on_gpus.with_(precision="fp32"),
             cores=num_cores,
             note=SAME_RECIPE_NOTE,
             gpus=workers,

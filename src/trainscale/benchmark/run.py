@@ -175,6 +175,22 @@ class BenchResult:
         )
 
     @property
+    def gpu_sentence(self) -> str:
+        """The Markdown's word on the GPU settings, where the machine has GPUs: what they
+        train, and what they are compared with; '' without GPUs."""
+        if not self.env.get("gpus"):
+            return ""
+        what = (
+            "run the script in its own global batch and precision"
+            if self.script is not None
+            else "train the same global batch (the same recipe)"
+        )
+        return (
+            f" GPU settings {what} and are compared, paired the same way, with the fastest "
+            "CPU setting."
+        )
+
+    @property
     def baseline_lines(self) -> list[str]:
         """Which baseline the speedups answer, and each setting against 1 process x all
         cores as threads (`bench.table.baseline_lines`)."""
@@ -247,13 +263,7 @@ class BenchResult:
             "against the serial 1-core run of the same round: the median over rounds of the "
             "ratio within each round, with its 95% bootstrap interval over rounds; the "
             "verdict says faster or slower only where the interval excludes 1. "
-            "Efficiency = speedup / cores given."
-            + (
-                " GPU settings train the same global batch (the same recipe) and are "
-                "compared, paired the same way, with the fastest CPU setting."
-                if self.env.get("gpus")
-                else ""
-            ),
+            "Efficiency = speedup / cores given." + self.gpu_sentence,
             "",
         ]
         if self.rounds < FEW_ROUNDS:
@@ -427,8 +437,10 @@ def run_bench(
 
     `script` (instead of `workload`) benches a user's own training script with its
     `script_args`: every rung is a script run at the script's own global batch, stopped by
-    the meter after the rung's steps (the whole script for the accuracy run); CPU settings
-    only, and `framework`, `data_dir` and `download` are refused (docs/own-scripts.md).
+    the meter after the rung's steps (the whole script for the accuracy run), the GPU
+    settings too where there are GPUs (script runs with device cuda, one worker per GPU),
+    all in the script's own precision; `framework`, `data_dir` and `download` are refused
+    (docs/own-scripts.md).
     """
     from trainscale.benchmark.script_bench import measure_script, script_base
     from trainscale.hardware.facts import collect_environment
@@ -491,7 +503,7 @@ def run_bench(
         bool(env["bf16_native"]),
         len(env["gpus"]),
         gpus_bf16_native(env["gpus"]),
-        target is not None,  # a script's ladder: CPU settings in the script's precision
+        target is not None,  # a script's ladder: every setting in the script's precision
     )
     base_steps = steps_per_run(steps, rounds)
     result.results = [RungResult(rung) for rung in ladder]

@@ -1,11 +1,11 @@
 """The bench on a user's own training script (`trainscale bench SCRIPT.py -- ARGS`).
 
-Each rung is a script run (runner/script_launch.py) in the rung's setting: workers, threads,
-pinning, oversubscription. The script decides its model, data, batch, precision and length,
-so the bench gives it none of these: its rungs train the script's own global batch, and the
-meter stops each run after the bench's steps (`ScriptRun.max_steps`), whatever length the
-script's loop has. Script runs are CPU runs: the ladder has no bf16 rung (the script chooses
-its precision) and no GPU rungs.
+Each rung is a script run (runner/script_launch.py) in the rung's setting: device, workers,
+threads, pinning, oversubscription. The script decides its model, data, batch, precision and
+length, so the bench gives it none of these: its rungs train the script's own global batch,
+and the meter stops each run after the bench's steps (`ScriptRun.max_steps`), whatever length
+the script's loop has. The ladder has no bf16 rung (the script chooses its precision); on a
+machine with GPUs its GPU rungs are script runs with device cuda, one worker per GPU.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from trainscale.config.options import RunConfig
+from trainscale.config.options import ParallelConfig, RunConfig
 from trainscale.config.script import ScriptRun
 from trainscale.frameworks import get_framework, version
 from trainscale.hardware import facts
@@ -110,6 +110,9 @@ def store_outcome(
 SCRIPT_DATA = "the script's own"
 """A script run's data source: the script loads its data; trainscale never sees it."""
 
+SCRIPT_PRECISION = "script"
+"""A script run's precision: the script's own, which trainscale does not know."""
+
 
 def create_script_row(
     store: RunStore, run_id: str, run: ScriptRun, repeat_index: int | None = None
@@ -132,23 +135,57 @@ def create_script_row(
         world_size=run.parallel.workers,
         threads_per_worker=threads if threads is not None else env["torch_num_threads_default"],
         affinity=run.parallel.affinity,
-        precision="script",
+        precision=SCRIPT_PRECISION,
         global_batch_size=0,
         tag=run.tag,
         repeat_index=repeat_index,
     )
 
 
+SCRIPT_MFU_UNKNOWN = (
+    "not known: trainscale counts no FLOPs of a script's model (the script builds and runs "
+    "it), so a script run has no achieved FLOP/s, and no peak at its precision to hold "
+    "them against"
+)
+"""Why a script run's hardware figures stop at its devices (stored as `mfu_unknown`)."""
+
+
+@dataclass(frozen=True)
+class _ScriptPrecision:
+    precision: str = SCRIPT_PRECISION
+
+
+@dataclass(frozen=True)
+class ScriptDevices:
+    """What `hardware_figures` reads of a run's config, for a script run: its device, its
+    workers, and its precision, the script's own (unknown: no peak is matched to it)."""
+
+    parallel: ParallelConfig
+    world_size: int
+    optimisation: _ScriptPrecision = _ScriptPrecision()
+
+
 def store_script_outcome(
-    store: RunStore, run_id: str, summary: ScriptSummary, workers: list[dict[str, Any]]
+    store: RunStore,
+    run_id: str,
+    run: ScriptRun,
+    summary: ScriptSummary,
+    workers: list[dict[str, Any]],
 ) -> RunResult:
-    """Write rank 0's figures of a script run as the completed run (one transaction)."""
+    """Write rank 0's figures of a script run as the completed run (one transaction).
+
+    Its hardware figures are a built-in run's where they apply: the devices it ran on (the
+    GPUs, or the cores its workers could use), which a report costs. A script gives no
+    FLOPs per sample, so its achieved FLOP/s and MFU stay None, and `mfu_unknown` says
+    why."""
+    devices = ScriptDevices(run.parallel, world_size=len(workers))
     result = RunResult(
         metrics=summary.metrics,
         workers=workers,
         data_source=SCRIPT_DATA,
+        hardware=hardware_figures_safe(devices, summary.metrics.to_dict(), workers, store),
         contention=Contention.unknown(NOT_SAMPLED),
-        extra=summary.extra,
+        extra={**summary.extra, "mfu_unknown": SCRIPT_MFU_UNKNOWN},
     )
     batch = summary.extra["global_batch_measured"]
     store.complete_run(run_id, result.summary(), [], summary.step_times_s, batch)

@@ -21,8 +21,9 @@ device before the script starts, as trainscale's own workers select theirs: a sc
 says plain "cuda" then lands on its own GPU, as DDP examples expect, and one that picks
 `cuda:LOCAL_RANK` itself gets the same. The script's environment is torchrun's, unchanged
 (`CUDA_VISIBLE_DEVICES` is not narrowed), so its own device arithmetic holds. The meter
-reads its CUDA events when the script ends (`StepMeter.settle`), so the measurements handed
-over are complete.
+reads the CUDA events still queued when the script ends (`StepMeter.settle`), so the
+measurements handed over are complete. A missing process group's line names the backend
+of the run's device: gloo on the CPU, NCCL (with DDP on the worker's GPU) on a GPU.
 """
 
 from __future__ import annotations
@@ -71,32 +72,48 @@ class NoProcessGroup(BaseException):
     BaseException, so that the script's `except Exception` does not swallow it)."""
 
 
-def group_check(world_size: int) -> Callable[[], None] | None:
+def group_check(world_size: int, device: str = "cpu") -> Callable[[], None] | None:
     """What the end of the first step checks with `world_size` workers: that the script
     formed a torch process group (NoProcessGroup, with the line to print, where it did
-    not); None for one worker, which needs no group."""
+    not); None for one worker, which needs no group. The line names what the run's
+    `device` trains with: gloo on the CPU; on a GPU, NCCL and DDP on the worker's GPU."""
     if world_size <= 1:
         return None
+    if device == "cuda":
+        advice = (
+            'torch.distributed.init_process_group("nccl") and wrap the model in '
+            "DistributedDataParallel(model, device_ids=[local_rank])"
+        )
+    else:
+        advice = (
+            'torch.distributed.init_process_group("gloo") and wrap the model in '
+            "DistributedDataParallel"
+        )
 
     def check() -> None:
         if not (dist.is_available() and dist.is_initialized()):
             raise NoProcessGroup(
                 f"the script trained 1 step on each of {world_size} workers without a "
                 "process group (torch.distributed is not initialized): each worker would "
-                "train alone on its own copy of the model; call "
-                'torch.distributed.init_process_group("gloo") and wrap the model in '
-                "DistributedDataParallel (docs/own-scripts.md), or run with --workers 1"
+                f"train alone on its own copy of the model; call {advice} "
+                "(docs/own-scripts.md), or run with --workers 1"
             )
 
     return check
 
 
 def use_local_gpu(device: str, local_rank: int) -> None:
-    """Make `cuda:local_rank` the current device where the run's `device` is cuda (before
-    the script starts); nothing on a CPU run. The parent checked that this node has a GPU
-    for each of its workers (runner/resolve.py)."""
+    """Put the script on the run's device before it starts: on a cuda run make
+    `cuda:local_rank` the current device (the parent checked that this node has a GPU for
+    each of its workers, runner/resolve.py); on a CPU run hide the GPUs
+    (`CUDA_VISIBLE_DEVICES=""`), so a script that trains on "cuda" whenever
+    `torch.cuda.is_available()` trains on the CPU the run measures and stores, not on a GPU
+    behind its back. Hiding works only before CUDA is first queried in this process: the
+    worker calls this before anything asks torch about GPUs."""
     if device == "cuda":
         torch.cuda.set_device(local_rank)
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
 def run_script(
@@ -105,16 +122,18 @@ def run_script(
     max_steps: int | None = None,
     *,
     clock: Clock | None = None,
+    device: str = "cpu",
 ) -> ScriptMeasurements:
     """Run `script` (an absolute path) with `args`; return this worker's measurements,
     every step read. `max_steps` stops the script after that many steps, a normal end
     (None: the script trains to its own end); `clock` times the steps (None: the meter's
-    choice at the first step, CUDA events where the script uses CUDA). Raises WorkloadError
-    (one line) when the script fails, timed no step, or trains on several workers
-    (torchrun's WORLD_SIZE) without a process group."""
+    choice at the first step, CUDA events where the script uses CUDA); `device` is the
+    run's (what a missing process group's line advises). Raises WorkloadError (one line)
+    when the script fails, timed no step, or trains on several workers (torchrun's
+    WORLD_SIZE) without a process group."""
     name = Path(script).name
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    meter = activate(max_steps, group_check(world_size), clock)
+    meter = activate(max_steps, group_check(world_size, device), clock)
     argv, stderr = sys.argv, sys.stderr
     sys.argv = [script, *args]
     tee = _LastLine(stderr)

@@ -19,8 +19,8 @@ different moments (a step's samples at its end, its time where the meter reads i
 so each is copied once per line and only their common length is paired.
 
 The thread notes when it sees the step count change, so "the last step ended" is known to
-within `POLL_S`; on a GPU the step times are read only at the script's evaluations (the
-meter waits for no event between them), so until one, the typical step is the host's view:
+within `POLL_S`; on a GPU the step times are read as the device finishes the steps (a
+few behind the host), so until one is read, the typical step is the host's view:
 the time between the step ends the thread saw.
 """
 
@@ -114,7 +114,7 @@ class Watch:
         parts = [f"{len(samples)} steps", rate]
         paired = min(len(times), len(waits))
         clock = sum(times[:paired])
-        if clock > 0:  # none read yet on a GPU before the first evaluation
+        if clock > 0:  # none read yet on a GPU until the device finishes a step
             parts.append(f"data wait {sum(waits[:paired]) / clock:.0%} so far")
         assert self.last_end_s is not None  # steps were seen
         parts.append(f"last step ended {now_s - self.last_end_s:.1f} s ago")

@@ -1,7 +1,8 @@
 """What each worker of a script run does: pin itself and fix its threads as any worker,
 run the user's script under the meter (rank 0 printing its progress meanwhile:
-runner/script_progress.py), hand its measurements to rank 0, which stores the run. A stop
-signal ends the worker with 128 + N, as a built-in run's worker, whatever the script raised.
+runner/script_progress.py), hand its measurements and facts (its peak memory, the GPU's too
+where the script used CUDA) to rank 0, which stores the run. A stop signal ends the worker
+with 128 + N, as a built-in run's worker, whatever the script raised.
 
 The script may form its own process group (`init_process_group` from torchrun's
 variables), so the measurements go to rank 0 through the launcher's store instead
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -59,7 +61,8 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
     host.apply()
     if host.threads is not None:  # torchrun's variable, for the script's own libraries
         os.environ["OMP_NUM_THREADS"] = str(host.threads)
-    use_local_gpu(run.parallel.device, env.local_rank)  # plain "cuda" is this worker's GPU
+    # The device the script sees is the run's (nothing has asked torch about GPUs yet).
+    use_local_gpu(run.parallel.device, env.local_rank)
     # The launcher starts workers with spawn, and a spawned process keeps spawn as its default
     # start method; torchrun starts each worker as a fresh interpreter, with the platform's
     # default (fork on Linux). The script gets that default back, so its DataLoader workers
@@ -69,7 +72,9 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
         # Rank 0's lines go to the worker's stderr as it is now: run_script puts a tee in
         # sys.stderr that keeps the script's last line for its error message, not ours.
         with shown(run.progress and env.is_main, sys.stderr):
-            measurements = run_script(run.script, run.args, run.max_steps)
+            measurements = run_script(
+                run.script, run.args, run.max_steps, device=run.parallel.device
+            )
     except Exception as error:
         stopped = received_signal()
         if stopped is not None:
@@ -83,6 +88,9 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
     worker = worker_facts()
     worker["rank"] = env.rank
     worker["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak_gpu = peak_gpu_bytes()
+    if peak_gpu is not None:  # as a built-in GPU run's worker reports it
+        worker["peak_gpu_bytes"] = peak_gpu
     worker["frameworks"] = frameworks_seen(sys.modules)
     gathered = _to_rank0(env, (measurements, worker), run.parallel.timeout_s)
     if gathered is None:
@@ -96,7 +104,17 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
     # The launching process made the store and the run's row: never a new empty store here
     # (one deleted meanwhile is an error naming it, not a result with no row to go to).
     with RunStore(store_path, create=False) as store:
-        store_script_outcome(store, run_id, summary, [w for _, w in gathered])
+        store_script_outcome(store, run_id, run, summary, [w for _, w in gathered])
+
+
+def peak_gpu_bytes() -> int | None:
+    """The most GPU memory the script's tensors held at once in this worker, in bytes (torch's
+    allocator's peak, as a built-in GPU run reports it), summed over the GPUs it allocated
+    on: one for a data-parallel worker, whichever it picked. None where the script never
+    initialised CUDA (a CPU script), which asking would do for it."""
+    if not torch.cuda.is_initialized():
+        return None
+    return sum(torch.cuda.max_memory_allocated(gpu) for gpu in range(torch.cuda.device_count()))
 
 
 def frameworks_seen(modules: Mapping[str, object]) -> dict[str, str | None]:

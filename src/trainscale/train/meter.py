@@ -15,16 +15,19 @@ batch (its DataLoader): the step's data wait, part of its step time and also kep
 On a GPU the marks are CUDA events on the current stream, as in trainscale's own loop: the
 host queues a step's kernels and runs ahead, so a host clock would time the queueing, not
 the step. An event is read only once the device has reached it, and waiting for that every
-step would stall the pipeline the meter is measuring, so the marks are kept and read where
-the script synchronises anyway: at `evaluate()` (the script has just computed an accuracy)
-and when the script ends (`settle()`, called by the script runner). The step times are then
-the device's, from one step's end event to the next's, and still add up to the training
-clock. The data wait is the device's idle gap between one step's end event and the next
-step's start event: while the host is still ahead, the next step's start event is queued
-behind the previous step's kernels and follows its end at once (no wait); where the host
-took longer to bring the next batch than the device took to finish the step, the device
-reaches the start event only once the host has recorded it, and the gap is exactly the time
-the device stood idle waiting for the data.
+step would stall the pipeline the meter is measuring, so at each step's end the meter reads
+only the steps the device has already passed (asked without waiting) and keeps the others
+queued (train/pending_steps.py: a bounded queue, however long the script trains between
+evaluations); what is still queued is read where the script synchronises anyway: at
+`evaluate()` (the script has just computed an accuracy) and when the script ends
+(`settle()`, called by the script runner). The step times are the device's, from one step's
+end event to the next's, and still add up to the training clock. The data wait is the
+device's idle gap between one step's end event and the next step's start event: while the
+host is still ahead, the next step's start event is queued behind the previous step's
+kernels and follows its end at once (no wait); where the host took longer to bring the next
+batch than the device took to finish the step, the device reaches the start event only once
+the host has recorded it, and the gap is exactly the time the device stood idle waiting for
+the data.
 
 A meter given a step limit (the bench's rungs: a fixed number of steps of a script that
 would otherwise train to its own end) stops the script when the step that reaches it ends,
@@ -43,6 +46,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from trainscale.train.pending_steps import PendingSteps
 
 
 @dataclass
@@ -72,18 +77,23 @@ class ScriptMeasurements:
 
 
 class Clock(Protocol):
-    """What the meter times with: marks on the training stream, read in seconds."""
-
-    deferred: bool
-    """Whether a mark can only be read after `settle()` (a device's); the meter then keeps
-    its marks until the script synchronises."""
+    """What the meter times with: marks on the training stream, read in seconds once the
+    stream has passed them."""
 
     def mark(self) -> Any:
         """A point in time on the training stream."""
         ...
 
     def seconds(self, start: Any, end: Any) -> float:
-        """Seconds from mark `start` to mark `end` (settled ones, where `deferred`)."""
+        """Seconds from mark `start` to mark `end` (both passed)."""
+        ...
+
+    def passed(self, mark: Any) -> bool:
+        """Whether `mark` can be read now, asked without waiting."""
+        ...
+
+    def wait(self, mark: Any) -> None:
+        """Wait until `mark` can be read."""
         ...
 
     def settle(self) -> None:
@@ -95,13 +105,17 @@ class HostClock:
     """perf_counter readings: a CPU step runs on the host, so the host clock times it, and
     its marks can be read at once."""
 
-    deferred = False
-
     def mark(self) -> float:
         return time.perf_counter()
 
     def seconds(self, start: float, end: float) -> float:
         return end - start
+
+    def passed(self, mark: float) -> bool:  # noqa: ARG002 - the protocol's signature
+        return True
+
+    def wait(self, mark: float) -> None:
+        """Nothing to wait for."""
 
     def settle(self) -> None:
         """Nothing to wait for."""
@@ -109,9 +123,7 @@ class HostClock:
 
 class DeviceClock:
     """A device's clock (train/timing.py's `CudaStepClock`: CUDA events on the current
-    stream), whose marks are read only after `settle()`."""
-
-    deferred = True
+    stream), whose marks are read once the device has reached them."""
 
     def __init__(self, events: Any) -> None:
         self.events = events
@@ -121,6 +133,13 @@ class DeviceClock:
 
     def seconds(self, start: Any, end: Any) -> float:
         return float(self.events.seconds(start, end))
+
+    def passed(self, mark: Any) -> bool:
+        # cudaEventQuery: whether the device has run the work before the event, no wait.
+        return bool(mark.query())
+
+    def wait(self, mark: Any) -> None:
+        mark.synchronize()  # cudaEventSynchronize: this event only, not the whole device
 
     def settle(self) -> None:
         self.events.settle()
@@ -163,8 +182,8 @@ class StepMeter:
     is called once, at the end of the first step (the script runner's checks of what the
     script has set up by then), and may raise to stop the script. `clock` is what the steps
     are timed with; None: `script_clock()`'s choice at the first step. The measurements
-    are complete once `settle()` has run (a device clock's marks are read only there and at
-    `evaluate()`)."""
+    are complete once `settle()` has run (a device clock's marks are read as the device
+    passes them, and the rest there and at `evaluate()`)."""
 
     def __init__(
         self,
@@ -179,7 +198,7 @@ class StepMeter:
         self._first_step = first_step
         self.clock = clock
         self._boundary: Any = None  # the last step's end mark (or evaluation's)
-        self._pending: list[tuple[Any, Any, Any]] = []  # (boundary, start, end) unread
+        self._pending = PendingSteps()  # the steps whose marks are not read yet
 
     @contextmanager
     def step(self, samples: int) -> Iterator[None]:
@@ -195,11 +214,12 @@ class StepMeter:
         start = self.clock.mark()
         yield
         end = self.clock.mark()
-        self._pending.append((self._boundary, start, end))
+        self._pending.add(self._boundary, start, end)
         m.samples.append(samples)
         self._boundary = end
-        if not self.clock.deferred:
-            self.settle()  # host marks cost nothing to read
+        # The steps the device has finished (every one, on the host): read and let go, so
+        # that the marks held stay few however long the script trains between evaluations.
+        self._take(self._pending.read_passed(self.clock))
         if len(m.samples) == 1 and self._first_step is not None:
             self._first_step()
         if self.max_steps is not None and len(m.samples) >= self.max_steps:
@@ -211,17 +231,14 @@ class StepMeter:
         evaluation, at its end)."""
         if self._pending and self.clock is not None:
             self.clock.settle()
-            self._read()
+            self._take(self._pending.read_all(self.clock))
 
-    def _read(self) -> None:
-        """The pending steps in seconds (their marks settled)."""
-        assert self.clock is not None
+    def _take(self, read: list[tuple[float, float]]) -> None:
+        """Steps read, as (data wait s, step time s), into the measurements."""
         m = self.measurements
-        for boundary, start, end in self._pending:
-            wait = 0.0 if boundary is None else self.clock.seconds(boundary, start)
-            m.data_wait_s.append(wait)
-            m.step_times_s.append(self.clock.seconds(start if boundary is None else boundary, end))
-        self._pending.clear()
+        for wait_s, step_s in read:
+            m.data_wait_s.append(wait_s)
+            m.step_times_s.append(step_s)
 
     def evaluate(self, accuracy: float, loss: float | None = None) -> None:
         """Record an evaluation just made: its accuracy (0..1) at the training clock's
@@ -232,7 +249,7 @@ class StepMeter:
         # The script has just synchronised to compute its accuracy: read the marks here, as
         # the curve point needs the training clock of every step so far.
         self.clock.settle()
-        self._read()
+        self._take(self._pending.read_all(self.clock))
         m = self.measurements
         if self._boundary is not None:
             m.eval_time_s += self.clock.seconds(self._boundary, now)

@@ -6,6 +6,9 @@ on in a step (the median over the timed steps, as a script's last batch may be s
 The data-wait share is the fraction of the timed steps' time the ranks spent waiting for
 their data: the slowest rank's share, each rank's kept beside it.
 
+Each rank's peak GPU memory is stored as a built-in GPU run's is
+(`peak_gpu_memory_bytes_per_worker`), where the script used CUDA.
+
 Where the ranks disagree, the summary says so rather than hiding it: `samples=` that differ
 across ranks in the same step (a rank that passes the global batch where the others pass
 their own part makes the summed global batch, and the throughput, too large), and ranks that
@@ -74,7 +77,7 @@ def summarize_script(
             eval_time_s=max(m.eval_time_s for m in per_rank),
             evaluated=final is not None,
             final=None if final is None else Evaluation(final, 0.0, 0.0),
-            workers=workers,
+            workers=_gpu_peaks_of_all(workers),
             breakdowns=[{} for _ in per_rank],
             comm_marked=False,
             breakdown_sampled_steps=0,
@@ -120,6 +123,15 @@ def _samples_agreement(samples: Sequence[Sequence[int]], timed: slice) -> dict[s
         "samples_disagree": differing > 0,
         "samples_disagree_steps": differing,
     }
+
+
+def _gpu_peaks_of_all(workers: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The workers' facts with a GPU peak (`peak_gpu_bytes`) on every rank where any rank
+    has one, as `summarize` reads them: a rank whose script never initialised CUDA held no
+    GPU memory (0); where none did, the run has no GPU figure at all."""
+    if not any("peak_gpu_bytes" in worker for worker in workers):
+        return list(workers)
+    return [{**worker, "peak_gpu_bytes": worker.get("peak_gpu_bytes", 0)} for worker in workers]
 
 
 def _frameworks(workers: Sequence[Mapping[str, Any]]) -> dict[str, str | None]:
