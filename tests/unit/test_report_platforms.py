@@ -4,8 +4,10 @@ accuracy plot, from Configuration objects built here (no store, no training)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
+from trainscale.reporting.aggregate import _epochs_trained
 from trainscale.reporting.html import render_html
 from trainscale.reporting.markdown import render_markdown
 from trainscale.reporting.model import Configuration, ReportData, WorkloadSection
@@ -212,3 +214,21 @@ def test_without_a_baseline_the_note_says_why_there_is_no_speedup() -> None:
     section = replace(_section_of(configs), baseline_rule="no configuration recorded a throughput")
     assert {row["speedup vs baseline [95%]"] for row in platform_rows(section)} == {"-"}
     assert platform_note(section).startswith("No speedup: no configuration recorded")
+
+
+def test_time_per_epoch_counts_the_epochs_runs_trained_before_their_target() -> None:
+    # Planned 2 epochs in the config; the runs stopped at their target after 1.5 of them.
+    stopped = _configuration("stopped", epochs_trained=1.5)
+    (row,) = platform_rows(_section_of([stopped], baseline=stopped))
+    assert row["time per epoch (s)"] == "80.0"  # 120 s over 1.5 epochs, not over 2
+
+
+def test_the_epochs_trained_are_the_runs_share_of_their_planned_steps() -> None:
+    def run(**summary: Any) -> Any:
+        return SimpleNamespace(summary=summary)
+
+    config = {"epochs": 4.0, "steps": None}
+    stopped = [run(num_steps=97, planned_steps=388), run(num_steps=194, planned_steps=388)]
+    assert _epochs_trained(stopped, config) == 1.5  # the median of 1 and 2
+    assert _epochs_trained([run(num_steps=388)], config) == 4.0  # stored before: whole length
+    assert _epochs_trained(stopped, {"epochs": 4.0, "steps": 388}) is None

@@ -33,6 +33,7 @@ STORED_KEYS = {
     "data_source", "energy_j", "hardware",
     "achieved_tflops", "mfu_peak", "mfu", "mfu_vs_probe", "mfu_probe_peak",
     "contention",  # rank 0 writes 'unknown'; the launching process adds what it sampled
+    "planned_steps", "stopped_at_target",  # --stop-at-target
 }  # fmt: skip
 
 

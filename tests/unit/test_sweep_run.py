@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
 from trainscale.sweeps.run import SweepRunListener, load_sweep, run_sweep
@@ -85,3 +86,10 @@ def test_run_sweep_runs_summarises_and_reports_nothing_completed(spec_file, tmp_
 
     monkeypatch.setattr("trainscale.runner.launch.execute_run", FakeRunner(fail_items={0, 1}))
     assert run_sweep(spec, source, store=tmp_path / "other.db").nothing_completed
+
+
+def test_synthetic_data_for_a_recipe_that_stops_at_its_targets_trains_whole_lengths() -> None:
+    spec, _ = load_sweep(recipe="platforms", quick=True, data="synthetic")
+    for _, overrides in spec.configurations():
+        options = RunOptions.from_flat({**spec.base, **overrides})  # not refused
+        assert options.data.kind == "synthetic" and not options.measurement.stop_at_target

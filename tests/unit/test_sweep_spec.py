@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.sweeps import recipes
 from trainscale.sweeps.plan import make_plan
@@ -203,6 +204,17 @@ def test_the_platform_study_trains_each_workload_at_one_global_batch_on_each_pla
         assert batches == {get_workload(name).recipe.batch_size}
     serial = [c for c in configs if c["label"].endswith("cpu serial, 1 core")]
     assert len(serial) == 4 and all(c["workers"] == c["threads_per_worker"] == 1 for c in serial)
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_platform_study_trains_each_run_to_its_target_and_stops_there(quick):
+    spec = parse_spec(recipe_spec("platforms", quick=quick, core_ids=[0, 1]), "platforms")
+    options = [
+        RunOptions.from_flat({**spec.base, **overrides}) for _, overrides in spec.configurations()
+    ]
+    assert len(options) == 12 and all(o.measurement.stop_at_target for o in options)
+    assert all(o.data.kind == "real" and o.measurement.evaluate for o in options)
+    assert spec.repeats == (1 if quick else 2)  # the study's two rounds, kept
 
 
 def test_unknown_recipe_lists_the_valid_ones():

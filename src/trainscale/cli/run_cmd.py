@@ -97,6 +97,9 @@ def format_result(result: dict[str, Any]) -> str:
     else:
         reached = f"{ttt:.1f} s" if ttt is not None else "not reached"
         lines.append(f"  test accuracy {acc:.4f}; time to target: {reached} (training clock)")
+        if result.get("stopped_at_target"):  # the accuracy above is the stop's, not the recipe's
+            steps = f"{result['num_steps']} of {result['planned_steps']} planned steps"
+            lines.append(f"  stopped at the target (--stop-at-target) after {steps}")
     return "\n".join(lines)
 
 

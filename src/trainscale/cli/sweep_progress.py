@@ -29,8 +29,9 @@ def planned_time_text(spec: SweepSpec, runs: int) -> str:
     whole = estimate_sweep(spec)  # every configuration, skipped ones too
     seconds = whole.seconds * runs / whole.runs if whole.runs else 0.0
     return (
-        f"about {duration_text(seconds)} on a quiet 2-core machine (training samples x the "
-        "recipe table's fp32 seconds per sample, docs/workloads.md, plus start-up a run); "
+        f"about {duration_text(seconds)} on a quiet 2-core machine (training samples, or the "
+        "samples to the target of a run that stops there, x the recipe table's fp32 seconds "
+        "per sample, docs/workloads.md, plus start-up a run); "
         "the ETA below is measured here, from the runs done"
     )
 

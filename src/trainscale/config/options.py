@@ -293,6 +293,10 @@ class MeasurementOptions:
     """skip evaluation: throughput only, no accuracy reported"""
     target_accuracy: float | None = option(None, metavar="ACC")
     """test accuracy for time to target, a fraction in (0, 1] (default: the workload's)"""
+    stop_at_target: bool = option(False)
+    """end training at the first evaluation that reaches the target accuracy (the final
+    accuracy is then that evaluation's); a run that never reaches it trains its whole
+    recipe. Needs an accuracy to reach: not with --no-eval or --data synthetic"""
     warmup_steps_untimed: int = option(5, flag="--warmup-steps", metavar="N")
     """first steps left out of step-time statistics, >= 0 (they are trained, and on the
     training clock)"""
@@ -302,6 +306,10 @@ class MeasurementOptions:
 
     def __post_init__(self) -> None:
         check_positive("eval-every", self.eval_every, integer=True)
+        if self.stop_at_target and not self.evaluate:
+            raise ConfigError(
+                "--stop-at-target needs an accuracy to reach: it cannot go with --no-eval"
+            )
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ConfigError(
                 f"--target-accuracy is a fraction in (0, 1], got {self.target_accuracy!r}"
@@ -455,6 +463,11 @@ class RunOptions(_Grouped):
         return cls.from_flat({"workload": workload, **flat})
 
     def __post_init__(self) -> None:
+        if self.measurement.stop_at_target and self.data.kind == "synthetic":
+            raise ConfigError(
+                "--stop-at-target needs an accuracy to reach: synthetic data has none "
+                "(use real data, or leave --stop-at-target out)"
+            )
         world = self.parallel.workers * self.nodes.nnodes
         global_batch = self.optimisation.global_batch_size
         if global_batch is not None and global_batch % world:
@@ -529,6 +542,16 @@ class OptimisationConfig:
     None for runs stored before the choice was recorded. Not a setting: the precision is."""
 
 
+_SETTINGS_FROM_BEFORE: dict[str, Any] = {
+    "nnodes": 1,
+    "framework": "pytorch",
+    "single_process": False,
+    "stop_at_target": False,
+}
+"""Settings added after runs were stored, with the value every earlier run had: left out of
+`RunConfig.settings_hash` at that value, so earlier runs keep their hashes."""
+
+
 @dataclass(frozen=True)
 class RunConfig(_Grouped):
     """A fully resolved run: every value concrete. Stored with the result (flat)."""
@@ -562,12 +585,11 @@ class RunConfig(_Grouped):
         """
         leaves = self.flat_fields()
         settings = {k: v for k, v in self.flat().items() if leaves[k].is_setting}
-        if settings.get("nnodes") == 1:  # one node hashes as it did before nnodes existed
-            del settings["nnodes"]
-        # Likewise a PyTorch run of worker processes hashes as it did before frameworks.
-        if settings.get("framework") == "pytorch":
-            del settings["framework"]
-        if settings.get("single_process") is False:
-            del settings["single_process"]
+        # A setting added after runs were stored hashes as before while it keeps the value
+        # those runs had (one node, PyTorch, a process per worker, the whole recipe).
+        for key, before in _SETTINGS_FROM_BEFORE.items():
+            value = settings.get(key)
+            if type(value) is type(before) and value == before:
+                del settings[key]
         text = json.dumps(settings, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

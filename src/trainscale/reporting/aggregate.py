@@ -257,6 +257,7 @@ def _configuration(
         data_wait_share=stats.median(w) if (w := numbers("data_wait_share")) else None,
         data_wait_s_median=stats.median(w) if (w := numbers("data_wait_s_median")) else None,
         disagreements=list(dict.fromkeys(d for r in runs if (d := disagreement_text(r.summary)))),
+        epochs_trained=_epochs_trained(runs, config),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
 
@@ -341,6 +342,20 @@ def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
         p for p in per_part if p not in BREAKDOWN_PARTS
     )
     return {name: stats.median(per_part[name]) for name in order}
+
+
+def _epochs_trained(runs: Sequence[RunRecord], config: Mapping[str, Any]) -> float | None:
+    """Median over `runs` of the epochs each trained (see `Configuration.epochs_trained`)."""
+    epochs = config.get("epochs")
+    if config.get("steps") is not None or not _is_number(epochs):
+        return None
+    trained = []
+    for record in runs:
+        steps, planned = record.summary.get("num_steps"), record.summary.get("planned_steps")
+        # A run stored before planned steps were recorded trained its whole length.
+        share = steps / planned if _is_number(steps) and _is_number(planned) and planned else 1
+        trained.append(epochs * share)
+    return stats.median(trained) if trained else None
 
 
 def _is_number(value: object) -> TypeGuard[float]:

@@ -130,6 +130,10 @@ class Configuration:
     disagreements: list[str] = field(default_factory=list)
     """What the ranks of its script runs disagreed on (`script_notes.disagreement_text`),
     each said once."""
+    epochs_trained: float | None = None
+    """Median over its runs of the epochs each trained: the config's epochs, fewer for a run
+    that stopped at its target (its `num_steps` of `planned_steps`); None for runs of a
+    number of steps."""
 
     @property
     def repeats(self) -> int:

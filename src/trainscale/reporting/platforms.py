@@ -65,11 +65,12 @@ def platform(c: Configuration) -> str:
 
 def time_per_epoch_s(c: Configuration) -> float | None:
     """The training clock (median over repeats; warm-up and any pre-training included,
-    evaluation not) over the epochs trained; None when the runs trained a number of steps,
-    whose epochs the stored config does not give."""
+    evaluation not) over the epochs trained (fewer than the config's where runs stopped at
+    their target); None when the runs trained a number of steps, whose epochs the stored
+    config does not give."""
     if c.config.get("steps") is not None:
         return None
-    epochs = c.config.get("epochs")
+    epochs = c.epochs_trained if c.epochs_trained is not None else c.config.get("epochs")
     if c.train_time_s is None or not isinstance(epochs, (int, float)) or isinstance(epochs, bool):
         return None
     return c.train_time_s / epochs if epochs > 0 else None

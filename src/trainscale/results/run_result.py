@@ -41,6 +41,13 @@ class AccuracyMetrics:
     num_steps: int
     num_samples: int
     """Samples trained on (num_steps x the global batch)."""
+    planned_steps: int | None = None
+    """The steps the run's length planned; `num_steps` is fewer when it stopped at its
+    target. None for runs stored before it was recorded."""
+    stopped_at_target: bool = False
+    """Whether training ended at the first evaluation that reached the target
+    (`--stop-at-target`): the final accuracy is that evaluation's, `num_steps` below
+    `planned_steps`."""
     pretrain_time_s: float | None = None
     """The pre-training phase's share of the training clock; None without a phase."""
     peak_memory_bytes_per_worker: list[int] = field(default_factory=list)

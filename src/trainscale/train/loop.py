@@ -15,6 +15,9 @@ Clocks (see docs/methodology.md):
   (warm-up steps included: they are real training work) and each epoch's shuffle;
   evaluation is timed apart and never on it;
 - under data parallelism the clock at an evaluation or an epoch's end is the slowest rank's.
+
+With `--stop-at-target` the loop ends at the first evaluation that reaches the target, the
+same evaluation that time to target is read at; the rest of the plan is not trained.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from torch import nn
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
+from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
 from trainscale.train.divergence import DivergenceWatch
@@ -37,6 +41,7 @@ from trainscale.train.evaluate import evaluate
 from trainscale.train.plan import StepPlan
 from trainscale.train.progress import ProgressSink
 from trainscale.train.records import CurvePoint, EpochRecord, Evaluation
+from trainscale.train.summary import resolved_target
 from trainscale.train.timing import StepTimes, make_clock
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -108,6 +113,9 @@ class LoopOutcome:
     model: Any
     """The final model, from the step function's `finish` (a framework's own model object
     outside PyTorch)."""
+    stopped_at_target: bool = False
+    """Whether training ended early, at the first evaluation that reached the target
+    (`--stop-at-target`): `final` is that evaluation, and fewer steps than planned ran."""
 
 
 def run_loop(
@@ -123,7 +131,8 @@ def run_loop(
     evaluator: Evaluator | None = None,
 ) -> LoopOutcome:
     """Run `plan`'s steps of `stepper` epoch by epoch, evaluating every `eval_every` steps
-    (default: four times an epoch) and at every epoch's end, off the training clock.
+    (default: four times an epoch) and at every epoch's end, off the training clock; with
+    `stop_at_target`, only until an evaluation reaches the target accuracy.
 
     `batches` draws the worker's batches when the step function's rules say the loop does;
     `clock_start_s` is training time before the first step (a pre-training phase);
@@ -161,6 +170,12 @@ class _Loop:
         self.eval_every = config.measurement.eval_every or max(1, plan.steps_per_epoch // 4)
         # No accuracy claim from synthetic data, ever; none either when evaluation is off.
         self.evaluated = data.kind == "real" and config.measurement.evaluate
+        self.stop_target = (
+            resolved_target(config)
+            if self.evaluated and config.measurement.stop_at_target
+            else None
+        )
+        self.stopped_at_target = False
         # Reading a loss value synchronises a GPU with the host; only show it where it is free.
         self.show_loss = strategy.device.type == "cpu"
         self.clock = make_clock(strategy.device)
@@ -181,6 +196,8 @@ class _Loop:
         self.progress.start(self.plan.total_steps, label)
         for epoch in range(self.plan.num_epochs):
             self._epoch(epoch)
+            if self.stopped_at_target:
+                break
         self.progress.stop()
         model = self.stepper.finish()
         return LoopOutcome(
@@ -193,6 +210,7 @@ class _Loop:
             evaluated=self.evaluated,
             final=self.final,
             model=model,
+            stopped_at_target=self.stopped_at_target,
         )
 
     def _epoch(self, epoch: int) -> None:
@@ -212,6 +230,7 @@ class _Loop:
         # even when the GPU idles through it. Only an evaluation breaks the chain: a fresh
         # mark after it keeps it off the clock.
         boundary = self.clock.mark()
+        taken = 0
         for batch in range(steps):
             draw = (
                 None
@@ -225,6 +244,7 @@ class _Loop:
             loss_sum += loss
             self.divergence.observe(loss, self.step)
             self.step += 1
+            taken += 1
             if self.step % 10 == 0 or self.step == self.plan.total_steps:
                 shown = {"loss": float(loss_sum) / (batch + 1)} if self.show_loss else {}
                 self.progress.update(self.step, **shown)
@@ -232,22 +252,46 @@ class _Loop:
             if self.evaluated and (self.step % self.eval_every == 0 or batch == steps - 1):
                 self._evaluate()
                 boundary = self.clock.mark()
+                if self._stops_here():
+                    break
         self._settle()
-        epoch_train_s += sum(self.times.seconds[self.step - steps : self.step])
+        epoch_train_s += sum(self.times.seconds[self.step - taken : self.step])
         self.epochs.append(
             EpochRecord(
                 epoch=epoch + 1,
-                train_loss=float(loss_sum) / max(1, steps),
+                train_loss=float(loss_sum) / max(1, taken),
                 test_loss=self.final.loss if self.final is not None else None,
                 test_accuracy=self.final.accuracy if self.final is not None else None,
                 train_clock_s=self.strategy.max_float(self.train_clock_s),
                 epoch_time_s=self.strategy.max_float(epoch_train_s),
                 eval_time_s=self.eval_time_s - eval_s0,
-                full=steps == self.plan.steps_per_epoch,
+                full=taken == self.plan.steps_per_epoch,
                 global_steps=self.step,
                 wall_s=time.perf_counter() - wall_t0,
             )
         )
+
+    def _stops_here(self) -> bool:
+        """Whether training ends at the evaluation just made: `--stop-at-target`, and it
+        reached the target by time to target's rule (`stats.first_reaching`).
+
+        Every rank decides alike, so none leaves while a peer waits in a collective: each
+        evaluator (PyTorch's and the other frameworks') sums its counts over all ranks
+        before dividing, so every rank holds the same accuracy, bit for bit (whole counts
+        add exactly in float64, in any order).
+        """
+        if self.stop_target is None or not self.curve:
+            return False
+        point = self.curve[-1]
+        if stats.first_reaching([(point.clock_s, point.accuracy)], self.stop_target) is None:
+            return False
+        self.stopped_at_target = True
+        self.progress.update(self.step)
+        self.progress.log(
+            f"stopped at the target ({self.stop_target:.4f}) after step {self.step} of "
+            f"{self.plan.total_steps} (--stop-at-target)"
+        )
+        return True
 
     def _evaluate_torch(self, model: nn.Module) -> tuple[float, float, float]:
         return evaluate(

@@ -55,6 +55,10 @@ class TrainMeasurements:
     pretrain_s: float | None
     """The pre-training phase's time (slowest rank's); None without a phase."""
     compile_s: float | None
+    planned_steps: int | None = None
+    """The steps the plan held (`num_steps` is fewer when the run stopped at its target)."""
+    stopped_at_target: bool = False
+    """Whether the loop ended at the first evaluation that reached the target."""
 
 
 def resolved_target(config: RunConfig) -> float:
@@ -98,6 +102,8 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
         eval_time_s=m.eval_time_s,
         num_steps=num_steps,
         num_samples=num_steps * m.global_batch_size,
+        planned_steps=m.planned_steps,
+        stopped_at_target=m.stopped_at_target,
         peak_memory_bytes_per_worker=[w["peak_rss_bytes"] for w in m.workers],
         peak_gpu_memory_bytes_per_worker=(
             [w["peak_gpu_bytes"] for w in m.workers] if "peak_gpu_bytes" in m.workers[0] else None

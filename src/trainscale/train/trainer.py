@@ -164,6 +164,8 @@ def measure_training(
             flops_per_sample=setup.flops_per_sample,
             pretrain_s=pretraining.seconds if pretraining else None,
             compile_s=setup.compile_s,
+            planned_steps=plan.total_steps,
+            stopped_at_target=loop.stopped_at_target,
         )
     )
     return TrainOutcome(
