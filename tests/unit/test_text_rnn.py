@@ -1,5 +1,5 @@
-"""Text models (padding independence, FLOPs), length bucketing, and the trainer's
-`batch_order` and `flops_batch` hooks."""
+"""Text models (padding independence, FLOPs, bounded shapes in bf16), length bucketing, and
+the trainer's `batch_order` and `flops_batch` hooks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.metrics.flops import extra_flop_formulas
 from trainscale.models import text_rnn
 from trainscale.models.text_cnn import TextCNN
-from trainscale.models.text_rnn import TextRNN, rnn_compute_dtype
+from trainscale.models.text_rnn import TextRNN, filler_lengths, rnn_compute_dtype
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.flops import count_flops_per_sample
@@ -278,3 +278,83 @@ def test_rnn_keeps_cpu_bf16_autocast() -> None:
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.tensor([[5, 6, 7, 0]]))
     assert seen == [True]
+
+
+# --- bounded shapes on the CPU's oneDNN path -----------------------------------------------
+
+
+def _token_totals(model: TextRNN, batches: list[torch.Tensor], dtype: torch.dtype | None) -> list:
+    """The row count of the packed input the recurrent layer got, batch by batch."""
+    totals: list[int] = []
+    handle = model.rnn.register_forward_pre_hook(lambda m, a: totals.append(a[0].data.shape[0]))
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype or torch.float32, enabled=bool(dtype)):
+        for x in batches:
+            model(x)
+    handle.remove()
+    return totals
+
+
+def _mixed_batches(count: int, texts: int, low: int, high: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    batches = []
+    for _ in range(count):
+        lengths = torch.randint(low, high + 1, (texts,), generator=g)
+        x = torch.randint(2, VOCAB, (texts, high), generator=g)
+        batches.append(x.masked_fill(torch.arange(high)[None, :] >= lengths[:, None], 0))
+    return batches
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_cpu_bf16_token_totals_take_few_values(cell: str) -> None:
+    # oneDNN builds and keeps a kernel per shape: a new token total every batch made a run's
+    # memory grow without bound. Totals of 80-240 tokens must all become one shape.
+    model = _models()[cell].eval()
+    batches = _mixed_batches(20, texts=4, low=20, high=60)
+    totals = _token_totals(model, batches, torch.bfloat16)
+    assert len(set(totals)) == 1
+    assert totals[0] % text_rnn.TOKEN_GRANULE == 0
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fp32_and_equal_lengths_get_no_fillers(cell: str) -> None:
+    # fp32 products go to the BLAS (no per-shape cache), and the FLOP count sees real tokens
+    # only; a batch of equal lengths keeps one shape per length (and the LSTM's fused kernel).
+    model = _models()[cell].eval()
+    batches = _mixed_batches(3, texts=4, low=20, high=60)
+    assert _token_totals(model, batches, None) == [int((x != 0).sum()) for x in batches]
+    equal = torch.full((4, 30), 5)
+    assert _token_totals(model, [equal], torch.bfloat16) == [120]
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fillers_leave_the_real_texts_outputs_and_gradients_unchanged(
+    cell: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same batch with and without filler texts (a granule of 1 adds none), in train mode
+    # under the CPU's bf16 autocast: equal logits and equal parameter gradients.
+    torch.manual_seed(0)
+    model = TextRNN(VOCAB, 3, cell=cell, embed_dim=8, hidden_size=6, dropout=0.0).train()
+    (x,) = _mixed_batches(1, texts=5, low=3, high=40)
+    assert _token_totals(model, [x], torch.bfloat16)[0] > int((x != 0).sum())  # fillers added
+    results = []
+    for granule in (text_rnn.TOKEN_GRANULE, 1):
+        monkeypatch.setattr(text_rnn, "TOKEN_GRANULE", granule)
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(x)
+        logits.float().sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logits.detach(), grads))
+    (with_fillers, grads_with), (without, grads_without) = results
+    torch.testing.assert_close(with_fillers, without, rtol=0, atol=0)
+    assert grads_with.keys() == grads_without.keys()
+    for name in grads_with:
+        torch.testing.assert_close(grads_with[name], grads_without[name], rtol=0, atol=0)
+
+
+def test_filler_lengths() -> None:
+    lengths = torch.tensor([5, 3, 2])  # 10 tokens
+    assert filler_lengths(lengths, width=5, granule=16).tolist() == [5, 1]
+    assert filler_lengths(lengths, width=5, granule=10).tolist() == []
+    assert filler_lengths(torch.tensor([4, 4]), width=4, granule=16).tolist() == []
+    assert sum(filler_lengths(lengths, width=5, granule=256).tolist()) == 246
