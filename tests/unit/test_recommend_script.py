@@ -11,9 +11,11 @@ import pytest
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
-from trainscale.recommend.run import recommend, summary_lines
+from trainscale.recommend.run import RecommendListener, recommend, summary_lines
+from trainscale.recommend.script_accuracy import EVALUATED_NOTHING, WholeRunCheck
 from trainscale.recommend.search import SearchSettings, run_search
 from trainscale.recommend.space import Candidate, build_space, script_space
+from trainscale.runner.launch import RunFailed
 from trainscale.runner.script_launch import prepare_script
 
 from tests.helpers.cli import one_error_line, parse_run_command, run_cli
@@ -72,19 +74,26 @@ def test_max_workers_caps_a_scripts_space():
 class ScriptRuns:
     """Stands in for start_script_run: each call checked as a real script run is (only the
     options a script takes), samples/s growing with the cores, each worker its own batch
-    of 64, so the global batch grows with the workers."""
+    of 64, so the global batch grows with the workers. A whole run (no step limit) ends
+    with `accuracy(workers, threads)`, its last evaluation (None: it evaluated nothing), or
+    fails where `fails(workers, threads)`."""
 
-    def __init__(self, steps_cap: int | None = None) -> None:
+    def __init__(self, steps_cap: int | None = None, accuracy=None, fails=None) -> None:
         self.calls: list[tuple[RunOptions, int | None]] = []
         self.steps_cap = steps_cap
+        self.accuracy = accuracy or (lambda workers, threads: None)
+        self.fails = fails or (lambda workers, threads: False)
 
     def __call__(self, script, args, options, store_path=None, *, max_steps=None, **_):
         prepare_script(script, args, options)  # a precision or batch would be refused here
         self.calls.append((options, max_steps))
         workers = options.parallel.workers
-        cores = workers * (options.parallel.threads_per_worker or 1)
-        steps = max_steps if self.steps_cap is None else min(max_steps or 0, self.steps_cap)
-        rate = 100.0 * cores * (1.2 if workers > 1 else 1.0)
+        threads = options.parallel.threads_per_worker or 1
+        if max_steps is None and self.fails(workers, threads):
+            raise RunFailed(f"{len(self.calls):08d}stub", "the script raised KeyError: 'x'")
+        steps = 100 if max_steps is None else max_steps  # the script's own length, whole
+        steps = steps if self.steps_cap is None else min(steps, self.steps_cap)
+        rate = 100.0 * workers * threads * (1.2 if workers > 1 else 1.0)
         return {
             "run_id": f"{len(self.calls):08d}stub",
             "samples_per_s": rate,
@@ -92,7 +101,17 @@ class ScriptRuns:
             "num_samples": steps * 64 * workers,
             "num_steps": steps,
             "global_batch_size": 64 * workers,
+            "test_accuracy": self.accuracy(workers, threads) if max_steps is None else None,
         }
+
+    @property
+    def whole(self) -> list[str]:
+        """The whole runs made, as their settings' labels ('2w x 1t'), in order."""
+        return [
+            f"{o.parallel.workers}w x {o.parallel.threads_per_worker}t"
+            for o, steps in self.calls
+            if steps is None
+        ]
 
 
 @pytest.fixture
@@ -111,7 +130,6 @@ TWO_CORES = {"usable_cores": [0, 1], "numa_nodes": [], "cpu_model": "test", "bf1
     [
         (["--batch-multipliers", "1,2"], "--batch-multipliers"),
         (["--accuracy-epochs", "0.1"], "--accuracy-epochs"),
-        (["--accuracy-tolerance", "1"], "--accuracy-tolerance"),
         (["--framework", "jax"], "--framework"),
         (["--data-dir", "somewhere"], "--data-dir"),
         (["--no-download"], "--no-download"),
@@ -180,7 +198,9 @@ def test_a_scripts_search_runs_placements_stopped_after_their_steps(runs, tmp_pa
     lines = summary_lines(payload)
     assert lines[0] == f"recommend {result.plan.recommend_id}: script:mnist_script.py"
     assert "best: 2w x 1t compact (global batch 128, the script's own)" in lines
-    assert any("accuracy NOT checked" in line for line in lines)
+    (line,) = [line for line in lines if "accuracy NOT checked" in line]
+    assert line.endswith("(--check-accuracy runs the whole script to check it)")
+    assert not payload["settings"]["check_accuracy"] and not runs.whole
     assert lines[-2:] == ["to reproduce (the whole script):", f"  {result.command}"]
 
 
@@ -219,3 +239,172 @@ def test_a_scripts_budget_is_estimated_per_step():
     assert any("about 8 s more" in note for note in rec.notes)
     # Every rung's trials (the baseline counted apart, so rather more than less), per step.
     assert rec.budget_needed_s == pytest.approx((3 + 1) * 4.0 + (1 + 1) * 8.0)
+
+
+# -- the accuracy check: whole runs (--check-accuracy) -------------------------------------
+
+
+def whole_runs(monkeypatch, **behaviour) -> ScriptRuns:
+    """The stand-in script runs, with whole runs that behave as `behaviour` says."""
+    stub = ScriptRuns(**behaviour)
+    monkeypatch.setattr("trainscale.recommend.script.start_script_run", stub)
+    monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda: TWO_CORES)
+    return stub
+
+
+def checked(tmp_path, **options):
+    """recommend() of the example script with --check-accuracy, quick; its result and the
+    summary's lines."""
+    result = recommend(
+        script=EXAMPLE,
+        script_args=ARGS,
+        quick=True,
+        check_accuracy=True,
+        store=tmp_path / "r.db",
+        **options,
+    )
+    return result, summary_lines(json.loads(json.dumps(result.to_dict())))
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (
+            ["recommend", str(EXAMPLE), "--accuracy-tolerance", "1", "--", *ARGS],
+            "--accuracy-tolerance applies to a script only with --check-accuracy",
+        ),
+        (
+            ["recommend", str(EXAMPLE), "--check-accuracy", "--data", "synthetic", "--", *ARGS],
+            "--check-accuracy needs the script's own data",
+        ),
+        (["recommend", "mnist-cnn", "--check-accuracy"], "--check-accuracy is for a script"),
+    ],
+)
+def test_an_accuracy_check_that_cannot_apply_costs_one_line(runs, capsys, argv, fragment):
+    assert run_cli(argv) == 2
+    assert fragment in one_error_line(capsys)
+    assert not runs.calls
+
+
+def test_the_first_finalist_that_keeps_the_accuracy_is_recommended(monkeypatch, tmp_path):
+    stub = whole_runs(monkeypatch, accuracy=lambda workers, threads: 0.9)
+    seen = []
+    listener = type("Plan", (RecommendListener,), {"planned": lambda self, p: seen.append(p)})
+    result, lines = checked(tmp_path, listener=listener())
+    rec = result.recommendation
+    assert rec.best.label == "2w x 1t compact" and not rec.rejected
+    assert (rec.accuracy_checked, rec.baseline_accuracy, rec.best_accuracy) == (True, 0.9, 0.9)
+    # The baseline whole, then the fastest finalist, which passes: no more runs.
+    assert stub.whole == ["1w x 1t", "2w x 1t"]
+    whole = [o for o, steps in stub.calls if steps is None]
+    assert {o.tag for o in whole} == {result.plan.tag}
+    assert {o.data.kind for o in whole} == {"real"}  # the script's own data
+    assert [t.kind for t in rec.trials[-2:]] == ["accuracy", "accuracy"]
+    assert any("admitted because the accuracy check passed" in n for n in rec.notes)
+    (plan,) = seen
+    assert "up to 3 whole script runs" in plan.data_note  # the baseline's, and 2 finalists'
+    assert "--budget-s does not bound them" in plan.data_note
+    line = "  accuracy check (whole script runs, final accuracy): 0.9000 against the baseline's"
+    assert f"{line} 0.9000 (tolerance 0.50 points)" in lines
+    assert "then 2 whole script run(s) of the accuracy check" in lines[-3]
+
+
+def test_a_finalist_that_loses_accuracy_is_rejected_and_the_next_checked(monkeypatch, tmp_path):
+    stub = whole_runs(monkeypatch, accuracy=lambda workers, threads: 0.5 if workers > 1 else 0.9)
+    result, lines = checked(tmp_path, accuracy_tolerance=5.0)
+    rec = result.recommendation
+    # Ranked 2w x 1t (2.4x), 1w x 2t (2x), the baseline: the second is recommended.
+    assert stub.whole == ["1w x 1t", "2w x 1t", "1w x 2t"]
+    assert rec.best.label == "1w x 2t compact" and rec.speedup == pytest.approx(2.0)
+    (rejected,) = rec.rejected
+    assert rejected.candidate.label == "2w x 1t compact" and rejected.test_accuracy == 0.5
+    assert rejected.reason == (
+        "test accuracy 0.5000 is 40.00 points below the baseline's 0.9000 (tolerance 5.00)"
+    )
+    assert "  2w x 1t compact: test accuracy 0.5000 is 40.00 points below" in "\n".join(lines)
+    payload = result.to_dict()
+    assert payload["accuracy_checked"] and payload["best_accuracy"] == 0.9
+    assert payload["rejected"][0]["test_accuracy"] == 0.5
+    assert payload["settings"]["accuracy_tolerance"] == 0.05
+    assert payload["settings"]["check_accuracy"] and payload["accuracy_note"] is None
+
+
+def test_every_finalist_rejected_recommends_the_baseline(monkeypatch, tmp_path):
+    stub = whole_runs(monkeypatch, accuracy=lambda w, t: 0.9 if (w, t) == (1, 1) else 0.8)
+    result, lines = checked(tmp_path)
+    rec = result.recommendation
+    assert stub.whole == ["1w x 1t", "2w x 1t", "1w x 2t"]  # as many as the plan said
+    assert rec.best == rec.baseline and rec.best_accuracy == 0.9
+    assert [r.candidate.label for r in rec.rejected] == ["2w x 1t compact", "1w x 2t compact"]
+    assert rec.speedup == pytest.approx(1.0)  # the baseline ranked, as the workload's check
+    assert lines[1] == (
+        "best: 1w x 1t compact (global batch 64, the script's own) (the serial baseline: the "
+        "faster settings checked lost accuracy)"
+    )
+
+
+def test_a_script_that_evaluates_nothing_keeps_its_throughput_recommendation(monkeypatch, capsys):
+    stub = whole_runs(monkeypatch)  # its whole runs evaluate nothing
+    assert run_cli(["recommend", str(EXAMPLE), "--quick", "--check-accuracy", "--", *ARGS]) == 0
+    out = capsys.readouterr().out
+    assert stub.whole == ["1w x 1t"]  # the baseline's says so: no finalist is run whole
+    assert "best: 2w x 1t compact" in out
+    assert f"  {EVALUATED_NOTHING}" in out.splitlines()
+    assert "the script evaluated nothing: accuracy not checked" in EVALUATED_NOTHING
+
+
+def test_a_baseline_whose_whole_run_fails_exits_1_with_the_search_kept(monkeypatch, capsys):
+    whole_runs(monkeypatch, accuracy=lambda w, t: 0.9, fails=lambda w, t: (w, t) == (1, 1))
+    argv = ["recommend", str(EXAMPLE), "--quick", "--check-accuracy", "--json", "--", *ARGS]
+    assert run_cli(argv) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["accuracy_failed"] and not payload["accuracy_checked"]
+    assert payload["accuracy_note"].startswith(
+        "the serial baseline's whole script run failed (the script raised KeyError: 'x')"
+    )
+    assert payload["best"]["label"] == "2w x 1t compact"  # the throughput ranking stands
+
+
+def test_nothing_is_run_whole_where_the_baseline_is_the_fastest():
+    space = script_space([0])  # one core: the baseline's setting is the only one
+    base = RunOptions.of(str(EXAMPLE))
+    check = WholeRunCheck(base, space.baseline, 0.005)
+    steps: list[int | None] = []
+
+    def run_one(options: RunOptions) -> dict:
+        steps.append(options.optimisation.steps)
+        return {"run_id": "x", "samples_per_s": 64.0, "train_time_s": 1.0, "num_samples": 64}
+
+    rec = run_search(space, base, None, SearchSettings(rung_steps=(1,)), run_one, check=check)
+    assert rec.best == space.baseline and not rec.accuracy_checked
+    assert None not in steps  # no whole run
+    assert check.ended is not None and "no whole script run made" in check.ended
+
+
+def test_whole_runs_are_outside_the_budget():
+    """The budget bounds the search; the whole runs the user asked for take what they take."""
+    space = script_space([0, 1])
+    clock = [0.0]
+
+    def fake(options: RunOptions) -> dict:
+        steps = options.optimisation.steps
+        workers = options.parallel.workers
+        clock[0] += 1.0 + (steps or 0) if steps is not None else 100.0  # whole: 100 s
+        return {
+            "run_id": "x",
+            "samples_per_s": 64.0 * workers,
+            "train_time_s": float(steps or 100),
+            "num_samples": (steps or 100) * 64 * workers,
+            "num_steps": steps or 100,
+            "global_batch_size": 64 * workers,
+            "test_accuracy": 0.9 if steps is None else None,
+        }
+
+    base = RunOptions.of(str(EXAMPLE))
+    settings = SearchSettings(rung_steps=(2,), warmup_steps=1, budget_s=30.0)
+    check = WholeRunCheck(base, space.baseline, 0.005)
+    rec = run_search(space, base, None, settings, fake, clock=lambda: clock[0], check=check)
+    assert rec.accuracy_checked and rec.best.workers == 2
+    assert clock[0] == 3 * 4.0 + 2 * 100.0  # 3 trials of 4 s, then 2 whole runs
+    assert rec.elapsed_s == 12.0 and not rec.stopped_by_budget
+    assert not any("over the" in note for note in rec.notes)

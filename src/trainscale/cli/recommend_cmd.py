@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
+from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.cli.lines import stdout_to_stderr
+from trainscale.cli.recommend_accuracy import add_accuracy_arguments
 from trainscale.cli.values import positive_ints
 from trainscale.config.cli import add_option_arguments
 
@@ -18,11 +19,14 @@ examples:
   trainscale recommend mnist-cnn --budget-s 120 --json
   trainscale recommend mnist-cnn --data synthetic    # throughput only: accuracy not checked
   trainscale recommend train.py --quick -- --epochs 1  # your own script (throughput only)
+  trainscale recommend train.py --check-accuracy -- --epochs 1  # and its accuracy, run whole
 
 Searches workers x threads x affinity x precision x per-worker batch with successive
 halving over short synthetic-data trials, then checks the finalists' accuracy on real data
 against the serial fp32 baseline. A script searches workers x threads x affinity only, in
-runs stopped after their steps. Trials are stored with the tag recommend:<id>.
+runs stopped after their steps; --check-accuracy then runs the whole script, with its own
+arguments, in the baseline and the finalists (outside the budget: the arguments after --
+decide how long). Trials are stored with the tag recommend:<id>.
 See docs/compare-and-recommend.md.
 """
 
@@ -37,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "accuracy check falls behind the serial fp32 baseline, and print the best "
             "setting, its speedup over the serial baseline and the `trainscale run` command "
             "that reproduces it. Your own script (SCRIPT.py -- ARGS): workers x threads x "
-            "affinity, throughput only."
+            "affinity, throughput only unless --check-accuracy."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -50,7 +54,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=600.0,
         metavar="S",
-        help="seconds for the whole search, accuracy check included, > 0 (default: 600)",
+        help="seconds for the whole search, a workload's accuracy check included (not a "
+        "script's whole runs of --check-accuracy), > 0 (default: 600)",
     )
     parser.add_argument(
         "--quick",
@@ -80,25 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-workers", type=int, metavar="N", help="try at most N (>= 1) workers (default: all)"
     )
-    acc = parser.add_argument_group("accuracy check")
-    add_data_choice_argument(
-        acc,
-        help="real data for the accuracy check; auto = real when found, else skip the check "
-        "with a warning; synthetic = skip it (default: auto); a script's: what it trains on",
-    )
-    acc.add_argument(
-        "--accuracy-epochs",
-        type=float,
-        metavar="E",
-        help="length of the accuracy runs in epochs, > 0 (default: 0.25; --quick 0.1)",
-    )
-    acc.add_argument(
-        "--accuracy-tolerance",
-        type=float,
-        metavar="POINTS",
-        help="reject a finalist whose test accuracy is more than this many percentage points "
-        "(0 to 100) below the baseline's (default: 0.5)",
-    )
+    add_accuracy_arguments(parser)
     parser.add_argument(
         "--include-busy",
         action="store_true",
@@ -142,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
             store=args.store,
             listener=RecommendProgress(console),
             framework=args.framework,
+            check_accuracy=args.check_accuracy,
         )
     payload = result.to_dict()
     print(json.dumps(payload) if args.json else "\n".join(summary_lines(payload)))
-    return 0
+    return 1 if result.accuracy_failed else 0  # the script failed in its whole run

@@ -25,6 +25,7 @@ class RecommendProgress(RecommendListener):
         self.start = time.monotonic()
         self.script = False
         self.warmup_steps = 0
+        self.whole_runs = 0
 
     def planned(self, plan: RecommendPlan) -> None:
         env, space, settings = plan.env, plan.space, plan.settings
@@ -40,7 +41,9 @@ class RecommendProgress(RecommendListener):
         for dropped, kept in space.duplicates:
             self.console.print(f"  {dropped}: same cores as {kept}, not tried twice")
         if plan.data_note:
-            self.console.print(f"[bold red]{escape(plan.data_note)}[/]")
+            # A warning, except the plan of a script's accuracy check, which the user asked for.
+            style = "bold" if plan.check_accuracy else "bold red"
+            self.console.print(f"[{style}]{escape(plan.data_note)}[/]")
         self.budget_s = settings.budget_s
         self.script, self.warmup_steps = plan.script is not None, settings.warmup_steps
         self.start = time.monotonic()
@@ -60,6 +63,14 @@ class RecommendProgress(RecommendListener):
         )
 
     def trial_started(self, candidate: Candidate, kind: str, rung: int | None) -> None:
+        if kind == "accuracy" and self.script:
+            # Whole runs, outside the budget: their clock is not set against it.
+            if not self.whole_runs:
+                self.console.rule("accuracy check: the whole script (not bounded by the budget)")
+            self.whole_runs += 1
+            clock = f"[{time.monotonic() - self.start:5.0f} s]"
+            self.console.print(f"{escape(clock)} whole script run: {candidate.label} ...")
+            return
         what = "accuracy check" if kind == "accuracy" else "throughput"
         self.console.print(f"{escape(self._clock())} {what}: {candidate.label} ...")
 
@@ -68,6 +79,8 @@ class RecommendProgress(RecommendListener):
         run = escape(f" [{trial.run_id[:8]}]") if trial.run_id else ""
         if trial.error is not None:
             self.console.print(f"    [red]failed[/]{run}: {escape(trial.error)}")
+        elif trial.kind == "accuracy" and trial.test_accuracy is None:
+            self.console.print(f"    no accuracy: it evaluated nothing{run}")
         elif trial.kind == "accuracy":
             self.console.print(f"    test accuracy {trial.test_accuracy:.4f}{run}")
         else:

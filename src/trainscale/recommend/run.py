@@ -23,12 +23,14 @@ from trainscale.hardware import facts
 from trainscale.recommend.script import (
     ACCURACY_NOTE,
     fit_script_candidates,
+    refuse_accuracy_check,
     refuse_options,
     script_base,
     script_command,
     script_trials,
     short_trials_note,
 )
+from trainscale.recommend.script_accuracy import WholeRunCheck, plan_note
 from trainscale.recommend.search import (
     DEFAULT_RUNG_STEPS,
     QUICK_RUNG_STEPS,
@@ -165,6 +167,8 @@ class RecommendPlan:
     """The user's script searched (as given), or None for a workload."""
     script_args: tuple[str, ...] = ()
     """The script's own arguments (after `--`)."""
+    check_accuracy: bool = False
+    """A script's accuracy is checked by whole runs after the search (`data_note` says how)."""
 
     @property
     def tag(self) -> str:
@@ -187,11 +191,15 @@ class RecommendResult:
     recommendation: Recommendation
     command: str
     """The `trainscale run` command of the best setting (full recipe)."""
+    accuracy_note: str | None = None
+    """Why a script's accuracy check compared nothing (it evaluated nothing, say)."""
+    accuracy_failed: bool = False
+    """A script's check could not be made: the baseline's whole run failed."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `trainscale recommend --json` prints."""
         plan, settings = self.plan, self.plan.settings
-        checked = plan.script is None  # a script's accuracy is not checked: no such settings
+        checked = plan.script is None  # a script has no short accuracy runs
         return {
             "recommend_id": plan.recommend_id,
             "workload": plan.workload,
@@ -206,10 +214,15 @@ class RecommendResult:
                 "keep_fraction": settings.keep_fraction,
                 "budget_s": settings.budget_s,
                 "accuracy_epochs": settings.accuracy_epochs if checked else None,
-                "accuracy_tolerance": settings.accuracy_tolerance if checked else None,
+                "accuracy_tolerance": (
+                    settings.accuracy_tolerance if checked or plan.check_accuracy else None
+                ),
+                "check_accuracy": plan.check_accuracy,
                 "include_busy": settings.include_busy,
             },
             "space": plan.space.to_dict(),
+            "accuracy_note": self.accuracy_note,
+            "accuracy_failed": self.accuracy_failed,
             **self.recommendation.to_dict(),
         }
 
@@ -234,6 +247,7 @@ def recommend(
     store: str | Path | None = None,
     listener: RecommendListener | None = None,
     framework: str = "pytorch",
+    check_accuracy: bool = False,
 ) -> RecommendResult:
     """Search this machine for the fastest setting of `workload` that keeps its accuracy.
 
@@ -250,8 +264,11 @@ def recommend(
     `script="train.py"` (no workload) searches a user's own training script instead, run
     with `script_args`: workers x threads x affinity only, each trial a script run stopped
     after its steps, throughput only (recommend/script.py); the options a script decides
-    itself (`batch_multipliers`, `framework`, `data_dir`, `download`) and those of the
-    accuracy check are refused in one line. `data` says what the script trains on.
+    itself (`batch_multipliers`, `framework`, `data_dir`, `download`) and the length of the
+    accuracy runs are refused in one line. `data` says what the script trains on.
+    `check_accuracy` (a script's only, not on synthetic data) then runs the whole script in
+    the baseline and in the finalists best first until one keeps the baseline's final
+    accuracy within `accuracy_tolerance` (recommend/script_accuracy.py), outside the budget.
     """
     listener = listener or RecommendListener()
     if script is not None:
@@ -261,12 +278,12 @@ def recommend(
             {
                 "--batch-multipliers": batch_multipliers is not None,
                 "--accuracy-epochs": accuracy_epochs is not None,
-                "--accuracy-tolerance": accuracy_tolerance is not None,
                 "--framework": framework != "pytorch",
                 "--data-dir": data_dir is not None,
                 "--no-download": not download,
             }
         )
+    refuse_accuracy_check(script is not None, check_accuracy, accuracy_tolerance, data)
     settings = search_settings(
         quick=quick,
         rung_steps=rung_steps,
@@ -279,7 +296,14 @@ def recommend(
     store_path = Path(store) if store else default_store_path()
     if script is not None:
         return _recommend_script(
-            os.fspath(script), tuple(script_args), settings, max_workers, data, store_path, listener
+            os.fspath(script),
+            tuple(script_args),
+            settings,
+            max_workers,
+            data,
+            store_path,
+            listener,
+            check_accuracy,
         )
     if workload is None:
         raise ConfigError("recommend needs a workload, or a script: `recommend SCRIPT.py -- ARGS`")
@@ -331,8 +355,10 @@ def _recommend_script(
     data: DataChoice,
     store_path: Path,
     listener: RecommendListener,
+    check_accuracy: bool,
 ) -> RecommendResult:
-    """`recommend` of a user's own script: its placements searched, throughput only."""
+    """`recommend` of a user's own script: its placements searched, then, with
+    `check_accuracy`, the finalists' accuracy in whole runs (else throughput only)."""
     recommend_id = uuid.uuid4().hex[:8]
     base = script_base(script, args, data, f"recommend:{recommend_id}")
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
@@ -341,19 +367,27 @@ def _recommend_script(
     space = script_space(env["usable_cores"], numa, max_workers)
     space = fit_script_candidates(space, base, script, args)
     name = f"script:{Path(script).name}"
+    tolerance = settings.accuracy_tolerance
+    data_note = plan_note(space, tolerance) if check_accuracy else ACCURACY_NOTE
     plan = RecommendPlan(
-        recommend_id, name, env, space, settings, ACCURACY_NOTE, script=script, script_args=args
+        recommend_id, name, env, space, settings, data_note, script, args, check_accuracy
     )
     listener.planned(plan)
     run_one = script_trials(script, args, store_path)
-    recommendation = run_search(space, base, None, settings, run_one, listener=listener)
+    # The whole runs: no step limit, the script's own data and the recommend's tag.
+    check = WholeRunCheck(base, space.baseline, tolerance) if check_accuracy else None
+    recommendation = run_search(
+        space, base, None, settings, run_one, listener=listener, check=check
+    )
     planned = [timed + settings.warmup_steps for timed in settings.rung_steps]
     note = short_trials_note(recommendation.trials, planned)
     if note is not None:
         recommendation.notes.append(note)
         listener.note(note)
     command = script_command(script, args, recommendation.best, base.data.kind)
-    return RecommendResult(plan, recommendation, command)
+    if check is None:
+        return RecommendResult(plan, recommendation, command)
+    return RecommendResult(plan, recommendation, command, check.ended, check.failed)
 
 
 def refuse_script(target: str) -> None:
@@ -389,9 +423,15 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
             f"{measured} of {total} candidates{more}",
         ]
     else:
+        # Where faster settings lost accuracy, "no other did better" would hide them.
+        why = (
+            "the faster settings checked lost accuracy"
+            if payload["rejected"]
+            else "no other setting did better"
+        )
         baseline = (
-            " (the serial baseline: no other setting did better)"
-            if (best["label"] == payload["baseline"]["label"])
+            f" (the serial baseline: {why})"
+            if best["label"] == payload["baseline"]["label"]
             else ""
         )
         batch = payload.get("best_global_batch") or best["global_batch_size"]
@@ -408,14 +448,19 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
             f"{base_rate:.0f} samples/s in the same rung: speedup {payload['speedup']:.2f}x"
         )
     if payload["accuracy_checked"]:
+        how = (
+            "whole script runs, final accuracy"
+            if payload.get("script")
+            else f"{payload['settings']['accuracy_epochs']:g} epoch, real data"
+        )
         lines.append(
-            f"  accuracy check ({payload['settings']['accuracy_epochs']:g} epoch, real data): "
+            f"  accuracy check ({how}): "
             f"{payload['best_accuracy']:.4f} against the baseline's "
             f"{payload['baseline_accuracy']:.4f} (tolerance "
             f"{payload['settings']['accuracy_tolerance'] * 100:.2f} points)"
         )
     elif payload.get("script"):
-        lines.append(f"  {payload['data_note']}")
+        lines.append(f"  {payload.get('accuracy_note') or payload['data_note']}")
     else:
         lines.append("  accuracy NOT checked (no real data): throughput only")
     if payload["rejected"]:
@@ -426,9 +471,17 @@ def summary_lines(payload: dict[str, Any]) -> list[str]:
         f"  {r['label']:<32} rung {r['rung']}  {r['samples_per_s']:.0f}" for r in payload["ranking"]
     ]
     lines += [f"note: {note}" for note in payload["notes"]]
+    whole = [t["wall_s"] for t in payload["trials"] if t["kind"] == "accuracy"]
+    # A script's accuracy runs are whole runs the user chose: the budget does not bound them.
+    outside = (
+        f", then {len(whole)} whole script run(s) of the accuracy check {sum(whole):.0f} s "
+        "(not bounded by the budget)"
+        if payload.get("script") and whole
+        else ""
+    )
     lines += [
-        f"search took {payload['elapsed_s']:.0f} s of a {payload['budget_s']:.0f} s budget; "
-        f"runs stored with tag {payload['tag']} "
+        f"search took {payload['elapsed_s']:.0f} s of a {payload['budget_s']:.0f} s budget"
+        f"{outside}; runs stored with tag {payload['tag']} "
         f"(trainscale runs list --tag {payload['tag']})",
         "to reproduce (the whole script):"
         if payload.get("script")

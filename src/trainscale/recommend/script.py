@@ -7,11 +7,13 @@ normal end, and its throughput is the stored run's samples/s: a script that give
 worker its own batch trains a global batch that grows with the workers, so step times of
 two settings would compare different amounts of work.
 
-No accuracy check: a script has an accuracy only where it calls `meter.evaluate`, when its
-own loop decides (after an epoch, say), and a trial stopped after a few steps has usually
-not got there. Checking it would mean running the whole script once per finalist, for as
-long as the script takes, which no budget bounds. So the recommendation is throughput only
-and says so; the printed command runs the whole script, with its own evaluations.
+No short accuracy check: a script has an accuracy only where it calls `meter.evaluate`,
+when its own loop decides (after an epoch, say), and a trial stopped after a few steps has
+usually not got there. Checking it means running the whole script once per finalist, for as
+long as the script takes, which no budget bounds: so by default the recommendation is
+throughput only and says so, and `--check-accuracy` asks for those whole runs
+(recommend/script_accuracy.py). The printed command runs the whole script, with its own
+evaluations.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ from trainscale.runner.script_launch import is_script, prepare_script, start_scr
 
 ACCURACY_NOTE = (
     "a script: accuracy NOT checked (throughput only): its accuracy is its own, from its "
-    "own evaluations at its own length; run the command below to see it"
+    "own evaluations at its own length; run the command below to see it (--check-accuracy "
+    "runs the whole script to check it)"
 )
 """Why a script's recommendation claims nothing about accuracy (module docstring)."""
 
 SCRIPT_FLAGS = (
     "--budget-s, --quick, --rung-steps, --warmup-steps, --max-workers, --include-busy, "
-    "--data, --store and --json"
+    "--check-accuracy (and with it --accuracy-tolerance), --data, --store and --json"
 )
 """The options of `trainscale recommend` that apply to a script."""
 
@@ -64,9 +67,35 @@ def refuse_options(given: Mapping[str, bool]) -> None:
         if set_:
             raise ConfigError(
                 f"{flag} does not apply to a script (the script decides its batch, "
-                "precision, framework and data, and its accuracy is not checked; pass its "
-                f"own arguments after --); recommend of a script takes {SCRIPT_FLAGS}"
+                "precision, framework, data and length, and its accuracy is checked only "
+                "by running it whole, --check-accuracy; pass its own arguments after --); "
+                f"recommend of a script takes {SCRIPT_FLAGS}"
             )
+
+
+def refuse_accuracy_check(
+    script: bool, check_accuracy: bool, accuracy_tolerance: float | None, data: str
+) -> None:
+    """ConfigError (one line) for `--check-accuracy` or its tolerance where they cannot
+    apply: a workload (its accuracy is checked anyway), a script without the check, or a
+    script on synthetic data (which has no accuracy)."""
+    if not script:
+        if check_accuracy:
+            raise ConfigError(
+                "--check-accuracy is for a script: a workload's accuracy is checked anyway, "
+                "in short runs on real data (--accuracy-epochs; --data synthetic skips it)"
+            )
+        return
+    if accuracy_tolerance is not None and not check_accuracy:
+        raise ConfigError(
+            "--accuracy-tolerance applies to a script only with --check-accuracy (which "
+            "runs the whole script to compare its final accuracy with the baseline's)"
+        )
+    if check_accuracy and data == "synthetic":
+        raise ConfigError(
+            "--check-accuracy needs the script's own data: a script on --data synthetic has "
+            "no accuracy to check (drop --data synthetic, or --check-accuracy)"
+        )
 
 
 def script_base(script: str, args: Sequence[str], data: str, tag: str) -> RunOptions:
@@ -100,17 +129,20 @@ def fit_script_candidates(
 def script_trials(script: str, args: Sequence[str], store_path: Path) -> RunOne:
     """Runs one trial of the search as a script run: the options a script takes (its
     placement, warm-up, data and tag), stopped by the meter after the trial's steps, with
-    no progress lines of its own."""
+    no progress lines of its own. Options without steps make a whole run (the accuracy
+    check's): the script to its own end, with the progress lines of `trainscale run`."""
 
     def run_one(options: RunOptions) -> dict[str, Any]:
         kept = {key: value for key, value in options.flat().items() if key in SCRIPT_OPTIONS}
+        steps = options.optimisation.steps
         return start_script_run(
             script,
             list(args),
             RunOptions.of(options.workload, **kept),
             store_path,
-            max_steps=options.optimisation.steps,
-            progress=False,  # the search prints a line per trial, as for a workload's
+            max_steps=steps,
+            # A trial is a line of the search's own; a whole run may take minutes.
+            progress=steps is None,
         )
 
     return run_one

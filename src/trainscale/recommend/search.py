@@ -25,8 +25,10 @@ one is checked, until one passes. The baseline passes by definition.
 A user's own script. Its candidates have no precision or batch (the script decides both),
 so its trials' global batch is what they measured: with a per-worker batch it grows with
 the workers, which is why candidates are compared in samples/s, never in step time, and a
-trial's cost is estimated per step rather than per sample. A script's accuracy is not
-checked (`accuracy_base` None): see recommend/script.py.
+trial's cost is estimated per step rather than per sample. A script has no short accuracy
+run (`accuracy_base` None): its accuracy is checked only on request, by a `FinalistsCheck`
+of whole script runs made after the search and outside its budget
+(recommend/script_accuracy.py), with the same rule (`accuracy_rejection`).
 
 Busy machine. A throughput trial stored as busy (other work used its cores; see
 docs/methodology.md, "Contention") is left out of the ranking unless `include_busy`: the
@@ -280,6 +282,35 @@ class Recommendation:
             "only_baseline": self.only_baseline,
             "notes": list(self.notes),
         }
+
+
+Attempt = Callable[[Candidate, RunOptions, str, int | None], Trial]
+"""Makes one run of the search (`_Search.attempt`): (candidate, options, kind, rung) -> its
+trial, which the search keeps and its listener hears of."""
+
+FinalistsCheck = Callable[
+    [list[Ranked], Attempt, Callable[[str], None]],
+    tuple[float | None, Ranked | None, float | None, list[Rejection]],
+]
+"""An accuracy check made after the search, outside its budget (a script's whole runs,
+recommend/script_accuracy.py): given the ranking, the search's `Attempt` and its `note`, it
+returns the baseline's accuracy (None: nothing was compared, the ranking stands), the
+entry chosen (None: every finalist was rejected), its accuracy, and the rejections."""
+
+
+def accuracy_rejection(trial: Trial, baseline_accuracy: float, tolerance: float) -> str | None:
+    """Why the accuracy run `trial` fails the check, or None when it keeps the baseline's
+    accuracy: it failed, it reported no accuracy, or its test accuracy is lower than
+    `baseline_accuracy` by more than `tolerance` (a fraction)."""
+    if not trial.ok or trial.test_accuracy is None:
+        return f"accuracy run failed: {trial.error or 'no accuracy reported'}"
+    drop = baseline_accuracy - trial.test_accuracy
+    if drop > tolerance:
+        return (
+            f"test accuracy {trial.test_accuracy:.4f} is {drop * 100:.2f} points below "
+            f"the baseline's {baseline_accuracy:.4f} (tolerance {tolerance * 100:.2f})"
+        )
+    return None
 
 
 class SearchListener:
@@ -597,17 +628,8 @@ class _Search:
             checked += 1
             options = accuracy_options(candidate, self.accuracy_base, self.settings.accuracy_epochs)
             trial = self.attempt(candidate, options, "accuracy", None)
-            if not trial.ok or trial.test_accuracy is None:
-                reason = f"accuracy run failed: {trial.error or 'no accuracy reported'}"
-                rejected.append(Rejection(candidate, reason))
-                self.note(f"rejected {candidate.label}: {reason}")
-                continue
-            drop = baseline_accuracy - trial.test_accuracy
-            if drop > tolerance:
-                reason = (
-                    f"test accuracy {trial.test_accuracy:.4f} is {drop * 100:.2f} points below "
-                    f"the baseline's {baseline_accuracy:.4f} (tolerance {tolerance * 100:.2f})"
-                )
+            reason = accuracy_rejection(trial, baseline_accuracy, tolerance)
+            if reason is not None:
                 rejected.append(Rejection(candidate, reason, trial.test_accuracy))
                 self.note(f"rejected {candidate.label}: {reason}")
                 continue
@@ -623,12 +645,15 @@ def run_search(
     run_one: RunOne,
     clock: Callable[[], float] = time.monotonic,
     listener: SearchListener | None = None,
+    check: FinalistsCheck | None = None,
 ) -> Recommendation:
     """Search `space` and recommend the fastest candidate that keeps the baseline's accuracy.
 
     `throughput_base` carries the options shared by throughput trials (workload, synthetic
     data, tag); `accuracy_base` those of accuracy runs (real data, data directory), or None
     to skip the accuracy check (no real data: then nothing is claimed about accuracy).
+    `check`, with `accuracy_base` None, is an accuracy check of its own made after the
+    search, outside the budget (a script's whole runs); its runs are kept with the trials.
     `run_one` and `clock` are parameters so that tests can drive the search with fakes.
     """
     search = _Search(
@@ -648,15 +673,22 @@ def run_search(
         raise TrainscaleError(f"every trial failed, nothing to recommend ({reasons[:300]})")
 
     rejected: list[Rejection] = []
-    if baseline_accuracy is None:
-        chosen: Ranked | None = ranking[0]
-        best_accuracy = None
-    else:
+    chosen: Ranked | None = ranking[0]
+    best_accuracy: float | None = None
+    # The budget bounds the search; a check of its own runs outside it (the user chose it).
+    searched_s = search.elapsed()
+    if baseline_accuracy is not None:
         chosen, best_accuracy, rejected = search.check_accuracy(ranking, baseline_accuracy)
-        if chosen is None:
-            chosen = next((r for r in ranking if r.candidate == baseline), None)
-            best_accuracy = baseline_accuracy
-            search.note("no finalist kept the baseline's accuracy: recommending the baseline")
+    elif check is not None:
+        baseline_accuracy, chosen, best_accuracy, rejected = check(
+            ranking, search.attempt, search.note
+        )
+        if baseline_accuracy is None:  # nothing compared: the throughput ranking stands
+            chosen, best_accuracy = ranking[0], None
+    if baseline_accuracy is not None and chosen is None:
+        chosen = next((r for r in ranking if r.candidate == baseline), None)
+        best_accuracy = baseline_accuracy
+        search.note("no finalist kept the baseline's accuracy: recommending the baseline")
 
     if chosen is None:  # the baseline fell out of the ranking (its trials failed)
         best, best_rate, best_rung = baseline, None, None
@@ -672,8 +704,12 @@ def run_search(
         search.note(
             f"the script's global batch at the recommended setting ({best_batch}) differs "
             f"from the baseline's ({base_batch}): it trains its own batch on each worker, so "
-            "the speedup is in samples/s of a different optimisation, and a script's "
-            "accuracy is not checked"
+            "the speedup is in samples/s of a different optimisation, "
+            + (
+                "admitted because the accuracy check passed"
+                if baseline_accuracy is not None
+                else "and a script's accuracy is not checked"
+            )
         )
     elif not script and best_batch != base_batch:
         search.note(
@@ -694,7 +730,7 @@ def run_search(
             else "a larger budget would measure more"
         )
         search.note(f"budget: measured {measured} of {total} candidates; {more}")
-    elapsed = search.elapsed()
+    elapsed = search.elapsed() if check is None else searched_s
     if elapsed > settings.budget_s:
         search.note(
             f"the search took {elapsed:.0f} s, over the {settings.budget_s:.0f} s budget "
