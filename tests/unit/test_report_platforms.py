@@ -131,15 +131,19 @@ def test_rows_name_the_platform_time_per_epoch_and_speedup() -> None:
         "time per epoch (s)": "60.0",
         "time to target (s)": "80.0",
         "test accuracy": "0.9812",
-        "speedup vs baseline [95%]": "1.00x",
+        "throughput speedup [95%]": "1.00x",
+        "speedup to target [95%]": "1.00x",
     }
     assert parallel["platform"] == "CPU parallel, 4 workers x 2 threads"
     assert parallel["time per epoch (s)"] == "20.0"
     assert parallel["time to target (s)"] == "30.0 (2/3)"
-    assert parallel["speedup vs baseline [95%]"] == "3.05x [2.90, 3.20]"
+    assert parallel["throughput speedup [95%]"] == "3.05x [2.90, 3.20]"
     assert gpu["platform"] == "1 GPU (NVIDIA H100 80GB HBM3)"
     assert gpu["time per epoch (s)"] == "-"  # trained by steps
-    assert gpu["speedup vs baseline [95%]"] == "20.50x (one round)"
+    assert gpu["throughput speedup [95%]"] == "20.50x (one round)"
+    # No rounds stored here: the ratio of the median times to target, 80 s over 30 s and 4 s.
+    assert parallel["speedup to target [95%]"] == "2.67x (unpaired)"
+    assert gpu["speedup to target [95%]"] == "20.00x (unpaired)"
     assert list(serial) == list(PLATFORM_COLUMNS)
 
 
@@ -154,9 +158,9 @@ def test_unpaired_speedup_several_gpus_and_torch_default_threads() -> None:
     busy = replace(two_gpus, label="busy", busy_runs=1)
     rows = platform_rows(_section_of([serial, two_gpus, threads, busy], baseline=serial))
     assert rows[1]["platform"] == "2 GPUs"
-    assert rows[1]["speedup vs baseline [95%]"] == "38.00x (unpaired)"
+    assert rows[1]["throughput speedup [95%]"] == "38.00x (unpaired)"
     assert rows[2]["platform"] == "CPU parallel, 1 worker x 4 threads (torch default)"
-    assert rows[3]["speedup vs baseline [95%]"] == "38.00x (unpaired) (not trusted: busy machine)"
+    assert rows[3]["throughput speedup [95%]"] == "38.00x (unpaired) (not trusted: busy machine)"
 
 
 def test_table_applies_only_with_two_evaluated_configurations() -> None:
@@ -176,7 +180,7 @@ def test_markdown_and_html_show_the_table_when_it_applies() -> None:
     markdown = render_markdown(report, [], [], "2026-01-01 00:00")
     assert "### Time and accuracy per platform" in markdown
     assert "| cpu parallel | CPU parallel, 4 workers x 2 threads | 20.0 |" in markdown
-    assert "Speedup is samples/s over that of the baseline 'cpu serial' (CPU serial" in markdown
+    assert "Throughput speedup is samples/s over that of the baseline 'cpu serial'" in markdown
     page = render_html(report, [], [], "2026-01-01 00:00")
     assert "<h3>Time and accuracy per platform</h3>" in page
     assert "1 GPU (NVIDIA H100 80GB HBM3)" in page and "3.05x [2.90, 3.20]" in page
@@ -212,7 +216,7 @@ def test_without_a_baseline_the_note_says_why_there_is_no_speedup() -> None:
         for c in _section().configurations
     ]
     section = replace(_section_of(configs), baseline_rule="no configuration recorded a throughput")
-    assert {row["speedup vs baseline [95%]"] for row in platform_rows(section)} == {"-"}
+    assert {row["throughput speedup [95%]"] for row in platform_rows(section)} == {"-"}
     assert platform_note(section).startswith("No speedup: no configuration recorded")
 
 
@@ -232,3 +236,36 @@ def test_the_epochs_trained_are_the_runs_share_of_their_planned_steps() -> None:
     assert _epochs_trained(stopped, config) == 1.5  # the median of 1 and 2
     assert _epochs_trained([run(num_steps=388)], config) == 4.0  # stored before: whole length
     assert _epochs_trained(stopped, {"epochs": 4.0, "steps": 388}) is None
+
+
+def test_speedup_to_target_pairs_rounds_and_differs_from_throughputs() -> None:
+    # Two rounds: the baseline reaches its target in 70 s and 72 s; the parallel setting has
+    # a lower throughput speedup (1.3x) but needs fewer samples, so it gets there 1.5x and
+    # 1.6x sooner. The figure is the median of the per-round ratios, with their interval.
+    rounds = {'["s", null, 0]': 70.0, '["s", null, 1]': 72.0}
+    serial = _configuration(
+        "cpu serial", is_baseline=True, time_to_target_s=71.0, time_to_target_s_by_round=rounds
+    )
+    parallel = _configuration(
+        "2 pinned",
+        workers=2,
+        time_to_target_s=45.0,
+        time_to_target_s_by_round={'["s", null, 0]': 70.0 / 1.5, '["s", null, 1]': 72.0 / 1.6},
+        paired_speedup=1.3,
+        paired_speedup_ci=(1.28, 1.32),
+    )
+    row = platform_rows(_section_of([serial, parallel], baseline=serial))[1]
+    assert row["throughput speedup [95%]"] == "1.30x [1.28, 1.32]"
+    assert row["speedup to target [95%]"] == "1.55x [1.50, 1.60]"
+    # A busy round is left out while a quiet one remains: one round, no interval.
+    busy = replace(parallel, busy_rounds=frozenset({'["s", null, 1]'}), busy_runs=1)
+    row = platform_rows(_section_of([serial, busy], baseline=serial))[1]
+    assert row["speedup to target [95%]"] == "1.50x (one round)"
+    # Every shared round busy: the figure stands, marked.
+    all_busy = replace(busy, busy_rounds=frozenset(rounds))
+    row = platform_rows(_section_of([serial, all_busy], baseline=serial))[1]
+    assert row["speedup to target [95%]"].endswith("(not trusted: busy machine)")
+    # Never reached the target: no speedup to it, whatever the throughput.
+    missed = replace(parallel, time_to_target_s=None, time_to_target_s_by_round={}, num_reached=0)
+    row = platform_rows(_section_of([serial, missed], baseline=serial))[1]
+    assert row["speedup to target [95%]"] == "-"

@@ -236,7 +236,8 @@ def _configuration(
         samples_per_s=rates,
         samples_per_s_median=stats.median(rates) if rates else None,
         samples_per_s_iqr=stats.iqr(rates) if len(rates) > 1 else None,
-        samples_per_s_by_round=_by_round(runs),
+        samples_per_s_by_round=_by_round(runs, "samples_per_s"),
+        time_to_target_s_by_round=_by_round(evaluated, "time_to_target_s"),
         busy_rounds=frozenset(_round_key(r) for r in runs if ran_busy(r.summary)),
         step_time_s_median=stats.median(steps) if steps else None,
         step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
@@ -262,17 +263,18 @@ def _configuration(
     )
 
 
-def _by_round(runs: Sequence[RunRecord]) -> dict[str, float]:
-    """Samples/s per round: runs with a repeat index, keyed by their sweep (or, outside a
-    sweep, their tag: a bench's) and repeat index, so that rounds of different sweeps or
-    benches reported together are never paired with each other."""
+def _by_round(runs: Sequence[RunRecord], figure: str) -> dict[str, float]:
+    """A summary figure (samples/s, time to target) per round: runs with a repeat index,
+    keyed by their sweep (or, outside a sweep, their tag: a bench's) and repeat index, so
+    that rounds of different sweeps or benches reported together are never paired with each
+    other; the median where a round holds several runs."""
     per_round: dict[str, list[float]] = {}
     for record in runs:
-        rate = record.summary.get("samples_per_s")
-        if record.repeat_index is None or not _is_number(rate) or rate <= 0:
+        value = record.summary.get(figure)
+        if record.repeat_index is None or not _is_number(value) or value <= 0:
             continue
-        per_round.setdefault(_round_key(record), []).append(float(rate))
-    return {key: stats.median(rates) for key, rates in per_round.items()}
+        per_round.setdefault(_round_key(record), []).append(float(value))
+    return {key: stats.median(values) for key, values in per_round.items()}
 
 
 def _round_key(record: RunRecord) -> str:

@@ -62,7 +62,8 @@ _NUMERIC = {
     "processing time per step (ms)",
     "% gain vs slowest",
     "time per epoch (s)",
-    "speedup vs baseline [95%]",
+    "throughput speedup [95%]",
+    "speedup to target [95%]",
 }
 
 

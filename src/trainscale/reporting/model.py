@@ -70,6 +70,9 @@ class Configuration:
     """Samples/s per round (median of the runs of that round, rarely more than one): a round
     is a repeat index within one sweep, or within one bench (its tag). Only runs stored with
     a repeat index have one."""
+    time_to_target_s_by_round: dict[str, float] = field(default_factory=dict)
+    """Time to target per round (keyed as `samples_per_s_by_round`), of real-data runs that
+    reached it: pairs the platform table's time-to-target speedup."""
     busy_rounds: frozenset[str] = frozenset()
     """Keys of `samples_per_s_by_round` in which a run ran on a busy machine: left out of
     the paired speedup while quiet rounds remain (the busy rule, `metrics.run_flags`)."""
