@@ -21,12 +21,11 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from trainscale.hardware.energy import combine_nodes, node_energy
 from trainscale.hardware.facts import CpuFacts
-from trainscale.hardware.figures import hardware_figures
+from trainscale.hardware.figures import RunDevices, hardware_figures
 
 TEMPLATE_RUN = [
     "run",
@@ -128,13 +127,10 @@ def machine_figures(
     The machine's CPU is one the peak table cannot rate (no flags), and it has no energy
     counters: its peak, MFU and energy are absent, as on such a machine.
     """
-    config = SimpleNamespace(
-        parallel=SimpleNamespace(device="cpu"),
-        optimisation=SimpleNamespace(precision=precision),
-    )
+    devices = RunDevices("cpu", len(workers), precision)
     cpu = CpuFacts(model_name=cpu_model, vendor=None, family=None, model=None)
     summary = {"flops_per_sample": flops_per_sample, "samples_per_s": samples_per_s}
-    figures = hardware_figures(config, summary, list(workers), cpu_facts=cpu).summary()
+    figures = hardware_figures(devices, summary, list(workers), cpu_facts=cpu).summary()
     reading = node_energy(
         None,
         None,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from trainscale.config.options import RunConfig
 from trainscale.hardware.facts import CpuFacts, read_cpu_facts
 from trainscale.hardware.figures import (
+    RunDevices,
     cores_per_node,
     hardware_figures,
     latest_full_probe,
@@ -272,10 +272,7 @@ def test_hardware_figures_of_a_cpu_run_with_a_stored_probe(tmp_path: Path, monke
     cpu = facts("avx avx2 fma", ghz=2.0)  # 32 FLOPs/cycle: 64 GFLOP/s per core
     monkeypatch.setattr(hardware, "read_cpu_facts", lambda: cpu)
     monkeypatch.setattr(hardware.socket, "gethostname", lambda: "probe-host")
-    config = SimpleNamespace(
-        parallel=SimpleNamespace(device="cpu", workers=2),
-        optimisation=SimpleNamespace(precision="fp32"),
-    )
+    config = RunDevices("cpu", 2, "fp32")
     summary = {"flops_per_sample": 1e6, "samples_per_s": 32_000.0}  # 32 GFLOP/s achieved
     workers = [{"cores": [0], "torch_threads": 1}, {"cores": [1], "torch_threads": 1}]
     with RunStore(tmp_path / "s.db") as store:
@@ -312,10 +309,7 @@ def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
     import trainscale.hardware.figures as hardware
 
     monkeypatch.setattr(hardware, "read_cpu_facts", lambda: facts("neon"))
-    config = SimpleNamespace(
-        parallel=SimpleNamespace(device="cpu", workers=1),
-        optimisation=SimpleNamespace(precision="fp32"),
-    )
+    config = RunDevices("cpu", 1, "fp32")
     got = hardware_figures(
         config, {"flops_per_sample": None, "samples_per_s": 10.0}, [{}]
     ).summary()
@@ -348,6 +342,10 @@ def _cuda_config(nnodes: int, workers: int) -> RunConfig:
     return RunConfig.from_flat(flat)
 
 
+def _devices(config: RunConfig) -> RunDevices:
+    return RunDevices(config.parallel.device, config.world_size, config.optimisation.precision)
+
+
 def test_a_cuda_run_over_several_nodes_counts_the_gpus_of_every_node(monkeypatch) -> None:
     import trainscale.hardware.figures as hardware
 
@@ -356,12 +354,14 @@ def test_a_cuda_run_over_several_nodes_counts_the_gpus_of_every_node(monkeypatch
     assert config.world_size == 8
     # Throughput is global: 8 GPUs together do 10,000 samples/s of 1 GFLOP each.
     summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
-    got = hardware_figures(config, summary, [{}] * 8).summary()
+    got = hardware_figures(_devices(config), summary, [{}] * 8).summary()
     assert got["hardware"]["devices"] == 8
     assert got["mfu_peak"]["devices"] == 8
     assert got["mfu_peak"]["tflops"] == pytest.approx(8 * 19.5)
     assert got["mfu"] == pytest.approx(10.0 / (8 * 19.5))
-    one_node = hardware_figures(_cuda_config(nnodes=1, workers=4), summary, [{}] * 4).summary()
+    one_node = hardware_figures(
+        _devices(_cuda_config(nnodes=1, workers=4)), summary, [{}] * 4
+    ).summary()
     assert one_node["hardware"]["devices"] == 4
     assert one_node["mfu"] == pytest.approx(10.0 / (4 * 19.5))
 
@@ -384,7 +384,7 @@ def test_a_cuda_run_over_several_nodes_scales_the_probe_to_every_gpu(
             device="NVIDIA A100-SXM4-80GB",
         )
         got = hardware_figures(
-            _cuda_config(nnodes=2, workers=4), summary, [{}] * 8, store
+            _devices(_cuda_config(nnodes=2, workers=4)), summary, [{}] * 8, store
         ).summary()
     assert got["mfu_probe_peak"]["tflops"] == pytest.approx(80.0)  # 10 TFLOP/s x 8 GPUs
     assert got["mfu_vs_probe"] == pytest.approx(10.0 / 80.0)
@@ -395,10 +395,7 @@ def test_a_cpu_run_over_several_nodes_counts_the_cores_of_every_node(monkeypatch
 
     cpu = facts("avx avx2 fma", ghz=2.0)  # 4 physical cores, 64 GFLOP/s per core
     monkeypatch.setattr(hardware, "read_cpu_facts", lambda: cpu)
-    config = SimpleNamespace(
-        parallel=SimpleNamespace(device="cpu", workers=2),
-        optimisation=SimpleNamespace(precision="fp32"),
-    )
+    config = RunDevices("cpu", 2, "fp32")
     workers = [
         {"hostname": host, "addr": addr, "cores": [core], "torch_threads": 1}
         for host, addr in (("a", "10.0.0.1"), ("b", "10.0.0.2"))

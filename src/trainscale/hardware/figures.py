@@ -167,19 +167,33 @@ class HardwareFigures:
         return figures
 
 
+@dataclass(frozen=True)
+class RunDevices:
+    """What a run's hardware figures depend on of its configuration."""
+
+    device_type: str
+    """'cpu' or 'cuda'."""
+    world_size: int
+    """Workers over all nodes: one GPU each on CUDA."""
+    precision: str
+    """The precision it computed in, which picks the peak ('fp32', 'bf16', ...; one the
+    peak table does not know gets no peak)."""
+
+
 def hardware_figures(
-    config: Any,
+    devices: RunDevices,
     throughput: Mapping[str, Any],
     workers: Sequence[dict[str, Any]],
     store: Any | None = None,
     cpu_facts: CpuFacts | None = None,
 ) -> HardwareFigures:
-    """A run's hardware figures (see the module docstring), from its `flops_per_sample` and
-    global `samples_per_s` (in `throughput`) and its workers' facts.
+    """A run's hardware figures (see the module docstring), from what it ran on
+    (`devices`), its `flops_per_sample` and global `samples_per_s` (in `throughput`) and
+    its workers' facts.
 
     A CPU run is rated on this machine's CPU, or on `cpu_facts` when given.
     """
-    device_type = config.parallel.device
+    device_type = devices.device_type
     gpu_name = None
     tf32 = False
     facts = None
@@ -187,21 +201,21 @@ def hardware_figures(
     if device_type == "cuda":
         gpu_name, tf32 = cuda_device()
         # One GPU per worker on every node: throughput is global, so the peak must be too.
-        devices = int(config.world_size)
+        count = devices.world_size
         entry = match_gpu(gpu_name)
         kind = entry.kind if entry else None
         device_name = gpu_name
     else:
         facts = cpu_facts or read_cpu_facts()
         node_cores = cores_per_node(workers)
-        devices = sum(node_cores)
+        count = sum(node_cores)
         kind = "cpu-core"
         device_name = facts.model_name or "cpu"
     peak = run_peak(
         device_type,
-        config.optimisation.precision,
+        devices.precision,
         gpu_name=gpu_name,
-        gpus=devices,
+        gpus=count,
         tf32=tf32,
         cpu_facts=facts,
         node_cores=node_cores,
@@ -211,10 +225,10 @@ def hardware_figures(
     )
     against_probe: dict[str, Any] = {}
     if store is not None and achieved is not None:
-        precision = peak.precision if peak is not None else config.optimisation.precision
+        precision = peak.precision if peak is not None else devices.precision
         probe = latest_full_probe(store, socket.gethostname(), device_name, device_type)
         if probe is not None:
-            reachable = probe_flops_per_s(probe.result, precision, device_type, devices)
+            reachable = probe_flops_per_s(probe.result, precision, device_type, count)
             if reachable:
                 against_probe = {
                     "mfu_vs_probe": achieved / reachable,
@@ -226,7 +240,7 @@ def hardware_figures(
                     },
                 }
     return HardwareFigures(
-        hardware=Devices(device_type, device_name, devices, kind),
+        hardware=Devices(device_type, device_name, count, kind),
         achieved_tflops=None if achieved is None else achieved / 1e12,
         mfu_peak=None if peak is None else peak.to_dict(),
         mfu=mfu(achieved, None if peak is None else peak.flops_per_s),
@@ -235,7 +249,7 @@ def hardware_figures(
 
 
 def hardware_figures_safe(
-    config: Any,
+    devices: RunDevices,
     throughput: Mapping[str, Any],
     workers: Sequence[dict[str, Any]],
     store: Any | None = None,
@@ -243,7 +257,7 @@ def hardware_figures_safe(
     """`hardware_figures`, but a failure is recorded instead of raised: a run that trained
     must be stored even if, say, the probe lookup fails."""
     try:
-        return hardware_figures(config, throughput, workers, store)
+        return hardware_figures(devices, throughput, workers, store)
     except Exception as error:
         return HardwareFigures(hardware_error=f"{type(error).__name__}: {error}")
 

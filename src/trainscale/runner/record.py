@@ -11,12 +11,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from trainscale.config.options import ParallelConfig, RunConfig
+from trainscale.config.options import RunConfig
 from trainscale.config.script import ScriptRun
 from trainscale.frameworks import get_framework, version
 from trainscale.hardware import facts
 from trainscale.hardware.contention import Contention
-from trainscale.hardware.figures import hardware_figures_safe
+from trainscale.hardware.figures import RunDevices, hardware_figures_safe
 from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
 from trainscale.train.script_summary import ScriptSummary
@@ -96,7 +96,12 @@ def store_outcome(
         workers=outcome.workers,
         data_source=data_source,
         # Devices, peak and MFU (against the table, and this machine's probe if stored).
-        hardware=hardware_figures_safe(config, metrics.to_dict(), outcome.workers, store),
+        hardware=hardware_figures_safe(
+            RunDevices(config.parallel.device, config.world_size, config.optimisation.precision),
+            metrics.to_dict(),
+            outcome.workers,
+            store,
+        ),
         energy_j=energy_j,
         pretrain=outcome.pretrain,
         # Only the launching process sees the whole run's process tree; it replaces this
@@ -150,21 +155,6 @@ SCRIPT_MFU_UNKNOWN = (
 """Why a script run's hardware figures stop at its devices (stored as `mfu_unknown`)."""
 
 
-@dataclass(frozen=True)
-class _ScriptPrecision:
-    precision: str = SCRIPT_PRECISION
-
-
-@dataclass(frozen=True)
-class ScriptDevices:
-    """What `hardware_figures` reads of a run's config, for a script run: its device, its
-    workers, and its precision, the script's own (unknown: no peak is matched to it)."""
-
-    parallel: ParallelConfig
-    world_size: int
-    optimisation: _ScriptPrecision = _ScriptPrecision()
-
-
 def store_script_outcome(
     store: RunStore,
     run_id: str,
@@ -178,7 +168,8 @@ def store_script_outcome(
     GPUs, or the cores its workers could use), which a report costs. A script gives no
     FLOPs per sample, so its achieved FLOP/s and MFU stay None, and `mfu_unknown` says
     why."""
-    devices = ScriptDevices(run.parallel, world_size=len(workers))
+    # The script's own precision, unknown to trainscale: no peak is matched to it.
+    devices = RunDevices(run.parallel.device, len(workers), SCRIPT_PRECISION)
     result = RunResult(
         metrics=summary.metrics,
         workers=workers,
