@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from trainscale.reporting.aggregate import _epochs_trained
+from trainscale.reporting.baseline import with_speedup
 from trainscale.reporting.html import render_html
 from trainscale.reporting.markdown import render_markdown
 from trainscale.reporting.model import Configuration, ReportData, WorkloadSection
@@ -269,3 +270,17 @@ def test_speedup_to_target_pairs_rounds_and_differs_from_throughputs() -> None:
     missed = replace(parallel, time_to_target_s=None, time_to_target_s_by_round={}, num_reached=0)
     row = platform_rows(_section_of([serial, missed], baseline=serial))[1]
     assert row["speedup to target [95%]"] == "-"
+
+
+def test_a_report_says_so_instead_of_calling_the_spread_noise() -> None:
+    # Texts of unequal length (tests/unit/test_unequal_steps.py): the steps' spread is the
+    # batches', said in a note, not flagged as noise.
+    spread = replace(_configuration("texts"), step_time_rel_iqr=1.26)
+    noted = with_speedup(replace(spread, unequal_steps=True), None)
+    assert not noted.noisy
+    assert "throughput over the mean step: texts of unequal length, step-time IQR 126%" in (
+        "; ".join(noted.notes)
+    )
+    # The same spread from equal steps is noise.
+    plain = with_speedup(spread, None)
+    assert plain.noisy and any("noisy: step-time IQR" in note for note in plain.notes)

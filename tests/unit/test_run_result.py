@@ -34,6 +34,7 @@ STORED_KEYS = {
     "achieved_tflops", "mfu_peak", "mfu", "mfu_vs_probe", "mfu_probe_peak",
     "contention",  # rank 0 writes 'unknown'; the launching process adds what it sampled
     "planned_steps", "stopped_at_target",  # --stop-at-target
+    "unequal_steps",  # texts of unequal length: throughput over the mean step
 }  # fmt: skip
 
 

@@ -220,3 +220,17 @@ def test_the_platform_study_trains_each_run_to_its_target_and_stops_there(quick)
 def test_unknown_recipe_lists_the_valid_ones():
     with pytest.raises(ConfigError, match="valid recipes: platforms"):
         recipe_spec("nope", quick=True, core_ids=[0])
+
+
+def test_the_benchmark_sweep_files_are_valid_specs_of_valid_runs():
+    # The sweep files docs/benchmarks.md gives as commands: a typo in one would only show
+    # when someone starts hours of measurement.
+    files = sorted((Path(__file__).parents[2] / "benchmarks").glob("*.toml"))
+    assert files, "no sweep file under benchmarks/"
+    for path in files:
+        spec = load_spec_file(path)
+        configurations = spec.configurations()
+        assert configurations, path.name
+        for label, overrides in configurations:
+            options = RunOptions.from_flat({**spec.base, **overrides})
+            assert options.workload, (path.name, label)

@@ -81,8 +81,9 @@ def format_result(result: dict[str, Any]) -> str:
         f"  {result['world_size']} worker(s) x {result['threads_per_worker'] or 'default'} "
         f"thread(s), affinity {result['affinity']}, {result['precision']}, global batch "
         f"{result['global_batch_size']}",
-        f"  throughput {result['samples_per_s']:.1f} samples/s, median step "
-        f"{result['step_time_s_median'] * 1000:.1f} ms",
+        f"  throughput {result['samples_per_s']:.1f} samples/s"
+        + (" over the mean step (texts of unequal length)" if result.get("unequal_steps") else "")
+        + f", median step {result['step_time_s_median'] * 1000:.1f} ms",
     ]
     stalls = stall_text(result)
     if stalls:  # the headline is the median's; say how far the mean is from it

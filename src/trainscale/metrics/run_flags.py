@@ -51,7 +51,11 @@ def mean_over_median(summary: Mapping[str, Any]) -> float | None:
 
 
 def has_stalls(summary: Mapping[str, Any]) -> bool:
-    """Whether a few long steps pull the run's mean step well above its median."""
+    """Whether a few long steps pull the run's mean step well above its median. Not judged
+    for a run whose steps do unequal work by design (`unequal_steps`: texts of different
+    lengths), whose long steps are its long batches."""
+    if summary.get("unequal_steps"):
+        return False
     ratio = mean_over_median(summary)
     return ratio is not None and ratio > STALL_RATIO
 

@@ -5,7 +5,9 @@ left out); its throughput is a batch over that step time. The median is what a f
 stalls (a page-cache miss, a neighbour's burst, a swapped-out worker) do not move, so two
 runs of one setting give the same figure whether or not one of them stalled; the mean,
 which the stalls do move, is kept beside it (`step_time_s_mean`, `samples_per_s_mean`) and
-a run whose mean is far above its median is flagged (`metrics.run_flags`).
+a run whose mean is far above its median is flagged (`metrics.run_flags`). A workload whose
+steps do unequal work by design (texts of different lengths: `Workload.unequal_steps`) is
+rated over its mean step instead (`train.summary`), since its median step is a short batch's.
 
 Every consumer (a run's summary, bench, sweep tables, reports, compare, recommend, the
 simulator) takes its figures from these functions or from the stored summary they made, so

@@ -241,6 +241,7 @@ def _configuration(
         busy_rounds=frozenset(_round_key(r) for r in runs if ran_busy(r.summary)),
         step_time_s_median=stats.median(steps) if steps else None,
         step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
+        unequal_steps=any(r.summary.get("unequal_steps") for r in runs),
         train_time_s=stats.median(t) if (t := numbers("train_time_s")) else None,
         test_accuracy=stats.median(accuracies) if accuracies else None,
         target_accuracy=targets[0] if targets else None,

@@ -142,7 +142,8 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         )
     spread = relative_iqr(config.samples_per_s)
     noisy_repeats = is_noisy(spread)
-    noisy_steps = is_noisy(config.step_time_rel_iqr)
+    # Texts of unequal length make unequal steps: that spread is the batches', not noise.
+    noisy_steps = is_noisy(config.step_time_rel_iqr) and not config.unequal_steps
     if noisy_repeats:
         notes.append(
             f"noisy: throughput IQR across {config.repeats} repeats is {spread:.0%} of the median"
@@ -151,6 +152,13 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(
             f"noisy: step-time IQR within runs is {config.step_time_rel_iqr:.0%} of the median"
         )
+    if config.unequal_steps:
+        spread_text = (
+            f", step-time IQR {config.step_time_rel_iqr:.0%} of the median"
+            if config.step_time_rel_iqr is not None
+            else ""
+        )
+        notes.append(f"throughput over the mean step: texts of unequal length{spread_text}")
     if config.repeats == 1:
         notes.append("single run: no spread across repeats")
     if config.oversubscribed:

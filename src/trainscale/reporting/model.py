@@ -73,6 +73,9 @@ class Configuration:
     time_to_target_s_by_round: dict[str, float] = field(default_factory=dict)
     """Time to target per round (keyed as `samples_per_s_by_round`), of real-data runs that
     reached it: pairs the platform table's time-to-target speedup."""
+    unequal_steps: bool = False
+    """Whether its runs' steps do unequal work by design (texts of unequal length): their
+    step-time spread is the batches', not noise, and their throughput is over the mean step."""
     busy_rounds: frozenset[str] = frozenset()
     """Keys of `samples_per_s_by_round` in which a run ran on a busy machine: left out of
     the paired speedup while quiet rounds remain (the busy rule, `metrics.run_flags`)."""

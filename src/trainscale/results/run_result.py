@@ -65,9 +65,10 @@ class RunMetrics(AccuracyMetrics):
     time of each step."""
 
     samples_per_s: float
-    """Global samples per second: the global batch over the median timed step."""
+    """Global samples per second: the global batch over the median timed step (the mean
+    one where steps do unequal work: `unequal_steps`)."""
     samples_per_s_per_worker: float
-    """One worker's batch over the median timed step."""
+    """One worker's batch over the same step time as `samples_per_s`."""
     step_time_s_median: float
     """The run's step time: the median timed step."""
     step_time_s_p90: float
@@ -91,6 +92,9 @@ class RunMetrics(AccuracyMetrics):
     """The mean timed step: far above the median when the run stalled (metrics.run_flags)."""
     samples_per_s_mean: float | None = None
     """The global batch over the mean timed step (what a long run's wall clock averages)."""
+    unequal_steps: bool = False
+    """Whether the workload's steps do unequal work by design (texts of different lengths):
+    its throughput is then over the mean timed step, and no stall is judged from the mean."""
 
 
 @dataclass(frozen=True, kw_only=True)

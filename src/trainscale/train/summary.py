@@ -3,7 +3,8 @@
 The rules are docs/methodology.md's: the first `warmup_steps_untimed` steps are left out of
 the step-time statistics and the throughput (but were on the training clock); each step's
 time is the slowest rank's; the run's step time is the median timed step and its throughput
-the batch over it (`metrics.throughput`), the mean kept beside them; time to target is the
+the batch over it (`metrics.throughput`; over the mean step where the workload's steps do
+unequal work by design), the mean kept beside them; time to target is the
 training clock at the first evaluation reaching the target; no accuracy figure without a
 claim (synthetic data, evaluation off).
 The summary's keys and their order are what the store, reports, exports and the simulator
@@ -59,6 +60,9 @@ class TrainMeasurements:
     """The steps the plan held (`num_steps` is fewer when the run stopped at its target)."""
     stopped_at_target: bool = False
     """Whether the loop ended at the first evaluation that reached the target."""
+    unequal_steps: bool = False
+    """Whether the steps do unequal work by design (`Workload.unequal_steps`): the
+    throughput is then the batch over the mean timed step."""
 
 
 def resolved_target(config: RunConfig) -> float:
@@ -81,10 +85,12 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
     reached = stats.first_reaching(curve, m.target_accuracy) if m.evaluated else None
     num_steps = len(m.step_times_s)
     step_s, mean_s = timed_step_time(timed), mean_step_time(timed)
+    # With steps of unequal work the median step is a short batch's: the mean is the rate.
+    rate_step_s = mean_s if m.unequal_steps else step_s
     breakdown = breakdown_fields(list(m.breakdowns), m.breakdown_sampled_steps, m.comm_marked)
     return RunMetrics(
-        samples_per_s=throughput(m.global_batch_size, step_s),
-        samples_per_s_per_worker=throughput(m.per_worker_batch_size, step_s),
+        samples_per_s=throughput(m.global_batch_size, rate_step_s),
+        samples_per_s_per_worker=throughput(m.per_worker_batch_size, rate_step_s),
         step_time_s_median=step_s,
         step_time_s_mean=mean_s,
         samples_per_s_mean=throughput(m.global_batch_size, mean_s),
@@ -115,4 +121,5 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
         compile_time_s=m.compile_s,
         breakdown_s=breakdown["breakdown_s"],
         breakdown_sampled_steps=breakdown["breakdown_sampled_steps"],
+        unequal_steps=m.unequal_steps,
     )

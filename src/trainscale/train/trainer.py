@@ -166,6 +166,7 @@ def measure_training(
             compile_s=setup.compile_s,
             planned_steps=plan.total_steps,
             stopped_at_target=loop.stopped_at_target,
+            unequal_steps=workload.unequal_steps,
         )
     )
     return TrainOutcome(

@@ -107,6 +107,11 @@ class Workload:
     flops_batch: Callable[[TensorData], tuple[torch.Tensor, torch.Tensor]] | None = None
     """Optional (x, y) on which FLOPs per sample are counted; default: the first two training
     samples. Variable-length workloads give samples of the mean training length."""
+    unequal_steps: bool = False
+    """Whether its steps do unequal work by design (texts of different lengths, batched by
+    length): a short batch's step is then the median one, so the run's throughput is the
+    batch over the mean timed step, and a mean far above the median is no sign of a stall
+    (docs/methodology.md, "Steps of unequal work")."""
 
     def __post_init__(self) -> None:
         if not self.models:

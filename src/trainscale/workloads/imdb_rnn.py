@@ -169,6 +169,7 @@ def imdb_rnn(cell: str) -> Workload:
         check_options=check_imdb_options,
         batch_order=length_bucketing,
         flops_batch=mean_length_batch,
+        unequal_steps=True,
         recurrent=True,
     )
 

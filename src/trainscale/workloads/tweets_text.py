@@ -157,4 +157,5 @@ def tweets_text() -> Workload:
         check_options=check_tweets_options,
         batch_order=length_bucketing,
         flops_batch=mean_length_batch,
+        unequal_steps=True,
     )
