@@ -180,7 +180,7 @@ def test_schema_2_store_migrates_to_3_keeping_its_runs(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     conn.close()
-    assert int(version) == SCHEMA_VERSION == 5
+    assert int(version) == SCHEMA_VERSION == 6
 
 
 def test_a_size_too_slow_for_the_budget_is_skipped_and_says_so() -> None:

@@ -126,7 +126,7 @@ def test_a_schema_3_store_migrates_to_4_keeping_everything(tmp_path: Path) -> No
     conn = sqlite3.connect(path)
     conn.executescript(V3_DUMP.read_text())
     conn.close()
-    assert SCHEMA_VERSION == 5  # v5 changed no table: v4's columns are all there is
+    assert SCHEMA_VERSION == 6  # v5 and v6 changed no table: v4's columns are all there is
 
     with RunStore(path, fail_stale=True) as store:
         completed = store.get_run("completed-v3")

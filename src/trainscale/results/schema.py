@@ -14,7 +14,9 @@ place.
 
 Schema 5 changed no table: it rewrote the throughput of the stored runs, from samples over
 the sum of the timed steps (a mean) to the batch over the median timed step, keeping the
-mean-based figures beside it (`migrate_throughput_to_median`).
+mean-based figures beside it (`migrate_throughput_to_median`). Schema 6 changed no table
+either: the runs of the text workloads, whose steps do unequal work by design, get their
+throughput back over the mean step (`migrate_unequal_steps_to_mean`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from trainscale.errors import StoreError
 from trainscale.metrics.stats import is_positive_number
 from trainscale.metrics.throughput import throughput
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this code reads and writes; bump it and extend `migrate` together."""
 
 RUN_STATUSES = ("running", "completed", "failed")
@@ -208,6 +210,9 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
     if from_version < 5:
         # v5: a run's throughput is its batch over its median timed step.
         migrate_throughput_to_median(conn)
+    if from_version < 6:
+        # v6: ... except where the workload's steps do unequal work: over the mean step.
+        migrate_unequal_steps_to_mean(conn)
 
 
 THROUGHPUT_PROPORTIONAL = ("achieved_tflops", "mfu", "mfu_vs_probe")
@@ -269,6 +274,58 @@ def _median_based(summary: dict[str, Any], global_batch: Any) -> bool:
     for key in THROUGHPUT_PROPORTIONAL:
         if is_positive_number(summary.get(key)):
             summary[key] = summary[key] * mean / median
+    return True
+
+
+UNEQUAL_STEP_WORKLOADS = ("imdb-bilstm", "imdb-bigru", "tweets-text")
+"""The built-in workloads whose steps do unequal work by design (`Workload.unequal_steps`)
+when schema 6 was made; a test keeps this in step with the registry, which the store does
+not import."""
+
+
+def migrate_unequal_steps_to_mean(conn: sqlite3.Connection) -> int:
+    """Rewrite the stored runs of `UNEQUAL_STEP_WORKLOADS` on their mean step, as such runs
+    are now stored; returns how many changed.
+
+    For each run of those workloads whose summary holds positive `samples_per_s` and
+    `samples_per_s_mean` and no `unequal_steps` key (stored before the rule):
+    `samples_per_s` := `samples_per_s_mean`, and the per-worker figure and those made from
+    the throughput (`THROUGHPUT_PROPORTIONAL`) scale with it; `unequal_steps` := true. The
+    median step stays the step time. Other runs are left as they are.
+    """
+    changed = 0
+    marks = ", ".join("?" for _ in UNEQUAL_STEP_WORKLOADS)
+    rows = conn.execute(
+        f"SELECT run_id, summary_json FROM runs WHERE workload IN ({marks}) "
+        "AND summary_json != '{}'",
+        UNEQUAL_STEP_WORKLOADS,
+    ).fetchall()
+    for run_id, text in rows:
+        summary = _parsed(text)
+        if summary is None or not _mean_based(summary):
+            continue
+        conn.execute(
+            "UPDATE runs SET summary_json = ? WHERE run_id = ?",
+            (json.dumps(summary, sort_keys=True), run_id),
+        )
+        changed += 1
+    return changed
+
+
+def _mean_based(summary: dict[str, Any]) -> bool:
+    """Rewrite one unequal-step run's summary in place (see `migrate_unequal_steps_to_mean`);
+    False where it lacks what the rewrite needs or already follows the rule."""
+    median_based, mean_based = summary.get("samples_per_s"), summary.get("samples_per_s_mean")
+    if "unequal_steps" in summary or not (
+        is_positive_number(median_based) and is_positive_number(mean_based)
+    ):
+        return False
+    scale = mean_based / median_based
+    summary["samples_per_s"] = mean_based
+    for key in ("samples_per_s_per_worker", *THROUGHPUT_PROPORTIONAL):
+        if is_positive_number(summary.get(key)):
+            summary[key] = summary[key] * scale
+    summary["unequal_steps"] = True
     return True
 
 
