@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from trainscale.metrics import stats
@@ -83,19 +83,19 @@ def above_full_efficiency(config: Configuration, base: Configuration | None) -> 
     )
 
 
-def paired_with_baseline(config: Configuration, base: Configuration) -> PairedRatio | None:
-    """`config` against `base`, paired round by round (`metrics.paired`); None when they
-    share no round or `config` is the baseline."""
+def paired_with_baseline(
+    config: Configuration,
+    base: Configuration,
+    by_round: Callable[[Configuration], Mapping[str, float]] = lambda c: c.samples_per_s_by_round,
+) -> PairedRatio | None:
+    """`config` against `base`, paired round by round (`metrics.paired`) on a rate per
+    round, higher is faster (`by_round`, by default samples/s); None when they share no
+    round or `config` is the baseline."""
     if config.key == base.key:
         return None
-    keys = list(config.samples_per_s_by_round)
-    rounds = [
-        {
-            "baseline": base.samples_per_s_by_round.get(key),
-            "config": config.samples_per_s_by_round[key],
-        }
-        for key in keys
-    ]
+    ours, theirs = by_round(config), by_round(base)
+    keys = list(ours)
+    rounds = [{"baseline": theirs.get(key), "config": ours[key]} for key in keys]
     # A round with a busy run on either side is left out while quiet rounds remain.
     busy = [
         {"baseline": key in base.busy_rounds, "config": key in config.busy_rounds} for key in keys

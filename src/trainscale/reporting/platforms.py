@@ -6,8 +6,8 @@ text, shared by the Markdown and the HTML page."""
 
 from __future__ import annotations
 
-from trainscale.metrics.paired import paired_ratio
 from trainscale.reporting import tables
+from trainscale.reporting.baseline import paired_with_baseline
 from trainscale.reporting.model import Configuration, WorkloadSection
 
 PLATFORM_COLUMNS = (
@@ -106,20 +106,15 @@ def target_speedup_text(c: Configuration, base: Configuration | None) -> str:
         return "-"
     if c.is_baseline:
         return "1.00x"
-    keys = [key for key in c.time_to_target_s_by_round if key in base.time_to_target_s_by_round]
-    # Pairing needs a rate, higher is faster: targets reached per second.
-    rounds = [
-        {
-            "baseline": 1.0 / base.time_to_target_s_by_round[key],
-            "config": 1.0 / c.time_to_target_s_by_round[key],
-        }
-        for key in keys
-    ]
-    busy = [{"baseline": key in base.busy_rounds, "config": key in c.busy_rounds} for key in keys]
-    paired = paired_ratio(rounds, "baseline", "config", busy=busy)
-    if paired.median is not None:
+    paired = paired_with_baseline(c, base, _targets_per_s)
+    if paired is not None and paired.median is not None:
         return _ratio_text(paired.median, paired.ci, paired.trusted)
     return _unpaired_text(base.time_to_target_s / c.time_to_target_s, c, base)
+
+
+def _targets_per_s(c: Configuration) -> dict[str, float]:
+    """Per round, the target reached per second: a rate, higher is faster, to pair on."""
+    return {key: 1.0 / seconds for key, seconds in c.time_to_target_s_by_round.items()}
 
 
 def _ratio_text(median: float, ci: tuple[float, float] | None, trusted: bool) -> str:
