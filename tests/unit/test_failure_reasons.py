@@ -184,3 +184,38 @@ def test_saving_a_traceback_prunes_old_and_surplus_files(cache):
 
 def test_pruning_a_folder_that_is_not_there_does_nothing(tmp_path):
     breadcrumbs.prune(tmp_path / "missing", "*.txt")
+
+
+def _error_file(folder, local_rank: int, line: str, when: int) -> str:
+    """An error file as torch's `record` writes it, in `<attempt>/<local rank>/error.json`."""
+    import json
+
+    path = folder / str(local_rank) / "error.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    extra = {"py_callstack": f"Traceback...\n{line}\n", "timestamp": str(when)}
+    path.write_text(json.dumps({"message": {"message": line, "extraInfo": extra}}))
+    return str(path)
+
+
+def test_a_cause_torch_did_not_report_is_found_by_its_error_file(tmp_path):
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    # Rank 1 raised and was still shutting down when rank 0, which lost it, exited: the
+    # agent reported rank 0 only. Rank 1's error file is beside rank 0's.
+    attempt = tmp_path / "attempt_0"
+    lost = _error_file(attempt, 0, "JaxRuntimeError: Gloo all-reduce failed: reset by peer", 9)
+    _error_file(attempt, 1, "RuntimeError: injected crash on rank 1 at step 2", 9)
+    reported = ProcessFailure(local_rank=0, pid=321, exitcode=1, error_file=lost)
+    error = SimpleNamespace(failures={0: reported})
+    rank, _ = root_failure(error)
+    assert rank == 1
+    assert first_failure(error) == (
+        "worker rank 1 failed: RuntimeError: injected crash on rank 1 at step 2"
+    )
+    # Without that file, the reported peer is all there is to tell.
+    (attempt / "1" / "error.json").unlink()
+    assert root_failure(error)[0] == 0
+    assert first_failure(error).startswith("worker rank 0 (pid 321) failed: JaxRuntimeError")
+    # Another node's ranks: local rank 0 is global rank 4, so its sibling 1 is rank 5.
+    _error_file(attempt, 1, "ValueError: bad batch", 9)
+    assert root_failure(SimpleNamespace(failures={4: reported}))[0] == 5

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import signal
+from pathlib import Path
 from typing import Any
 
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
 from trainscale.parallel.breadcrumbs import noted_phase
 
@@ -74,8 +75,45 @@ def root_failure(error: ChildFailedError) -> tuple[int, Any]:
     """
     ranks = list(error.failures)
     causes = [r for r in ranks if not PEER_LOST.search(detail(error.failures[r].message))]
+    if not causes:
+        unreported = unreported_cause(error)
+        if unreported is not None:
+            return unreported
     rank = min(causes or ranks, key=lambda r: (error.failures[r].timestamp, r))
     return rank, error.failures[rank]
+
+
+def unreported_cause(error: ChildFailedError) -> tuple[int, Any] | None:
+    """A worker of this node that torch did not report, with an error of its own.
+
+    The agent reports the workers that have exited when it notices a failure. A worker that
+    raised can still be shutting down (a framework's distributed client closing) when the
+    peer it broke has already exited with "connection reset by peer"; the agent then reports
+    only the peer and stops the rest. The one that raised has written its error file by
+    then (torch's `record` writes it before the exception leaves the worker), beside the
+    reported ones: `<attempt>/<local rank>/error.json`. Reading them is what torch would have
+    done had it waited for that worker.
+    """
+    reported = [
+        (rank, failure)
+        for rank, failure in error.failures.items()
+        if Path(str(getattr(failure, "error_file", ""))).is_file()
+    ]
+    if not reported:
+        return None
+    rank, failure = reported[0]
+    offset = rank - int(failure.local_rank)  # global rank of local rank 0 on this node
+    attempt = Path(failure.error_file).parent.parent
+    for path in sorted(attempt.glob("*/error.json")):
+        if not path.parent.name.isdigit():
+            continue
+        local_rank = int(path.parent.name)
+        if local_rank + offset in error.failures:
+            continue
+        other = ProcessFailure(local_rank=local_rank, pid=-1, exitcode=1, error_file=str(path))
+        if other.message and not PEER_LOST.search(detail(other.message)):
+            return local_rank + offset, other
+    return None
 
 
 def signal_name(number: int) -> str:
@@ -107,4 +145,6 @@ def first_failure(error: ChildFailedError) -> str:
     said = detail(failure.message)
     if not said or NO_PYTHON_ERROR.match(said):
         said = death(failure.exitcode, rank, failure.pid)
-    return f"worker rank {rank} (pid {failure.pid}) failed: {said}"
+    # A worker found by its error file alone (`unreported_cause`) has no known pid.
+    pid = f" (pid {failure.pid})" if failure.pid > 0 else ""
+    return f"worker rank {rank}{pid} failed: {said}"
