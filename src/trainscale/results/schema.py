@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainscale.errors import StoreError
@@ -231,13 +232,21 @@ def migrate_throughput_to_median(conn: sqlite3.Connection) -> int:
     it (`THROUGHPUT_PROPORTIONAL`) scale with it. Emulations (no median
     step), runs without a summary and summaries that do not parse are left as they are.
     """
-    changed = 0
     rows = conn.execute(
-        "SELECT run_id, global_batch_size, summary_json FROM runs WHERE summary_json != '{}'"
+        "SELECT run_id, summary_json, global_batch_size FROM runs WHERE summary_json != '{}'"
     ).fetchall()
-    for run_id, global_batch, text in rows:
+    return _rewrite_summaries(conn, rows, _median_based)
+
+
+def _rewrite_summaries(
+    conn: sqlite3.Connection, rows: Sequence[Sequence[Any]], rewrite: Callable[..., bool]
+) -> int:
+    """Store each row's summary as `rewrite(summary, *rest of the row)` left it, where it
+    says it changed it; rows are (run_id, summary_json, ...). Returns how many changed."""
+    changed = 0
+    for run_id, text, *rest in rows:
         summary = _parsed(text)
-        if summary is None or not _median_based(summary, global_batch):
+        if summary is None or not rewrite(summary, *rest):
             continue
         conn.execute(
             "UPDATE runs SET summary_json = ? WHERE run_id = ?",
@@ -293,23 +302,13 @@ def migrate_unequal_steps_to_mean(conn: sqlite3.Connection) -> int:
     the throughput (`THROUGHPUT_PROPORTIONAL`) scale with it; `unequal_steps` := true. The
     median step stays the step time. Other runs are left as they are.
     """
-    changed = 0
     marks = ", ".join("?" for _ in UNEQUAL_STEP_WORKLOADS)
     rows = conn.execute(
         f"SELECT run_id, summary_json FROM runs WHERE workload IN ({marks}) "
         "AND summary_json != '{}'",
         UNEQUAL_STEP_WORKLOADS,
     ).fetchall()
-    for run_id, text in rows:
-        summary = _parsed(text)
-        if summary is None or not _mean_based(summary):
-            continue
-        conn.execute(
-            "UPDATE runs SET summary_json = ? WHERE run_id = ?",
-            (json.dumps(summary, sort_keys=True), run_id),
-        )
-        changed += 1
-    return changed
+    return _rewrite_summaries(conn, rows, _mean_based)
 
 
 def _mean_based(summary: dict[str, Any]) -> bool:
