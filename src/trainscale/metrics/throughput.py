@@ -7,7 +7,7 @@ runs of one setting give the same figure whether or not one of them stalled; the
 which the stalls do move, is kept beside it (`step_time_s_mean`, `samples_per_s_mean`) and
 a run whose mean is far above its median is flagged (`metrics.run_flags`). A workload whose
 steps do unequal work by design (texts of different lengths: `Workload.unequal_steps`) is
-rated over its mean step instead (`train.summary`), since its median step is a short batch's.
+rated over its mean step instead (`rated_step_time`), since its median step is a short batch's.
 
 Every consumer (a run's summary, bench, sweep tables, reports, compare, recommend, the
 simulator) takes its figures from these functions or from the stored summary they made, so
@@ -38,6 +38,12 @@ def mean_step_time(steps_s: Sequence[float]) -> float:
     if not steps_s:
         raise ValueError("a mean step time needs at least one timed step")
     return sum(steps_s) / len(steps_s)
+
+
+def rated_step_time(steps_s: Sequence[float], unequal_steps: bool) -> float:
+    """The step a run's throughput is over: its median timed step, or its mean where its
+    steps do unequal work by design (the median is then a short batch's)."""
+    return mean_step_time(steps_s) if unequal_steps else timed_step_time(steps_s)
 
 
 def throughput(batch: float, step_time_s: float) -> float:

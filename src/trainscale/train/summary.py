@@ -19,7 +19,12 @@ from typing import Any
 
 from trainscale.config.options import RunConfig
 from trainscale.metrics import stats
-from trainscale.metrics.throughput import mean_step_time, throughput, timed_step_time
+from trainscale.metrics.throughput import (
+    mean_step_time,
+    rated_step_time,
+    throughput,
+    timed_step_time,
+)
 from trainscale.results.run_result import RunMetrics
 from trainscale.train.breakdown import breakdown_fields
 from trainscale.train.records import CurvePoint, EpochRecord, Evaluation
@@ -85,8 +90,7 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
     reached = stats.first_reaching(curve, m.target_accuracy) if m.evaluated else None
     num_steps = len(m.step_times_s)
     step_s, mean_s = timed_step_time(timed), mean_step_time(timed)
-    # With steps of unequal work the median step is a short batch's: the mean is the rate.
-    rate_step_s = mean_s if m.unequal_steps else step_s
+    rate_step_s = rated_step_time(timed, m.unequal_steps)
     breakdown = breakdown_fields(list(m.breakdowns), m.breakdown_sampled_steps, m.comm_marked)
     return RunMetrics(
         samples_per_s=throughput(m.global_batch_size, rate_step_s),
