@@ -212,6 +212,9 @@ def test_a_cause_torch_did_not_report_is_found_by_its_error_file(tmp_path):
     assert first_failure(error) == (
         "worker rank 1 failed: RuntimeError: injected crash on rank 1 at step 2"
     )
+    # A half-written file there is passed over, not raised from the failure's own path.
+    (attempt / "1" / "error.json").write_text('{"message": ')
+    assert root_failure(error)[0] == 0
     # Without that file, the reported peer is all there is to tell.
     (attempt / "1" / "error.json").unlink()
     assert root_failure(error)[0] == 0

@@ -110,7 +110,10 @@ def unreported_cause(error: ChildFailedError) -> tuple[int, Any] | None:
         local_rank = int(path.parent.name)
         if local_rank + offset in error.failures:
             continue
-        other = ProcessFailure(local_rank=local_rank, pid=-1, exitcode=1, error_file=str(path))
+        try:
+            other = ProcessFailure(local_rank=local_rank, pid=-1, exitcode=1, error_file=str(path))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # half-written or foreign: the reported failure still tells the run
         if other.message and not PEER_LOST.search(detail(other.message)):
             return local_rank + offset, other
     return None
