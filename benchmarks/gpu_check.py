@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -195,20 +196,33 @@ def last_json(text: str) -> object:
     return None
 
 
-def run_step(step: Step, steps_dir: Path, cap_s: float) -> dict:
-    """Run one step under `cap_s`; its record (rc, seconds, tails, JSON answer)."""
+def run_step(step: Step, steps_dir: Path, cap_s: float, grace_s: float = 15.0) -> dict:
+    """Run one step under `cap_s`; its record (rc, seconds, tails, JSON answer).
+
+    A step past its cap is interrupted (SIGINT) and given `grace_s` to finish before it is
+    killed: pytest then prints its summary (the failures so far, by name) and a trainscale
+    run stores itself as interrupted, instead of both vanishing mid-line.
+    """
     started = time.perf_counter()
     stdout, stderr = steps_dir / f"{step.name}.out", steps_dir / f"{step.name}.err"
     with stdout.open("w") as out_file, stderr.open("w") as err_file:
         try:
-            rc: int | None = subprocess.run(
-                step.argv, cwd=ROOT, stdout=out_file, stderr=err_file, timeout=cap_s
-            ).returncode
-        except subprocess.TimeoutExpired:
-            rc = None
+            process = subprocess.Popen(step.argv, cwd=ROOT, stdout=out_file, stderr=err_file)
         except OSError as error:  # e.g. nvidia-smi missing
             err_file.write(f"{error}\n")
-            rc = 127
+            process = None
+        rc: int | None = 127
+        if process is not None:
+            try:
+                rc = process.wait(timeout=cap_s)
+            except subprocess.TimeoutExpired:
+                rc = None
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
     text, errors = stdout.read_text(), stderr.read_text()
     record: dict = {
         "name": step.name,

@@ -102,6 +102,8 @@ def main() -> None:
             if side in row
         )
         print(f"seed {seed}: {line}; pytorch/examples {row['examples_s']} s", flush=True)
+        # As each seed ends, so a check stopped at its time limit keeps the seeds it measured.
+        write_json(Path(args.out), {"command": " ".join(sys.argv), "fast": args.fast, "runs": rows})
 
     summary: dict = {}
     for side in ("default", "fast"):

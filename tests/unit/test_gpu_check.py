@@ -35,6 +35,19 @@ def test_a_step_past_its_cap_is_recorded_timed_out(gpu_check, tmp_path):
     assert record["seconds"] < 10
 
 
+def test_a_step_past_its_cap_is_interrupted_first_so_it_can_report(gpu_check, tmp_path):
+    # pytest prints its summary (the failures by name) when interrupted: that must come back.
+    code = "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('summary')"
+    record = gpu_check.run_step(python_step(gpu_check, code), tmp_path, 0.5)
+    assert record["timed_out"] and record["out_tail"] == ["summary"]
+
+
+def test_a_step_that_ignores_the_interrupt_is_killed_after_the_grace(gpu_check, tmp_path):
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(30)"
+    record = gpu_check.run_step(python_step(gpu_check, code), tmp_path, 0.5, grace_s=0.5)
+    assert record["timed_out"] and record["seconds"] < 10
+
+
 def test_a_failed_step_keeps_its_error_and_a_json_answer_is_parsed(gpu_check, tmp_path):
     code = "import json, sys; print('progress'); print(json.dumps({'a': 1})); sys.exit('boom')"
     record = gpu_check.run_step(python_step(gpu_check, code), tmp_path, 30)
