@@ -26,6 +26,7 @@ and workloads as long again: a session with 15 minutes of device time runs
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -199,15 +200,20 @@ def last_json(text: str) -> object:
 def run_step(step: Step, steps_dir: Path, cap_s: float, grace_s: float = 15.0) -> dict:
     """Run one step under `cap_s`; its record (rc, seconds, tails, JSON answer).
 
-    A step past its cap is interrupted (SIGINT) and given `grace_s` to finish before it is
-    killed: pytest then prints its summary (the failures so far, by name) and a trainscale
-    run stores itself as interrupted, instead of both vanishing mid-line.
+    A step past its cap is interrupted (SIGINT, its whole process group) and given `grace_s`
+    to finish before what is left of it is killed: pytest then prints its summary (the
+    failures so far, by name) and a trainscale run stores itself as interrupted, instead of
+    both vanishing mid-line.
     """
     started = time.perf_counter()
     stdout, stderr = steps_dir / f"{step.name}.out", steps_dir / f"{step.name}.err"
     with stdout.open("w") as out_file, stderr.open("w") as err_file:
         try:
-            process = subprocess.Popen(step.argv, cwd=ROOT, stdout=out_file, stderr=err_file)
+            # Its own process group, so the interrupt reaches what the step started too (a
+            # benchmark's trainscale runs, their workers), as Ctrl-C in a terminal would.
+            process = subprocess.Popen(
+                step.argv, cwd=ROOT, stdout=out_file, stderr=err_file, start_new_session=True
+            )
         except OSError as error:  # e.g. nvidia-smi missing
             err_file.write(f"{error}\n")
             process = None
@@ -217,12 +223,12 @@ def run_step(step: Step, steps_dir: Path, cap_s: float, grace_s: float = 15.0) -
                 rc = process.wait(timeout=cap_s)
             except subprocess.TimeoutExpired:
                 rc = None
-                process.send_signal(signal.SIGINT)
-                try:
+                os.killpg(process.pid, signal.SIGINT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=grace_s)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                with contextlib.suppress(ProcessLookupError):  # what is left of the group
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     text, errors = stdout.read_text(), stderr.read_text()
     record: dict = {
         "name": step.name,

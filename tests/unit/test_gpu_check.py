@@ -48,6 +48,18 @@ def test_a_step_that_ignores_the_interrupt_is_killed_after_the_grace(gpu_check, 
     assert record["timed_out"] and record["seconds"] < 10
 
 
+def test_the_interrupt_reaches_what_the_step_started(gpu_check, tmp_path):
+    # A benchmark's own trainscale runs must hear it too, to store themselves interrupted.
+    child = "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('child')"
+    code = (
+        "import subprocess, sys\n"
+        f"proc = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+        "try:\n    proc.wait()\nexcept KeyboardInterrupt:\n    proc.wait()"
+    )
+    record = gpu_check.run_step(python_step(gpu_check, code), tmp_path, 1.0)
+    assert record["timed_out"] and record["out_tail"] == ["child"]
+
+
 def test_a_failed_step_keeps_its_error_and_a_json_answer_is_parsed(gpu_check, tmp_path):
     code = "import json, sys; print('progress'); print(json.dumps({'a': 1})); sys.exit('boom')"
     record = gpu_check.run_step(python_step(gpu_check, code), tmp_path, 30)

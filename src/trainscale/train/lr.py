@@ -81,14 +81,22 @@ def make_optimizer(
     weight_decay: float,
     nesterov: bool = True,
     fused: bool = False,
+    loss_scaled: bool = False,
 ) -> torch.optim.Optimizer:
     """The optimizer by name. Weight decay is decoupled for adamw, L2 for sgd and adam.
 
     `fused` selects the single-kernel implementation (GPU): one launch per step instead of
-    one per parameter tensor.
+    one per parameter tensor. `loss_scaled` says a GradScaler drives it (fp16): SGD then
+    stays unfused.
     """
     extra: dict[str, Any] = {"fused": True} if fused else {}
     if name == "sgd":
+        if loss_scaled:
+            # A GradScaler hands overflow handling to a fused optimizer (found_inf), and
+            # torch's fused SGD still writes its momentum buffer on the step it must skip:
+            # uninitialised memory on the first overflow, then a diverged run (seen on an
+            # H200: ResNet-44 fp16, non-finite loss at step 3). Fused Adam/AdamW skip it.
+            extra = {}
         return torch.optim.SGD(
             params,
             lr=lr,

@@ -137,6 +137,7 @@ def make_optimisation(
         opt.weight_decay,
         nesterov=opt.nesterov,
         fused=fused,
+        loss_scaled=opt.precision == "fp16",
     )
     scheduler = make_scheduler(optimizer, total_steps, opt.schedule, opt.warmup_fraction)
     return optimizer, scheduler
