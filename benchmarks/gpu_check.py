@@ -16,11 +16,11 @@ most important first, each under its own time cap and skipped once the budget is
 - workloads: each workload's default recipe on the GPU and on the CPU (one process, every
   core), a short synthetic run each: samples per second side by side.
 
-Every step writes its output under DIR/steps/ and one line to DIR/results.jsonl; the store
-(DIR/trainscale.db) holds every run. Nothing here asserts: tests/gpu does; this records.
-machine, mnist, resnet and tests take about 9 minutes on one H200 with 16 host cores; bench
-and workloads as long again: a session with 15 minutes of device time runs
-`--only machine,mnist,resnet,tests`, or `--only machine,bench,workloads`.
+Every step writes one line to DIR/results.jsonl and its output files into DIR/steps.tar;
+the store (DIR/trainscale.db) holds every run. Nothing here asserts: tests/gpu does; this
+records. On one H200 with 16 host cores: machine 10 s, mnist about 60 s a seed, resnet and
+tests about 4 minutes each; bench and workloads as long again: with 15 minutes of GPU time,
+run `--only machine,mnist,resnet,tests` or `--only machine,bench,workloads`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +81,7 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path) -> list[Step]:
             Step(
                 "mnist",
                 "mnist_time_to_99",
-                130,
+                190,
                 [
                     py,
                     "benchmarks/gpu_mnist_time_to_accuracy.py",
@@ -245,16 +247,53 @@ def run_step(step: Step, steps_dir: Path, cap_s: float, grace_s: float = 15.0) -
     return record
 
 
+def archive_step_files(tar_path: Path, steps_dir: Path, archived: set[str]) -> None:
+    """Append the files a step left in `steps_dir` to one tar beside the results.
+
+    One file, not a folder of them: a machine lent for the check may return only a few
+    files from its results folder, and each step leaves two or three.
+    """
+    with tarfile.open(tar_path, "a") as tar:
+        for path in sorted(steps_dir.iterdir()):
+            if path.is_file() and path.name not in archived:
+                tar.add(path, arcname=f"steps/{path.name}")
+                archived.add(path.name)
+
+
+def run_all(steps: list[Step], out: Path, steps_dir: Path, budget_s: float) -> None:
+    """Run `steps` in order within `budget_s`; each one's record goes to out/results.jsonl
+    and its files to out/steps.tar as it ends, so a check stopped at a limit keeps both."""
+    deadline = time.perf_counter() + budget_s
+    archived: set[str] = set()
+    with (out / "results.jsonl").open("a") as results:
+        for step in steps:
+            left = deadline - time.perf_counter()
+            if left < 15:
+                record: dict = {"name": step.name, "skipped": "budget spent"}
+            else:
+                print(f"{time.strftime('%H:%M:%S')} {step.name} ...", flush=True)
+                record = run_step(step, steps_dir, min(step.cap_s, left))
+                archive_step_files(out / "steps.tar", steps_dir, archived)
+            results.write(json.dumps(record, default=str) + "\n")
+            results.flush()
+            shown = {k: v for k, v in record.items() if k not in ("json", "out_tail")}
+            print(f"  {json.dumps(shown, default=str)[:600]}", flush=True)
+            if record.get("out_tail"):
+                print("  | " + "\n  | ".join(record["out_tail"][-4:]), flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget", type=float, default=520.0, help="seconds for all steps")
     parser.add_argument("--only", default="", help="comma-separated groups to run")
     parser.add_argument("--mnist", type=Path, default=None, help="a folder with MNIST files")
-    parser.add_argument("--steps-dir", type=Path, default=None, help="default: OUT/steps")
+    parser.add_argument(
+        "--steps-dir", type=Path, default=None, help="where steps write (default: a temp dir)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the steps only")
     args = parser.parse_args()
-    steps_dir = args.steps_dir or args.out / "steps"
+    steps_dir = args.steps_dir or Path(tempfile.mkdtemp(prefix="gpu-check-steps-"))
     steps_dir.mkdir(parents=True, exist_ok=True)
     groups = {g for g in args.only.split(",") if g}
     steps = [s for s in plan(args.out, args.mnist, steps_dir) if not groups or s.group in groups]
@@ -264,21 +303,7 @@ def main() -> int:
         return 0
     if args.mnist is not None:  # the benchmarks find the data where the product looks
         os.environ["TRAINSCALE_DATA_DIR"] = str(args.mnist)
-    deadline = time.perf_counter() + args.budget
-    with (args.out / "results.jsonl").open("a") as results:
-        for step in steps:
-            left = deadline - time.perf_counter()
-            if left < 15:
-                record: dict = {"name": step.name, "skipped": "budget spent"}
-            else:
-                print(f"{time.strftime('%H:%M:%S')} {step.name} ...", flush=True)
-                record = run_step(step, steps_dir, min(step.cap_s, left))
-            results.write(json.dumps(record, default=str) + "\n")
-            results.flush()
-            shown = {k: v for k, v in record.items() if k not in ("json", "out_tail")}
-            print(f"  {json.dumps(shown, default=str)[:600]}", flush=True)
-            if record.get("out_tail"):
-                print("  | " + "\n  | ".join(record["out_tail"][-4:]), flush=True)
+    run_all(steps, args.out, steps_dir, args.budget)
     return 0
 
 

@@ -7,12 +7,12 @@
 # it needs) come as wheels in .whl/ beside this checkout; real MNIST, if wanted, as IDX files
 # in .gpudata/mnist/. The project runs from src/ (no build: the image's setuptools may be
 # older than the project's build needs). Results go to RESULTS_DIR (default: $OUT, else
-# ./gpu-check): results.jsonl, trainscale.db, the benchmarks' JSON, steps/ (each step's output), check.log.
+# ./gpu-check): results.jsonl, trainscale.db, the benchmarks' JSON, steps.tar (each step's
+# output files), check.log: eight files at most.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${1:-${OUT:-gpu-check}}
 shift || true
-
 mkdir -p "$RESULTS"
 PY=${PYTHON:-python3}
 if [ -z "${NO_WHEELS:-}" ] && ls .whl/*.whl >/dev/null 2>&1; then
@@ -26,8 +26,8 @@ export PYTHONUNBUFFERED=1
 MNIST=()
 [ -d .gpudata/mnist ] && MNIST=(--mnist "$PWD/.gpudata/mnist")
 "$PY" -c "import trainscale.cli, pydantic, torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())" || exit 1
-# Everything, the per-step logs included, is written straight into RESULTS, so a check stopped
-# at a time limit still leaves what it measured.
-"$PY" benchmarks/gpu_check.py --out "$RESULTS" --steps-dir "$RESULTS/steps" "${MNIST[@]}" "$@" \
+# Everything is written into RESULTS as each step ends (its output files appended to
+# steps.tar), so a check stopped at a time limit still leaves what it measured.
+"$PY" benchmarks/gpu_check.py --out "$RESULTS" "${MNIST[@]}" "$@" \
     2>&1 | tee "$RESULTS/check.log"
 

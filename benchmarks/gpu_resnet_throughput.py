@@ -121,10 +121,11 @@ def main() -> None:
                 runs.append(result)
                 value = result["samples_per_s"]
             measured[f"{kind} {precision}"] = value
-            # As each side ends, so a check stopped at its time limit keeps what it measured.
             print(f"round {number + 1}: {kind} {precision} {value:.0f} samples/s", flush=True)
+            # As each side ends, so a check stopped at its time limit keeps what it measured.
+            partial = {"command": " ".join(sys.argv), "rounds": rounds, "runs": runs}
+            write_json(Path(args.out), {**partial, "round_in_progress": measured})
         rounds.append(measured)
-        write_json(Path(args.out), {"command": " ".join(sys.argv), "rounds": rounds, "runs": runs})
 
     summary: dict = {}
     for label, a, b in [

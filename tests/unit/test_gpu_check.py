@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,31 @@ def test_the_plan_puts_the_timed_steps_before_the_tests(gpu_check, tmp_path):
     assert {f"cuda_{w}" for w in gpu_check.WORKLOADS} <= set(names)
     without_mnist = [s.name for s in gpu_check.plan(tmp_path, None, tmp_path / "steps")]
     assert "mnist_time_to_99" not in without_mnist
+
+
+def test_every_step_s_files_come_back_in_one_tar_as_each_step_ends(gpu_check, tmp_path):
+    # The machine that runs the check returns a handful of files: the steps' outputs travel
+    # in one tar, written as each step ends, beside results.jsonl.
+    out, steps_dir = tmp_path / "out", tmp_path / "steps"
+    out.mkdir()
+    steps_dir.mkdir()
+    steps = [
+        gpu_check.Step("a", "first", 30, [sys.executable, "-c", "print('one')"]),
+        gpu_check.Step("b", "second", 30, [sys.executable, "-c", "import sys; sys.exit('two')"]),
+    ]
+    gpu_check.run_all(steps, out, steps_dir, budget_s=120)
+    assert sorted(p.name for p in out.iterdir()) == ["results.jsonl", "steps.tar"]
+    with tarfile.open(out / "steps.tar") as tar:
+        names = sorted(tar.getnames())
+        second_err = tar.extractfile("steps/second.err").read().decode()
+    assert names == [f"steps/{n}" for n in ("first.err", "first.out", "second.err", "second.out")]
+    assert second_err.strip() == "two"
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["rc"]) for r in records] == [("first", 0), ("second", 1)]
+
+
+def test_steps_past_the_budget_are_recorded_skipped(gpu_check, tmp_path):
+    steps = [gpu_check.Step("a", "late", 30, [sys.executable, "-c", "print(1)"])]
+    gpu_check.run_all(steps, tmp_path, tmp_path, budget_s=5)
+    record = json.loads((tmp_path / "results.jsonl").read_text())
+    assert record == {"name": "late", "skipped": "budget spent"}
