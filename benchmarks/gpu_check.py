@@ -5,7 +5,8 @@
 Run by benchmarks/gpu_check.sh (which first installs what the GPU image lacks). The steps,
 most important first, each under its own time cap and skipped once the budget is spent:
 
-- machine, env, probe: the GPU, driver, torch and CUDA; the measured matmul rates;
+- machine, env, probe: the GPU, driver, torch and CUDA; the measured matmul and copy rates
+  (a full probe, which the runs' `mfu_vs_probe` is rated against);
 - mnist: benchmarks/gpu_mnist_time_to_accuracy.py on real MNIST (needs --mnist DIR);
 - resnet: benchmarks/gpu_resnet_throughput.py (trainscale vs a bare loop, bf16, compile);
 - tests: tests/gpu (every workload in three precisions, compile, JAX on CUDA, NVML energy,
@@ -72,9 +73,9 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path) -> list[Step]:
             ],
         ),
         Step("machine", "env", 60, [*ts, "env", "--json"]),
-        Step(
-            "machine", "probe", 90, [*ts, "probe", "--device", "cuda", "--quick", "--json", *store]
-        ),
+        # The full matmul and copy probe (seconds on a GPU; a quick one is not a figure): the
+        # runs after it in the store are rated against it (`mfu_vs_probe`).
+        Step("machine", "probe", 90, [*ts, "probe", "--device", "cuda", "--json", *store]),
     ]
     if mnist is not None:
         steps.append(
