@@ -44,6 +44,12 @@ def test_compile_is_timed_apart(tmp_path, capsys):
     )
     assert result["compile_time_s"] > 0
     assert result["train_time_s"] < result["compile_time_s"] + 1e9  # both recorded
+    assert result["device_warmup_s"] is None  # compilation's pass warmed the device up
+
+
+def test_an_eager_gpu_run_warms_the_device_up_off_the_clock(tmp_path, capsys):
+    result = run_json(["mnist-cnn", "--device", "cuda", *SYNTH], tmp_path / "s.db", capsys)
+    assert result["device_warmup_s"] > 0
 
 
 def test_auto_picks_the_gpu(tmp_path, capsys):

@@ -215,6 +215,33 @@ def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monk
         assert torch.equal(counted_state[name], value), name
 
 
+def test_a_cpu_run_takes_no_device_warm_up_and_training_is_the_same_with_one(monkeypatch):
+    # A CUDA run takes one forward/backward before its first step, off the clock
+    # (train/warmup.py). Forced here on the CPU: it must not change what training does.
+    import dataclasses
+
+    import trainscale.train.setup as setup
+    from trainscale.train.warmup import timed_pass
+
+    workload = dataclasses.replace(tiny_workload(), models={PYTORCH: lambda meta: NormDropNet()})
+    config = tiny_config(steps=2)
+
+    def run():
+        outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
+        return outcome, {k: v.clone() for k, v in outcome.model.state_dict().items()}
+
+    plain, plain_state = run()
+    assert plain.summary["device_warmup_s"] is None
+    monkeypatch.setattr(setup, "warm_up_device", timed_pass)
+    warmed, warmed_state = run()
+    assert warmed.summary["device_warmup_s"] > 0
+    assert warmed.summary["train_time_s"] == pytest.approx(sum(warmed.step_times_s), rel=0.05)
+    # Same dropout draws and batch-norm statistics: the same steps, bit for bit.
+    assert warmed.epochs[0]["train_loss"] == plain.epochs[0]["train_loss"]
+    for name, value in plain_state.items():
+        assert torch.equal(warmed_state[name], value), name
+
+
 def test_the_loop_is_freed_when_training_returns_not_left_to_the_collector():
     # A loop kept alive by a reference cycle holds the (DDP-wrapped) model past the
     # strategy's teardown, until a collection at exit, where gloo's threads then abort a

@@ -82,6 +82,9 @@ class RunMetrics(AccuracyMetrics):
     """The training clock less pre-training."""
     compile_time_s: float | None = None
     """torch.compile's time, off the clock; None when not compiled."""
+    device_warmup_s: float | None = None
+    """A CUDA run's warm-up pass before its first step (library loading, cuDNN autotuning),
+    off the clock; None where none ran (CPU runs, compiled runs)."""
     flops_per_sample: int | None = None
     """Forward and backward FLOPs of one sample, counted by torch."""
     peak_gpu_memory_bytes_per_worker: list[int] | None = None

@@ -10,6 +10,7 @@ from typing import cast
 import torch
 
 from trainscale.train.precision import autocast
+from trainscale.train.warmup import untouched
 from trainscale.workloads.base import Workload
 
 
@@ -23,22 +24,18 @@ def compile_model(
 ) -> tuple[torch.nn.Module, float]:
     """torch.compile the model and trigger compilation on one batch, off the clock.
 
-    Returns (compiled model, compile seconds). The warm-up forward/backward updates no
-    weights, and batch-norm statistics are put back, so training starts from the same state.
+    Returns (compiled model, compile seconds). The warm-up forward/backward leaves no trace
+    (`warmup.untouched`): no weights updated, batch-norm statistics and generators put back.
     """
     compiled = torch.compile(model)
-    buffers = {name: b.clone() for name, b in model.named_buffers()}
     t0 = time.perf_counter()
-    with autocast(device, precision):
-        loss = workload.loss(compiled(x), y)
-    loss.backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    with untouched(model, device):
+        with autocast(device, precision):
+            loss = workload.loss(compiled(x), y)
+        loss.backward()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     seconds = time.perf_counter() - t0
-    model.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        for name, buffer in model.named_buffers():
-            buffer.copy_(buffers[name])
     # torch.compile of a module returns a module (OptimizedModule), typed as any callable.
     return cast(torch.nn.Module, compiled), seconds
 

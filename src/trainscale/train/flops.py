@@ -7,6 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import TensorData
 from trainscale.metrics.flops import extra_flop_formulas
+from trainscale.train.warmup import untouched
 from trainscale.workloads.base import Workload
 
 
@@ -24,21 +25,14 @@ def count_flops_per_sample(
     counters), its gradients and the random number generators (dropout draws) are as they
     were, so training starts from the state it would have had without the count.
     """
-    buffers = [b.detach().clone() for b in model.buffers()]
-    devices = [x.device] if x.device.type == "cuda" else []
     try:
-        with torch.random.fork_rng(devices=devices):
+        with untouched(model, x.device):
             counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
             with counter:
                 workload.loss(model(x), y).backward()
         return int(counter.get_total_flops() // x.shape[0])
     except Exception:  # an op the counter cannot trace must not fail the run
         return None
-    finally:
-        model.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            for buffer, saved in zip(model.buffers(), buffers, strict=True):
-                buffer.copy_(saved)
 
 
 def flops_batch(

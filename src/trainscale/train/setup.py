@@ -18,6 +18,7 @@ from trainscale.train.compile import compile_model
 from trainscale.train.flops import count_flops_per_sample, flops_batch
 from trainscale.train.lr import make_optimizer, make_scheduler
 from trainscale.train.progress import ProgressSink
+from trainscale.train.warmup import warm_up_device
 from trainscale.workloads.base import Workload
 
 
@@ -41,6 +42,8 @@ class PreparedModel:
     flops_per_sample: int | None
     pretraining: Pretraining | None
     compile_s: float | None
+    device_warmup_s: float | None = None
+    """The GPU warm-up pass (train/warmup.py), off the clock; None where none ran."""
 
 
 def build_model(
@@ -97,14 +100,24 @@ def prepare_model(
     strategy: Strategy,
     progress: ProgressSink,
 ) -> PreparedModel:
-    """Build, count, pre-train, wrap and compile the model, in that order (all before any
-    timed step; pre-training is on the training clock, the rest off it)."""
+    """Build, count, warm up (CUDA), pre-train, wrap and compile the model, in that order
+    (all before any timed step; pre-training is on the training clock, the rest off it)."""
     device = strategy.device
     configure_cudnn(workload, device)
     model, train_x = build_model(config, workload, data, device)
     flops_per_sample = count_flops_per_sample(
         model, *flops_batch(workload, data, train_x), workload
     )
+    precision = config.optimisation.precision
+    warmup_s = None
+    if not config.optimisation.compile:  # compilation's own pass warms the device up
+        # One micro-batch, as a step computes; on the bare model: no all-reduce is warmed.
+        micro = config.optimisation.batch_size // config.parallel.grad_accum
+        warmup_s = warm_up_device(
+            model, train_x[:micro], data.train_y[:micro], workload, precision, device
+        )
+        if warmup_s is not None:
+            warmup_s = strategy.max_float(warmup_s)
     # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
     # starts every replica from rank 0's (identical) pre-trained weights.
     pretraining = run_pretraining(model, workload, data, strategy, config, progress)
@@ -113,14 +126,9 @@ def prepare_model(
     if config.optimisation.compile:
         batch = config.optimisation.batch_size
         model, compile_s = compile_model(
-            model,
-            train_x[:batch],
-            data.train_y[:batch],
-            workload,
-            config.optimisation.precision,
-            device,
+            model, train_x[:batch], data.train_y[:batch], workload, precision, device
         )
-    return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s)
+    return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s, warmup_s)
 
 
 def make_optimisation(

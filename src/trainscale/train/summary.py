@@ -61,6 +61,8 @@ class TrainMeasurements:
     pretrain_s: float | None
     """The pre-training phase's time (slowest rank's); None without a phase."""
     compile_s: float | None
+    device_warmup_s: float | None = None
+    """The GPU warm-up pass before the first step (train/warmup.py), off the clock."""
     planned_steps: int | None = None
     """The steps the plan held (`num_steps` is fewer when the run stopped at its target)."""
     stopped_at_target: bool = False
@@ -123,6 +125,7 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
         pretrain_time_s=m.pretrain_s,
         supervised_time_s=m.train_clock_s - (m.pretrain_s or 0.0),
         compile_time_s=m.compile_s,
+        device_warmup_s=m.device_warmup_s,
         breakdown_s=breakdown["breakdown_s"],
         breakdown_sampled_steps=breakdown["breakdown_sampled_steps"],
         unequal_steps=m.unequal_steps,

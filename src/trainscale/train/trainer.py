@@ -76,7 +76,12 @@ def train(
         stepper,
         plan,
         WorkerBatches(config, workload, data, prepared.train_x, strategy.sharding),
-        SetupFigures(prepared.flops_per_sample, prepared.pretraining, prepared.compile_s),
+        SetupFigures(
+            prepared.flops_per_sample,
+            prepared.pretraining,
+            prepared.compile_s,
+            prepared.device_warmup_s,
+        ),
         breakdown=stepper.breakdown,
         comm_marked=stepper.comm_marked,
     )
@@ -91,6 +96,8 @@ class SetupFigures:
     compile_s: float | None
     """Compilation (torch.compile; another framework's graph tracing and XLA compilation),
     off the training clock."""
+    device_warmup_s: float | None = None
+    """The GPU warm-up pass of an eager PyTorch run (train/warmup.py), off the clock."""
 
 
 def measure_training(
@@ -164,6 +171,7 @@ def measure_training(
             flops_per_sample=setup.flops_per_sample,
             pretrain_s=pretraining.seconds if pretraining else None,
             compile_s=setup.compile_s,
+            device_warmup_s=setup.device_warmup_s,
             planned_steps=plan.total_steps,
             stopped_at_target=loop.stopped_at_target,
             unequal_steps=workload.unequal_steps,
