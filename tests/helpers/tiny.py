@@ -66,3 +66,18 @@ def tiny_config(**changes: object) -> RunConfig:
     )
     options.update(changes)
     return resolve(RunOptions.from_flat(options)).with_(channels_last=False)
+
+
+class NormDropNet(torch.nn.Module):
+    """Batch norm (running statistics) and dropout (random draws): what the passes before
+    the first step (FLOP count, GPU warm-up, compilation) must not disturb."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3)
+        self.norm = torch.nn.BatchNorm2d(4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.drop(torch.relu(self.norm(self.conv(x)))).flatten(1))

@@ -14,7 +14,7 @@ from trainscale.train.flops import count_flops_per_sample
 from trainscale.train.trainer import train
 from trainscale.workloads.base import PYTORCH
 
-from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
+from tests.helpers.tiny import NormDropNet, tiny_config, tiny_data, tiny_workload
 
 
 def _train(**changes):
@@ -161,21 +161,6 @@ def test_train_loss_with_grad_accumulation_is_the_mean_over_every_micro_batch():
     _, whole = _train(steps=6, global_batch_size=16)
     _, split = _train(steps=6, global_batch_size=16, grad_accum=4)
     assert split.epochs[0]["train_loss"] == pytest.approx(whole.epochs[0]["train_loss"], rel=1e-5)
-
-
-class NormDropNet(torch.nn.Module):
-    """Batch norm (running statistics) and dropout (random draws): what FLOP counting must
-    not disturb."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv2d(1, 4, 3)
-        self.norm = torch.nn.BatchNorm2d(4)
-        self.drop = torch.nn.Dropout(0.5)
-        self.fc = torch.nn.Linear(4 * 6 * 6, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.drop(torch.relu(self.norm(self.conv(x)))).flatten(1))
 
 
 def test_flop_count_leaves_buffers_gradients_and_random_state_as_they_were():

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from typing import cast
 
 import torch
 
-from trainscale.train.precision import autocast
-from trainscale.train.warmup import untouched
+from trainscale.train.warmup import timed_pass
 from trainscale.workloads.base import Workload
 
 
@@ -25,19 +23,13 @@ def compile_model(
     """torch.compile the model and trigger compilation on one batch, off the clock.
 
     Returns (compiled model, compile seconds). The warm-up forward/backward leaves no trace
-    (`warmup.untouched`): no weights updated, batch-norm statistics and generators put back.
+    (`warmup.timed_pass`): no weights updated, batch-norm statistics and generators put back.
     """
-    compiled = torch.compile(model)
-    t0 = time.perf_counter()
-    with untouched(model, device):
-        with autocast(device, precision):
-            loss = workload.loss(compiled(x), y)
-        loss.backward()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - t0
     # torch.compile of a module returns a module (OptimizedModule), typed as any callable.
-    return cast(torch.nn.Module, compiled), seconds
+    # It shares the model's parameters and buffers: what the pass leaves untouched on one it
+    # leaves on the other.
+    compiled = cast(torch.nn.Module, torch.compile(model))
+    return compiled, timed_pass(compiled, x, y, workload, precision, device)
 
 
 def inductor_cpu_compiler() -> tuple[str, str | None]:
