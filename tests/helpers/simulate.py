@@ -47,10 +47,12 @@ def add_measured_run(
     repeat: int = 0,
     workload_source: str | None = None,
     script: str | None = None,
+    mean_step_s: float | None = None,
 ) -> str:
     """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
     summary of a real run. `workload_source`: a custom workload's reference, as a run of
-    one stores it."""
+    one stores it. `mean_step_s`: a run whose steps do unequal work by design (text), rated
+    over that mean step as such a run is."""
     assert device == "cpu", "fixture runs are CPU runs: their hardware figures say so"
     machine = dict(env or MACHINE)
     cores = machine["usable_cores"]
@@ -105,13 +107,18 @@ def add_measured_run(
         }
         for w in range(workers)
     ]
-    rate = batch_size * workers / step_s
+    rate = batch_size * workers / (mean_step_s or step_s)
     flops_per_sample = 71_565_312
     summary = trainer_summary(
         {
             "samples_per_s": rate,
             "samples_per_s_per_worker": rate / workers,
             "step_time_s_median": step_s,
+            **(
+                {"step_time_s_mean": mean_step_s, "unequal_steps": True}
+                if mean_step_s is not None
+                else {}
+            ),
             "step_time_s_p90": step_s * (1 + iqr_fraction),
             "step_time_s_iqr": step_s * iqr_fraction,
             "num_steps": 35,

@@ -23,7 +23,12 @@ from trainscale.simulate.calibrate import (
 from trainscale.simulate.cluster import DeviceSpec, LinkSpec, load_preset
 from trainscale.simulate.predict import predict_one
 from trainscale.simulate.stragglers import sigma_from_spread
-from trainscale.simulate.validate import ValidationReport, ValidationRow, validate_runs
+from trainscale.simulate.validate import (
+    ValidationReport,
+    ValidationRow,
+    measured_throughput,
+    validate_runs,
+)
 
 from tests.helpers.simulate import (
     MACHINE,
@@ -58,6 +63,21 @@ def test_breakdown_is_scaled_to_the_median_step(store):
     parts = run_breakdown(store.get_run(run_id(1)))
     assert sum(parts.values()) == pytest.approx(0.2)
     assert parts["backward"] / parts["forward"] == pytest.approx(2.0)
+
+
+def test_a_run_of_unequal_steps_calibrates_and_validates_on_its_mean_step(store):
+    # Text steps are short, medium and long by design: the run's throughput is over its
+    # mean step (metrics.throughput), and so are the simulator's compute and its check.
+    add_measured_run(
+        store, run_id(1), workload="imdb-bigru", step_s=0.1, mean_step_s=0.14, breakdown=BREAKDOWN
+    )
+    record = store.get_run(run_id(1))
+    assert sum(run_breakdown(record).values()) == pytest.approx(0.14)
+    cal = calibrate_from_runs([record], "imdb-bigru")
+    step = cal.compute_s(64) + cal.optimizer_s + cal.data_s_per_sample * 64
+    assert step == pytest.approx(0.14)
+    assert measured_throughput(record) == pytest.approx(record.summary["samples_per_s"])
+    assert measured_throughput(record) == pytest.approx(64 / 0.14)
 
 
 def test_calibration_from_serial_runs(store):

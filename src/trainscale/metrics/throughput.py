@@ -21,7 +21,8 @@ configuration's step time is the median over its runs of each run's median step
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trainscale.metrics import stats
 
@@ -44,6 +45,15 @@ def rated_step_time(steps_s: Sequence[float], unequal_steps: bool) -> float:
     """The step a run's throughput is over: its median timed step, or its mean where its
     steps do unequal work by design (the median is then a short batch's)."""
     return mean_step_time(steps_s) if unequal_steps else timed_step_time(steps_s)
+
+
+def stored_step_time(summary: Mapping[str, Any]) -> float:
+    """The step a stored run's throughput is over (`rated_step_time` of its steps): its
+    `step_time_s_mean` where it declares `unequal_steps`, else its `step_time_s_median`."""
+    mean = summary.get("step_time_s_mean")
+    if summary.get("unequal_steps") and isinstance(mean, (int, float)) and mean > 0:
+        return float(mean)
+    return float(summary["step_time_s_median"])
 
 
 def throughput(batch: float, step_time_s: float) -> float:

@@ -33,6 +33,7 @@ from typing import Any
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import TrainscaleError
 from trainscale.metrics import stats
+from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.store import RunRecord
 from trainscale.simulate.cluster import DeviceSpec, LinkSpec
 from trainscale.simulate.collectives import link_from_allreduce_fit
@@ -177,7 +178,7 @@ def cores_per_worker(record: RunRecord) -> tuple[int, bool]:
 
 def run_breakdown(record: RunRecord) -> dict[str, float] | None:
     """A run's step split into data, forward, backward and optimizer (seconds), adding up to
-    its median step time; None without a recorded breakdown."""
+    its rated step time (`stored_step_time`); None without a recorded breakdown."""
     parts = record.summary.get("breakdown_s") or {}
     values: dict[str, float] = {}
     for key in ("data", "forward", "backward", "optimizer"):
@@ -188,7 +189,7 @@ def run_breakdown(record: RunRecord) -> dict[str, float] | None:
     total = sum(values.values())
     if total <= 0:
         return None
-    scale = float(record.summary["step_time_s_median"]) / total
+    scale = stored_step_time(record.summary) / total
     return {k: float(v) * scale for k, v in values.items()}
 
 
@@ -250,7 +251,7 @@ class _Point:
 
 def _point(record: RunRecord) -> _Point:
     batch = per_worker_batch(record)
-    step = float(record.summary["step_time_s_median"])
+    step = stored_step_time(record.summary)
     accum = int(record.config.get("grad_accum") or 1)
     parts = run_breakdown(record)
     flops = record.summary.get("flops_per_sample")

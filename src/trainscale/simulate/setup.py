@@ -15,6 +15,7 @@ from typing import Any
 
 from trainscale.errors import ConfigError
 from trainscale.hardware import facts
+from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.store import RunRecord, RunStore
 from trainscale.simulate.buckets import GradientLayout, workload_layout
 from trainscale.simulate.calibrate import (
@@ -275,8 +276,7 @@ def fit_network(
         return predict_one(trial, layout, cluster, workers, batch, samples=400).step_time_s
 
     points = [
-        (int(r.world_size or 1), per_worker_batch(r), float(r.summary["step_time_s_median"]))
-        for r in usable
+        (int(r.world_size or 1), per_worker_batch(r), stored_step_time(r.summary)) for r in usable
     ]
     link = fit_effective_link(points, predict_step, cluster.intra_node)
     return replace(

@@ -33,7 +33,7 @@ from typing import Any
 from trainscale.errors import TrainscaleError
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
-from trainscale.metrics.throughput import throughput
+from trainscale.metrics.throughput import stored_step_time, throughput
 from trainscale.results.store import RunRecord
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import (
@@ -453,7 +453,7 @@ def _predict_run(
         per_worker_batch=batch,
         global_batch=int(record.global_batch_size or batch * workers),
         oversubscribed=over,
-        measured_step_s=float(summary["step_time_s_median"]),
+        measured_step_s=stored_step_time(summary),
         predicted_step_s=predicted.step_time_s,
         measured_samples_per_s=measured_throughput(record),
         predicted_samples_per_s=predicted.samples_per_s,
@@ -465,11 +465,11 @@ def _predict_run(
 
 
 def measured_throughput(record: RunRecord) -> float:
-    """A measured run's samples/s: its global batch over its median step (the one definition,
-    `metrics.throughput`; older stores' mean-based figures are not used)."""
+    """A measured run's samples/s: its global batch over its rated step (the one definition,
+    `metrics.throughput`: the median step, the mean one where steps do unequal work)."""
     workers = int(record.world_size or 1)
     batch = int(record.global_batch_size or per_worker_batch(record) * workers)
-    return throughput(batch, float(record.summary["step_time_s_median"]))
+    return throughput(batch, stored_step_time(record.summary))
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
