@@ -177,22 +177,24 @@ def test_flop_count_leaves_buffers_gradients_and_random_state_as_they_were():
     assert all(p.grad is None for p in model.parameters())
 
 
-def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monkeypatch):
+def _train_norm_drop():
+    """Two steps of NormDropNet (batch norm and dropout): the outcome and the final weights
+    and statistics, for comparing training with and without a pass before the first step."""
     import dataclasses
-
-    import trainscale.train.setup as setup
 
     workload = dataclasses.replace(tiny_workload(), models={PYTORCH: lambda meta: NormDropNet()})
     config = tiny_config(steps=2)
+    outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
+    return outcome, {k: v.clone() for k, v in outcome.model.state_dict().items()}
 
-    def run():
-        outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
-        return outcome, {k: v.clone() for k, v in outcome.model.state_dict().items()}
 
-    counted, counted_state = run()
+def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monkeypatch):
+    import trainscale.train.setup as setup
+
+    counted, counted_state = _train_norm_drop()
     assert counted.summary["flops_per_sample"] > 0
     monkeypatch.setattr(setup, "count_flops_per_sample", lambda *args: None)
-    skipped, skipped_state = run()
+    skipped, skipped_state = _train_norm_drop()
     assert skipped.summary["flops_per_sample"] is None
     # Same dropout draws and batch-norm statistics: the same first steps, bit for bit.
     assert counted.epochs[0]["train_loss"] == skipped.epochs[0]["train_loss"]
@@ -203,22 +205,13 @@ def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monk
 def test_a_cpu_run_takes_no_device_warm_up_and_training_is_the_same_with_one(monkeypatch):
     # A CUDA run takes one forward/backward before its first step, off the clock
     # (train/warmup.py). Forced here on the CPU: it must not change what training does.
-    import dataclasses
-
     import trainscale.train.setup as setup
     from trainscale.train.warmup import timed_pass
 
-    workload = dataclasses.replace(tiny_workload(), models={PYTORCH: lambda meta: NormDropNet()})
-    config = tiny_config(steps=2)
-
-    def run():
-        outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
-        return outcome, {k: v.clone() for k, v in outcome.model.state_dict().items()}
-
-    plain, plain_state = run()
+    plain, plain_state = _train_norm_drop()
     assert plain.summary["device_warmup_s"] is None
     monkeypatch.setattr(setup, "warm_up_device", timed_pass)
-    warmed, warmed_state = run()
+    warmed, warmed_state = _train_norm_drop()
     assert warmed.summary["device_warmup_s"] > 0
     assert warmed.summary["train_time_s"] == pytest.approx(sum(warmed.step_times_s), rel=0.05)
     # Same dropout draws and batch-norm statistics: the same steps, bit for bit.
