@@ -80,7 +80,7 @@ def test_more_gpu_workers_than_gpus_is_refused() -> None:
     with pytest.raises(ConfigError, match="only 2 GPU"):
         plan_probe(ProbeOptions(device="cuda", workers=3), gpus=2, cores=4)
     plan = plan_probe(ProbeOptions(device="cuda"), gpus=2, cores=4)
-    assert plan.workers == 2 and plan.kinds == ("matmul", "transfer", "allreduce")
+    assert plan.workers == 2 and plan.kinds == ("matmul", "dispatch", "transfer", "allreduce")
     one = plan_probe(ProbeOptions(device="cuda"), gpus=1, cores=4)
     assert "allreduce" in one.skipped and "allreduce" not in one.kinds
 
@@ -89,7 +89,7 @@ def test_cpu_plan_defaults() -> None:
     plan = plan_probe(ProbeOptions(device="auto", quick=True), gpus=0, cores=2)
     assert plan.device_type == "cpu" and plan.threads == 2 and plan.workers == 2
     assert plan.precisions == ("fp32", "bf16")
-    assert plan.kinds == ("matmul", "allreduce") and "transfer" in plan.skipped
+    assert plan.kinds == ("matmul", "dispatch", "allreduce") and "transfer" in plan.skipped
     assert plan.message_sizes[0] == 4096 and plan.message_sizes[-1] == 4 * 1024 * 1024
     full = plan_probe(ProbeOptions(device="cpu"), gpus=0, cores=2)
     assert full.message_sizes[-1] == 64 * 1024 * 1024  # 4 KiB .. 64 MiB

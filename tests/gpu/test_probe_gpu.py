@@ -45,6 +45,20 @@ def test_cuda_matmul_and_copies_are_measured_and_stored(tmp_path, capsys) -> Non
         assert opened.latest_probe("transfer", device_type="cuda") is not None
 
 
+def test_a_cuda_probe_lets_simulate_predict_a_workload_it_never_ran(tmp_path, capsys) -> None:
+    store = tmp_path / "s.db"
+    argv = ["--only", "matmul,dispatch", "--matmul-sizes", "1024", "--precisions", "bf16"]
+    result = probe_json([*argv, "--repeats", "2"], store, capsys)
+    per_op = result["dispatch"]["seconds_per_op"]
+    assert 0 < per_op < 1e-3 and result["dispatch"]["step_ops"] > 0
+    argv = ["simulate", "mnist-cnn", "--cluster", "local", "--device", "cuda", "--workers", "1"]
+    assert main([*argv, "--precision", "bf16", "--json", "--store", str(store)]) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    calibration = predicted["calibration"]
+    assert calibration["source"] == "peak" and calibration["device_kind"] == "cuda"
+    assert calibration["compute_fixed_s"] > 0
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_nccl_allreduce_fit(tmp_path, capsys) -> None:
     result = probe_json(

@@ -1,4 +1,4 @@
-"""`trainscale probe`: measure this machine's matmul FLOP/s and communication, and store them."""
+"""`trainscale probe`: measure matmul FLOP/s, per-operator cost and communication; store them."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ examples:
   trainscale probe --device cpu --threads 4 --only matmul
   trainscale probe --device cuda --workers 8 --only allreduce --json
 
-Stores one row per measurement in the results store; a run's MFU is then also given against
-the matmul figure of its machine (mfu_vs_probe). See docs/hardware.md.
+Stores one row per measurement; runs' MFU is then also given against the matmul figure
+(mfu_vs_probe), and `simulate --cluster local` predicts from it without a run. See
+docs/hardware.md.
 """
 
 
@@ -51,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--only",
         type=names,
         metavar="KINDS",
-        help="comma-separated subset of matmul,transfer,allreduce (default: all that apply)",
+        help="comma-separated subset of matmul,dispatch,transfer,allreduce (default: all apply)",
     )
     parser.add_argument(
         "--threads",

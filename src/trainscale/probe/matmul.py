@@ -8,12 +8,13 @@ measurement down. The best size's figure is the machine's achievable peak at tha
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from trainscale.probe.timing import best_seconds_per_call
 
 _DTYPES = {
     "fp32": torch.float32,
@@ -42,11 +43,6 @@ def _tf32(device: torch.device, enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_matmul(
     n: int,
     dtype: torch.dtype,
@@ -64,23 +60,9 @@ def time_matmul(
     b = torch.randn(n, n, device=device).to(dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
     torch.matmul(a, b, out=out)  # warm-up: thread pool, allocator, kernel selection
-    _sync(device)
-    t0 = time.perf_counter()
-    torch.matmul(a, b, out=out)
-    _sync(device)
-    one = max(time.perf_counter() - t0, 1e-9)
-    # Enough products per batch that the clock's resolution and the sync do not matter.
-    per_batch = max(1, min(1000, int(min_batch_s / one)))
-    batches = max(1, min(repeats, int(budget_s / (one * per_batch))))
-    best = float("inf")
-    for _ in range(batches):
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(per_batch):
-            torch.matmul(a, b, out=out)
-        _sync(device)
-        best = min(best, (time.perf_counter() - t0) / per_batch)
-    return best
+    return best_seconds_per_call(
+        lambda: torch.matmul(a, b, out=out), device, repeats, min_batch_s, budget_s
+    )
 
 
 def measure_matmul(

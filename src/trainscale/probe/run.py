@@ -7,7 +7,8 @@ anything is measured, and fails as one `ConfigError` line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
 from trainscale.parallel.affinity import oversubscription_message
 from trainscale.results.store import RunStore, default_store_path
 
-KINDS = ("matmul", "transfer", "allreduce")
+KINDS = ("matmul", "dispatch", "transfer", "allreduce")
 KIB, MIB = 1024, 1024 * 1024
 CPU_PRECISIONS = ("fp32", "bf16")
 CUDA_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -326,10 +327,7 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
             say(f"matmul: {', '.join(plan.precisions)} at n = {sizes}")
             from trainscale.probe.matmul import measure_matmul
 
-            threads_before = torch.get_num_threads()
-            if plan.threads is not None:
-                torch.set_num_threads(plan.threads)
-            try:
+            with _intra_op_threads(plan.threads):
                 result = measure_matmul(
                     device,
                     plan.precisions,
@@ -338,8 +336,6 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
                     plan.min_batch_s,
                     plan.budget_s,
                 )
-            finally:
-                torch.set_num_threads(threads_before)
             result["threads"] = plan.threads
             peaks = theoretical_peaks(device_type, name, plan.precisions, plan.threads)
             result["theoretical_peak"] = peaks
@@ -350,6 +346,16 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
                 )
             measured.append(("matmul", result, None))
             out["matmul"] = result
+
+        if "dispatch" in plan.kinds:
+            say("per-operator overhead: training steps of a network of negligible arithmetic")
+            from trainscale.probe.dispatch import measure_dispatch
+
+            with _intra_op_threads(plan.threads):
+                result = measure_dispatch(device, plan.repeats, plan.min_batch_s, plan.budget_s)
+            result["threads"] = plan.threads
+            measured.append(("dispatch", result, None))
+            out["dispatch"] = result
 
         if "transfer" in plan.kinds:
             say(f"host-device copies: {', '.join(format_bytes(s) for s in plan.transfer_sizes)}")
@@ -404,6 +410,20 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
     out["probe_ids"] = ids
     out["store"] = str(file)
     return out
+
+
+@contextmanager
+def _intra_op_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to `threads` (None: left as they are), then restored."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def run_probe(

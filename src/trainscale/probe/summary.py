@@ -46,6 +46,14 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
             for row in figures["by_size"]:
                 if "skipped" in row:
                     lines.append(f"    n={row['n']} not timed: {row['skipped']}")
+    dispatch = result.get("dispatch")
+    if dispatch:
+        lines.append(
+            f"per-operator overhead: {dispatch['seconds_per_op'] * 1e6:.1f} us per forward + "
+            f"backward operator ({dispatch['seconds_per_step'] * 1e6:.0f} us a step of "
+            f"{dispatch['forward_backward_ops']} such operators, {dispatch['step_ops']} with the "
+            "optimizer's)"
+        )
     transfer = result.get("transfer")
     if transfer:
         h2d = _bandwidth(transfer["h2d"]["best_bytes_per_s"])

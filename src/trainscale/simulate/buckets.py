@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import DataRequest
 from trainscale.metrics.flops import extra_flop_formulas
+from trainscale.train.op_count import OpCounter
 from trainscale.workloads import get_workload
 
 MIB = 1024 * 1024
@@ -39,30 +39,6 @@ DEFAULT_BUCKET_CAP_BYTES = 25 * MIB
 DEFAULT_FIRST_BUCKET_BYTES = 1 * MIB
 """torch.distributed's `_DEFAULT_FIRST_BUCKET_BYTES`."""
 ELEMENTWISE_FLOPS_PER_PARAM = 2.0
-METADATA_OPS = frozenset(
-    {
-        "aten.detach",
-        "aten.t",
-        "aten.view",
-        "aten._unsafe_view",
-        "aten._reshape_alias",
-        "aten.slice",
-        "aten.select",
-        "aten.unsqueeze",
-        "aten.squeeze",
-        "aten.expand",
-        "aten.permute",
-        "aten.transpose",
-        "aten.as_strided",
-        "aten.alias",
-        "aten.empty",
-        "aten.empty_like",
-        "aten.split",
-        "aten.unbind",
-        "aten.lift_fresh",
-    }
-)
-"""Operators that only describe or allocate tensors: no kernel runs for them."""
 
 
 @dataclass(frozen=True)
@@ -188,22 +164,6 @@ def layout_from_params(
     )
 
 
-def _op_counter() -> Any:
-    class OpCounter(TorchDispatchMode):
-        """Counts the kernel-running operators dispatched inside it."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.count = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            if str(func.overloadpacket) not in METADATA_OPS:
-                self.count += 1
-            return func(*args, **(kwargs or {}))
-
-    return OpCounter()
-
-
 def profile_model(
     model: Any, batch: tuple[Any, Any], loss: Any
 ) -> tuple[dict[str, float] | None, int | None]:
@@ -216,7 +176,7 @@ def profile_model(
     x, y = batch
     try:
         counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
-        ops = _op_counter()
+        ops = OpCounter()
         with counter, ops:
             loss(model(x), y).backward()
         counts = counter.get_flop_counts()

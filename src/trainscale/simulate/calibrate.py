@@ -466,7 +466,7 @@ def calibrate_from_peak(
             f"`trainscale run {workload} --workers 1{threads}` or give --calibrate-from"
         )
     notes = [
-        f"compute from the cluster file: {flops_per_sample / 1e6:.4g} MFLOP per sample / "
+        f"compute from the device's peak: {flops_per_sample / 1e6:.4g} MFLOP per sample / "
         f"({peak / 1e12:.4g} TFLOP/s x {device.efficiency:g}); no run on this device"
     ]
     fixed = 0.0

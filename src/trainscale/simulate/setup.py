@@ -34,8 +34,9 @@ from trainscale.simulate.calibrate import (
     shared_spread_sigma,
     training_flops_per_sample,
 )
-from trainscale.simulate.cluster import ClusterSpec, local_cluster, resolve_cluster_argument
+from trainscale.simulate.cluster import LOCAL, ClusterSpec, local_cluster, resolve_cluster_argument
 from trainscale.simulate.predict import predict_one
+from trainscale.simulate.probed_device import with_probed_costs
 from trainscale.workloads import get_workload
 
 
@@ -122,7 +123,9 @@ def resolve_cluster(
     env: dict[str, Any] | None = None,
     nodes: int | None = None,
 ) -> ClusterSpec:
-    """A preset, a file, or 'local': this machine, with its stored probe's link if any.
+    """A preset, a file, or 'local': this machine, with its stored probes' figures if any
+    (the all-reduce as its link; the matmul rate and per-operator overhead for a workload
+    with no run on the device).
 
     On a CPU, a local worker computes on `threads_per_worker` cores; without it, on as many
     as the newest stored serial run of `workload` on this machine did (else 1), so that
@@ -139,6 +142,8 @@ def resolve_cluster(
         threads_per_worker = _stored_cores(store, workload, env.get("hostname")) or 1
     link = probe_link(store, env.get("hostname"), kind) if store is not None else None
     local = local_cluster(env, device_kind=kind, cores_per_worker=threads_per_worker, intra=link)
+    if store is not None:
+        local = replace(local, device=with_probed_costs(local.device, store, env.get("hostname")))
     return with_nodes(local, nodes)
 
 
@@ -231,16 +236,24 @@ def calibrate(
                 )
         else:
             flops = training_flops_per_sample(workload, all_runs)
-            calibration = calibrate_from_peak(
-                workload,
-                cluster.device,
-                precision,
-                flops,
-                layout.num_params,
-                reference_batch_size=get_workload(workload).recipe.batch_size,
-                ops_per_step=layout.ops_per_step,
-                sigma_override=sigma_override,
-            )
+            try:
+                calibration = calibrate_from_peak(
+                    workload,
+                    cluster.device,
+                    precision,
+                    flops,
+                    layout.num_params,
+                    reference_batch_size=get_workload(workload).recipe.batch_size,
+                    ops_per_step=layout.ops_per_step,
+                    sigma_override=sigma_override,
+                )
+            except CalibrationError as error:
+                if cluster.origin != LOCAL:
+                    raise
+                raise CalibrationError(
+                    f"{error}; or measure this machine's peak with `trainscale probe` (on a "
+                    "quiet machine)"
+                ) from None
     if calibration.precision != precision and given:
         calibration = _note(calibration, f"calibration runs are {calibration.precision}")
     return Setup(workload=workload, cluster=cluster, calibration=calibration, layout=layout)
