@@ -48,6 +48,7 @@ def add_measured_run(
     workload_source: str | None = None,
     script: str | None = None,
     mean_step_s: float | None = None,
+    flops_per_sample: int = 71_565_312,
 ) -> str:
     """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
     summary of a real run. `workload_source`: a custom workload's reference, as a run of
@@ -108,7 +109,6 @@ def add_measured_run(
         for w in range(workers)
     ]
     rate = batch_size * workers / (mean_step_s or step_s)
-    flops_per_sample = 71_565_312
     summary = trainer_summary(
         {
             "samples_per_s": rate,

@@ -61,7 +61,9 @@ class Calibration:
     device_name: str
     precision: str
     source: str
-    """'runs' (measured) or 'peak' (cluster file: peak x efficiency)."""
+    """'runs' (measured), 'workloads' (rates fitted to other workloads' runs on the device,
+    `cross_workload`) or 'peak' (the device's peak x efficiency: a cluster file's, or the
+    probes' of the machine at hand)."""
     compute_fixed_s: float
     """Forward + backward time per step that does not grow with the batch."""
     compute_s_per_sample: float

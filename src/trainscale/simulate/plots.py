@@ -49,10 +49,15 @@ def calibration_note(calibration: Calibration | None) -> str | None:
     when it was calibrated from measured runs (or nothing is known)."""
     if calibration is None or calibration.source == "runs":
         return None
+    if calibration.source == "workloads":
+        return (
+            f"{UNCALIBRATED} for this workload: compute time from a cost per operator and per "
+            "FLOP fitted to other workloads' runs on the device, not from a run of this one"
+        )
     return (
-        f"{UNCALIBRATED}: compute time from the cluster file's peak FLOP/s x an assumed "
-        "efficiency, not from a measured run; `trainscale simulate --validate` checks a "
-        "calibrated model"
+        f"{UNCALIBRATED}: compute time from the device's peak FLOP/s x an assumed efficiency "
+        "(a cluster file's or a probe's), not from a measured run; `trainscale simulate "
+        "--validate` checks a calibrated model"
     )
 
 

@@ -35,9 +35,10 @@ from trainscale.simulate.calibrate import (
     training_flops_per_sample,
 )
 from trainscale.simulate.cluster import LOCAL, ClusterSpec, local_cluster, resolve_cluster_argument
+from trainscale.simulate.cross_workload import calibrate_from_other_workloads
 from trainscale.simulate.predict import predict_one
 from trainscale.simulate.probed_device import with_probed_costs
-from trainscale.workloads import get_workload
+from trainscale.workloads import get_workload, is_builtin
 
 
 @dataclass(frozen=True)
@@ -236,27 +237,54 @@ def calibrate(
                 )
         else:
             flops = training_flops_per_sample(workload, all_runs)
-            try:
-                calibration = calibrate_from_peak(
-                    workload,
-                    cluster.device,
-                    precision,
-                    flops,
-                    layout.num_params,
-                    reference_batch_size=get_workload(workload).recipe.batch_size,
-                    ops_per_step=layout.ops_per_step,
-                    sigma_override=sigma_override,
-                )
-            except CalibrationError as error:
-                if cluster.origin != LOCAL:
-                    raise
-                raise CalibrationError(
-                    f"{error}; or measure this machine's peak with `trainscale probe` (on a "
-                    "quiet machine)"
-                ) from None
+            calibration = calibrate_from_other_workloads(
+                workload,
+                device_runs,
+                cluster.device,
+                precision,
+                ops_per_step=layout.ops_per_step,
+                flops_per_sample=flops,
+                reference_batch_size=get_workload(workload).recipe.batch_size,
+                ops_of=_builtin_ops,
+                sigma_override=sigma_override,
+            ) or _from_peak(workload, cluster, precision, flops, layout, sigma_override)
     if calibration.precision != precision and given:
         calibration = _note(calibration, f"calibration runs are {calibration.precision}")
     return Setup(workload=workload, cluster=cluster, calibration=calibration, layout=layout)
+
+
+def _builtin_ops(workload: str) -> int | None:
+    """Operators of one forward + backward of a built-in workload (a user's may not build)."""
+    return cached_layout(workload, None).ops_per_step if is_builtin(workload) else None
+
+
+def _from_peak(
+    workload: str,
+    cluster: ClusterSpec,
+    precision: str,
+    flops: float,
+    layout: GradientLayout,
+    sigma_override: float | None,
+) -> Calibration:
+    """Compute from the device's peak and per-operator overhead: a cluster file's, or for
+    the machine at hand its probes' (`probed_device`)."""
+    try:
+        return calibrate_from_peak(
+            workload,
+            cluster.device,
+            precision,
+            flops,
+            layout.num_params,
+            reference_batch_size=get_workload(workload).recipe.batch_size,
+            ops_per_step=layout.ops_per_step,
+            sigma_override=sigma_override,
+        )
+    except CalibrationError as error:
+        if cluster.origin != LOCAL:
+            raise
+        raise CalibrationError(
+            f"{error}; or measure this machine's peak with `trainscale probe` (on a quiet machine)"
+        ) from None
 
 
 def _note(calibration: Calibration, note: str) -> Calibration:

@@ -1,0 +1,176 @@
+"""Calibrating a workload that has not run on a device from the workloads that have.
+
+A training step is a fixed cost per dispatched operator (Python, autograd, the dispatcher,
+a kernel launch) plus its arithmetic. On a fast GPU at the reference workloads' batches the
+first dominates: their H200 steps took 3-22 ms where their FLOPs needed well under one, so
+a FLOP-only prediction is off by 98%. Fitting the two rates to the serial runs of other
+workloads on the device,
+
+    step ~ c x operators (one forward + backward, as `buckets.workload_layout` counts them)
+         + k x FLOPs per step (FLOPs per sample x batch),
+
+and applying them to the workload's own counts predicts its step before it ever runs there:
+the held-out check of the simulator on one GPU, and a calibrated answer for a user who has
+run some workloads on a machine and asks about another. The fit is least squares on the
+relative error (a 3 ms step and a 300 ms step count alike), with c, k >= 0. The optimizer's
+and the data's share of the step are carried by c and k as they are in the fitting runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from trainscale.metrics import stats
+from trainscale.metrics.throughput import stored_step_time
+from trainscale.results.store import RunRecord
+from trainscale.simulate.calibrate import (
+    DEFAULT_BACKWARD_SHARE,
+    Calibration,
+    cores_per_worker,
+    device_kind,
+    is_measured,
+    per_worker_batch,
+    run_sigma,
+)
+from trainscale.simulate.cluster import DeviceSpec
+from trainscale.simulate.stragglers import DEFAULT_SIGMA
+
+MIN_WORKLOADS = 2
+"""Two rates need two workloads at least; one would fix c and k only along one line."""
+
+
+@dataclass(frozen=True)
+class StepRates:
+    """The fitted rates and how well they describe the runs they were fitted to."""
+
+    seconds_per_op: float
+    seconds_per_flop: float
+    worst_misfit: float
+    """The largest relative error among the fitting runs."""
+
+    def step_s(self, ops: float, flops_per_step: float) -> float:
+        return self.seconds_per_op * ops + self.seconds_per_flop * flops_per_step
+
+
+def fit_step_rates(points: Sequence[tuple[float, float, float]]) -> StepRates:
+    """Rates (c, k) >= 0 minimising the squared relative error of c x ops + k x flops over
+    (ops, flops per step, measured step seconds) points.
+
+    With a = ops / step and b = flops / step the error is c a + k b - 1, so the normal
+    equations are a 2 x 2 system; where its solution is negative (or it is singular) the
+    better of the two one-rate fits is taken. Written out because it is two unknowns: a
+    solver library would add a dependency for four lines of algebra.
+    """
+    if not points or any(not (t > 0) or o < 0 or f < 0 for o, f, t in points):
+        raise ValueError("points need ops >= 0, flops >= 0 and a positive step time")
+    a = [o / t for o, _, t in points]
+    b = [f / t for _, f, t in points]
+    saa, sbb = sum(x * x for x in a), sum(y * y for y in b)
+    sab = sum(x * y for x, y in zip(a, b, strict=True))
+    sa, sb = sum(a), sum(b)
+    candidates = []
+    det = saa * sbb - sab * sab
+    if det > 1e-12 * max(saa * sbb, 1e-300):
+        c = (sa * sbb - sb * sab) / det
+        k = (sb * saa - sa * sab) / det
+        if c >= 0 and k >= 0:
+            candidates.append((c, k))
+    if not candidates:
+        candidates = [(sa / saa if saa else 0.0, 0.0), (0.0, sb / sbb if sbb else 0.0)]
+
+    def misfits(rates: tuple[float, float]) -> list[float]:
+        return [rates[0] * x + rates[1] * y - 1 for x, y in zip(a, b, strict=True)]
+
+    c, k = min(candidates, key=lambda r: sum(e * e for e in misfits(r)))
+    return StepRates(c, k, max(abs(e) for e in misfits((c, k))))
+
+
+def fitting_runs(
+    records: Iterable[RunRecord], workload: str, device: DeviceSpec, precision: str
+) -> list[RunRecord]:
+    """Serial, measured runs of workloads other than `workload` on `device` at
+    `precision` with their FLOPs recorded; on a CPU, with the cores of a `device` worker."""
+    chosen = []
+    for record in records:
+        if record.workload == workload:
+            continue
+        flops = record.summary.get("flops_per_sample")
+        if not is_measured(record) or not (isinstance(flops, (int, float)) and flops > 0):
+            continue
+        if (record.world_size or 1) != 1 or int(record.config.get("grad_accum") or 1) != 1:
+            continue
+        if device_kind(record) != device.kind or (record.precision or "fp32") != precision:
+            continue
+        if not device.matches(record.env):
+            continue
+        if device.kind == "cpu":
+            own, oversubscribed = cores_per_worker(record)
+            if oversubscribed or (device.cores is not None and own != device.cores):
+                continue
+        chosen.append(record)
+    return chosen
+
+
+def calibrate_from_other_workloads(
+    workload: str,
+    records: Iterable[RunRecord],
+    device: DeviceSpec,
+    precision: str,
+    *,
+    ops_per_step: int | None,
+    flops_per_sample: float,
+    reference_batch_size: int,
+    ops_of: Callable[[str], int | None],
+    sigma_override: float | None = None,
+) -> Calibration | None:
+    """A calibration of `workload` from other workloads' runs on `device` (module doc), or
+    None where fewer than MIN_WORKLOADS of them have runs and operator counts (`ops_of`)."""
+    if not ops_per_step:
+        return None
+    points, used = [], []
+    for record in fitting_runs(records, workload, device, precision):
+        ops = ops_of(record.workload) if record.workload else None
+        if not ops:
+            continue
+        flops = float(record.summary["flops_per_sample"]) * per_worker_batch(record)
+        step = stored_step_time(record.summary)
+        if not (math.isfinite(step) and step > 0):
+            continue
+        points.append((float(ops), flops, step))
+        used.append(record)
+    workloads = sorted({r.workload for r in used if r.workload})
+    if len(workloads) < MIN_WORKLOADS:
+        return None
+    rates = fit_step_rates(points)
+    sigmas = [s for s in (run_sigma(r) for r in used) if s is not None]
+    if sigma_override is not None:
+        sigma = sigma_override
+    else:
+        sigma = stats.median(sigmas) if sigmas else DEFAULT_SIGMA
+    effective = 1 / rates.seconds_per_flop / 1e12 if rates.seconds_per_flop else math.inf
+    note = (
+        f"no run of {workload} on this device: calibrated on {len(used)} run(s) of "
+        f"{', '.join(workloads)}, {rates.seconds_per_op * 1e6:.3g} us per operator x "
+        f"{ops_per_step} operators + FLOPs at {effective:.3g} TFLOP/s (worst misfit of the "
+        f"fitting runs {rates.worst_misfit:.0%})"
+    )
+    return Calibration(
+        workload=workload,
+        device_kind=device.kind,
+        device_name=device.name,
+        precision=precision,
+        source="workloads",
+        compute_fixed_s=rates.seconds_per_op * ops_per_step,
+        compute_s_per_sample=rates.seconds_per_flop * flops_per_sample,
+        backward_share=DEFAULT_BACKWARD_SHARE,
+        optimizer_s=0.0,
+        data_s_per_sample=0.0,
+        straggler_sigma=sigma,
+        reference_batch_size=reference_batch_size,
+        run_ids=tuple(r.run_id for r in used),
+        cores_per_worker=device.cores,
+        flops_per_sample=flops_per_sample,
+        notes=(note,),
+    )

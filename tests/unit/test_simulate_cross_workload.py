@@ -1,0 +1,95 @@
+"""A workload with no run on a device, predicted from rates fitted to other workloads' runs
+there (per operator and per FLOP): the simulator's held-out check on one GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainscale.results.store import RunStore
+from trainscale.simulate.cross_workload import (
+    calibrate_from_other_workloads,
+    fit_step_rates,
+)
+from trainscale.simulate.setup import calibrate, resolve_cluster
+
+from tests.helpers.simulate import MACHINE, add_measured_run, run_id
+
+PER_OP, PER_FLOP = 20e-6, 1 / 50e12  # a launch-bound GPU: 20 us an operator, 50 TFLOP/s
+
+
+def _step(ops: int, flops_per_sample: int, batch: int) -> float:
+    return PER_OP * ops + PER_FLOP * flops_per_sample * batch
+
+
+def test_the_rates_are_recovered_from_steps_they_made() -> None:
+    points = [(o, f, PER_OP * o + PER_FLOP * f) for o, f in [(160, 3e9), (1177, 7e10), (90, 2e11)]]
+    rates = fit_step_rates(points)
+    assert rates.seconds_per_op == pytest.approx(PER_OP)
+    assert rates.seconds_per_flop == pytest.approx(PER_FLOP)
+    assert rates.worst_misfit == pytest.approx(0, abs=1e-9)
+    assert rates.step_s(500, 1e10) == pytest.approx(PER_OP * 500 + PER_FLOP * 1e10)
+
+
+def test_a_rate_the_runs_would_make_negative_is_zero_instead() -> None:
+    # Steps that fall as FLOPs grow: the two-rate solution has k < 0; one rate fits instead.
+    rates = fit_step_rates([(100, 1e9, 3e-3), (100, 1e12, 2e-3)])
+    assert rates.seconds_per_op > 0 and rates.seconds_per_flop == 0
+    with pytest.raises(ValueError):
+        fit_step_rates([(100, 1e9, 0.0)])
+
+
+def test_other_workloads_runs_predict_a_workload_that_never_ran(tmp_path) -> None:
+    ops = {"mnist-cnn": 33, "mnist-dbn": 26, "tweets-text": 71}
+    flops = {"mnist-cnn": 71_565_312, "mnist-dbn": 6_000_000, "tweets-text": 20_000_000}
+    with RunStore(tmp_path / "s.db") as store:
+        for n, name in enumerate(("mnist-cnn", "mnist-dbn")):
+            step = _step(ops[name], flops[name], 64)
+            add_measured_run(
+                store, run_id(n), workload=name, step_s=step, flops_per_sample=flops[name]
+            )
+        # Another precision and a two-worker run: not the device's serial fp32 steps.
+        add_measured_run(store, run_id(7), workload="mnist-dbn", step_s=9.0, precision="bf16")
+        add_measured_run(store, run_id(8), workload="mnist-dbn", step_s=9.0, workers=2)
+        cluster = resolve_cluster("local", store, device="cpu", threads_per_worker=1, env=MACHINE)
+        runs = store.list_runs(status="completed")
+        cal = calibrate_from_other_workloads(
+            "tweets-text",
+            runs,
+            cluster.device,
+            "fp32",
+            ops_per_step=ops["tweets-text"],
+            flops_per_sample=flops["tweets-text"],
+            reference_batch_size=64,
+            ops_of=ops.get,
+        )
+        assert cal is not None and cal.source == "workloads"
+        assert set(cal.run_ids) == {run_id(0), run_id(1)}
+        assert cal.compute_s(64) == pytest.approx(_step(71, flops["tweets-text"], 64))
+        assert "mnist-cnn, mnist-dbn" in cal.notes[0]
+        # One other workload fixes neither rate: no calibration, the peak path decides.
+        only_one = [r for r in runs if r.workload == "mnist-cnn"]
+        assert (
+            calibrate_from_other_workloads(
+                "tweets-text",
+                only_one,
+                cluster.device,
+                "fp32",
+                ops_per_step=71,
+                flops_per_sample=1e7,
+                reference_batch_size=64,
+                ops_of=ops.get,
+            )
+            is None
+        )
+
+
+def test_simulate_calibrates_from_other_workloads_before_any_peak(tmp_path) -> None:
+    with RunStore(tmp_path / "s.db") as store:
+        add_measured_run(store, run_id(0), workload="mnist-cnn", step_s=0.02)
+        add_measured_run(
+            store, run_id(1), workload="mnist-dbn", step_s=0.01, flops_per_sample=10**7
+        )
+        cluster = resolve_cluster("local", store, device="cpu", threads_per_worker=1, env=MACHINE)
+        setup = calibrate("tweets-text", cluster, store, precision="fp32")
+    assert setup.calibration.source == "workloads"
+    assert setup.calibration.compute_fixed_s > 0
