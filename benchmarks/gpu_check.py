@@ -15,7 +15,9 @@ most important first, each under its own time cap and skipped once the budget is
 - bench: `trainscale bench --quick` of mnist-cnn, CPU rungs and GPU rungs in the same
   rounds (the GPU verdict line); on 16 cores a round takes about 3 minutes;
 - workloads: each workload's default recipe on the GPU and on the CPU (one process, every
-  core), a short synthetic run each: samples per second side by side.
+  core), a short synthetic run each: samples per second side by side; then the simulator's
+  prediction of each GPU step without that workload's runs (benchmarks/simulator_one_device.py:
+  from the probe, and held out from the other workloads' runs).
 
 Every step writes one line to DIR/results.jsonl and its output files into DIR/steps.tar;
 the store (DIR/trainscale.db) holds every run. Nothing here asserts: tests/gpu does; this
@@ -182,6 +184,24 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path) -> list[Step]:
                     ],
                 )
             )
+    # After every workload's GPU run: each one's step predicted without its own runs, from
+    # the probe (uncalibrated) and from the other workloads' runs (held out).
+    steps.append(
+        Step(
+            "workloads",
+            "simulator_one_device",
+            120,
+            [
+                py,
+                "benchmarks/simulator_one_device.py",
+                *store,
+                "--device",
+                "cuda",
+                "--out",
+                str(steps_dir / "simulator_one_device.json"),
+            ],
+        )
+    )
     return steps
 
 

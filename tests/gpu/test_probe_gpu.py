@@ -59,6 +59,14 @@ def test_a_cuda_probe_lets_simulate_predict_a_workload_it_never_ran(tmp_path, ca
     assert calibration["compute_fixed_s"] > 0
 
 
+def test_cudnn_runs_a_recurrent_layer_as_far_fewer_operators_than_the_cpu() -> None:
+    from trainscale.simulate.buckets import workload_layout
+
+    on_cuda = workload_layout("imdb-bilstm", device="cuda").ops_per_step
+    on_cpu = workload_layout("imdb-bilstm", device="cpu").ops_per_step
+    assert on_cuda and on_cpu and on_cuda * 10 < on_cpu
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_nccl_allreduce_fit(tmp_path, capsys) -> None:
     result = probe_json(

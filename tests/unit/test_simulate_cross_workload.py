@@ -93,3 +93,17 @@ def test_simulate_calibrates_from_other_workloads_before_any_peak(tmp_path) -> N
         setup = calibrate("tweets-text", cluster, store, precision="fp32")
     assert setup.calibration.source == "workloads"
     assert setup.calibration.compute_fixed_s > 0
+
+
+def test_operators_are_counted_on_the_clusters_device_where_this_machine_has_it(
+    monkeypatch,
+) -> None:
+    from trainscale.simulate.cluster import load_preset
+    from trainscale.simulate.setup import counting_device
+
+    gpus = load_preset("v100-nvlink-ib")
+    cpus = resolve_cluster("local", None, device="cpu", threads_per_worker=1, env=MACHINE)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert counting_device(gpus) == "cpu" and counting_device(cpus) == "cpu"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert counting_device(gpus) == "cuda" and counting_device(cpus) == "cpu"

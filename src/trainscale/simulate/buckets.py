@@ -255,13 +255,18 @@ def recorded_layout(
     return layout_from_params(recorded_params(parameters), bucket_cap_mb, "parameters")
 
 
-def workload_layout(workload_name: str, bucket_cap_mb: float | None = None) -> GradientLayout:
-    """The gradient layout of a registered workload's model (built from synthetic meta)."""
+def workload_layout(
+    workload_name: str, bucket_cap_mb: float | None = None, device: str = "cpu"
+) -> GradientLayout:
+    """The gradient layout of a registered workload's model (built from synthetic meta), its
+    operators counted on `device`: a device's libraries run some layers as one operator
+    (cuDNN's LSTM) that another decomposes into many (the CPU's, a few per time step)."""
     workload = get_workload(workload_name)
     data = workload.make_synthetic(DataRequest(max_train=2, max_test=2))
     torch.manual_seed(0)
-    model = workload.build_model(data.meta)
+    model = workload.build_model(data.meta).to(device)
     model.train()
-    flops, ops = profile_model(model, (data.train_x[:2], data.train_y[:2]), workload.loss)
+    batch = (data.train_x[:2].to(device), data.train_y[:2].to(device))
+    flops, ops = profile_model(model, batch, workload.loss)
     params = param_infos(model, flops)
     return layout_from_params(params, bucket_cap_mb, "flops" if flops else "parameters", ops)

@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from trainscale.errors import ConfigError
 from trainscale.hardware import facts
 from trainscale.metrics.throughput import stored_step_time
@@ -52,9 +54,18 @@ class Setup:
 
 
 @lru_cache(maxsize=32)
-def cached_layout(workload: str, bucket_cap_mb: float | None) -> GradientLayout:
-    """A workload's gradient layout, built once per process (it builds and runs the model)."""
-    return workload_layout(workload, bucket_cap_mb)
+def cached_layout(
+    workload: str, bucket_cap_mb: float | None, device: str = "cpu"
+) -> GradientLayout:
+    """A workload's gradient layout, built once per process (it builds and runs the model),
+    its operators counted on `device`."""
+    return workload_layout(workload, bucket_cap_mb, device)
+
+
+def counting_device(cluster: ClusterSpec) -> str:
+    """Where to count a workload's operators for `cluster`: on its device kind where this
+    machine has one (a GPU machine counts cuDNN's operators), else on the CPU."""
+    return "cuda" if cluster.device.kind == "cuda" and torch.cuda.is_available() else "cpu"
 
 
 def parse_workers(text: str) -> list[int]:
@@ -196,7 +207,8 @@ def calibrate(
         )
     get_workload(workload)  # an unknown name fails here, with the list of names
     given = load_given_runs(store, run_ids, workload, cluster)
-    layout = cached_layout(workload, bucket_cap_mb)
+    counted_on = counting_device(cluster)
+    layout = cached_layout(workload, bucket_cap_mb, counted_on)
     all_runs = store.list_runs(workload=workload, status="completed") if store else []
     device_runs = (
         [r for r in store.list_runs(status="completed") if cluster.device.matches(r.env)]
@@ -245,7 +257,7 @@ def calibrate(
                 ops_per_step=layout.ops_per_step,
                 flops_per_sample=flops,
                 reference_batch_size=get_workload(workload).recipe.batch_size,
-                ops_of=_builtin_ops,
+                ops_of=lambda name: _builtin_ops(name, counted_on),
                 sigma_override=sigma_override,
             ) or _from_peak(workload, cluster, precision, flops, layout, sigma_override)
     if calibration.precision != precision and given:
@@ -253,9 +265,10 @@ def calibrate(
     return Setup(workload=workload, cluster=cluster, calibration=calibration, layout=layout)
 
 
-def _builtin_ops(workload: str) -> int | None:
-    """Operators of one forward + backward of a built-in workload (a user's may not build)."""
-    return cached_layout(workload, None).ops_per_step if is_builtin(workload) else None
+def _builtin_ops(workload: str, device: str) -> int | None:
+    """Operators of one forward + backward of a built-in workload on `device` (a user's
+    workload may not build here)."""
+    return cached_layout(workload, None, device).ops_per_step if is_builtin(workload) else None
 
 
 def _from_peak(
