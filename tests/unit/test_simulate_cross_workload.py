@@ -50,6 +50,9 @@ def test_other_workloads_runs_predict_a_workload_that_never_ran(tmp_path) -> Non
         # Another precision and a two-worker run: not the device's serial fp32 steps.
         add_measured_run(store, run_id(7), workload="mnist-dbn", step_s=9.0, precision="bf16")
         add_measured_run(store, run_id(8), workload="mnist-dbn", step_s=9.0, workers=2)
+        # A run on a busy machine: its step is its neighbours' too.
+        add_measured_run(store, run_id(9), workload="mnist-dbn", step_s=9.0)
+        assert store.add_to_summary(run_id(9), {"contention": {"verdict": "busy"}})
         cluster = resolve_cluster("local", store, device="cpu", threads_per_worker=1, env=MACHINE)
         runs = store.list_runs(status="completed")
         cal = calibrate_from_other_workloads(

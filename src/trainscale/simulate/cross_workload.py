@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from trainscale.metrics import stats
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.store import RunRecord
 from trainscale.simulate.calibrate import (
@@ -91,13 +92,16 @@ def fitting_runs(
     records: Iterable[RunRecord], workload: str, device: DeviceSpec, precision: str
 ) -> list[RunRecord]:
     """Serial, measured runs of workloads other than `workload` on `device` at
-    `precision` with their FLOPs recorded; on a CPU, with the cores of a `device` worker."""
+    `precision` with their FLOPs recorded, not busy (the busy rule, `metrics.run_flags`); on
+    a CPU, with the cores of a `device` worker."""
     chosen = []
     for record in records:
         if record.workload == workload:
             continue
         flops = record.summary.get("flops_per_sample")
         if not is_measured(record) or not (isinstance(flops, (int, float)) and flops > 0):
+            continue
+        if ran_busy(record.summary):  # its step is its neighbours' as much as the device's
             continue
         if (record.world_size or 1) != 1 or int(record.config.get("grad_accum") or 1) != 1:
             continue
@@ -149,12 +153,16 @@ def calibrate_from_other_workloads(
         sigma = sigma_override
     else:
         sigma = stats.median(sigmas) if sigmas else DEFAULT_SIGMA
-    effective = 1 / rates.seconds_per_flop / 1e12 if rates.seconds_per_flop else math.inf
+    flop_rate = (
+        f"FLOPs at {1 / rates.seconds_per_flop / 1e12:.3g} TFLOP/s"
+        if rates.seconds_per_flop
+        else "no cost per FLOP (the runs' steps are all per-operator cost)"
+    )
     note = (
         f"no run of {workload} on this device: calibrated on {len(used)} run(s) of "
         f"{', '.join(workloads)}, {rates.seconds_per_op * 1e6:.3g} us per operator x "
-        f"{ops_per_step} operators + FLOPs at {effective:.3g} TFLOP/s (worst misfit of the "
-        f"fitting runs {rates.worst_misfit:.0%})"
+        f"{ops_per_step} operators + {flop_rate} (worst misfit of the fitting runs "
+        f"{rates.worst_misfit:.0%})"
     )
     return Calibration(
         workload=workload,
