@@ -14,35 +14,42 @@ from trainscale.simulate.setup import calibrate, resolve_cluster
 
 from tests.helpers.simulate import MACHINE, add_measured_run, run_id
 
-PER_OP, PER_FLOP = 20e-6, 1 / 50e12  # a launch-bound GPU: 20 us an operator, 50 TFLOP/s
+# A launch-bound GPU: 1 ms a step, 20 us an operator, 50 TFLOP/s.
+PER_STEP, PER_OP, PER_FLOP = 1e-3, 20e-6, 1 / 50e12
 
 
 def _step(ops: int, flops_per_sample: int, batch: int) -> float:
-    return PER_OP * ops + PER_FLOP * flops_per_sample * batch
+    return PER_STEP + PER_OP * ops + PER_FLOP * flops_per_sample * batch
 
 
 def test_the_rates_are_recovered_from_steps_they_made() -> None:
-    points = [(o, f, PER_OP * o + PER_FLOP * f) for o, f in [(160, 3e9), (1177, 7e10), (90, 2e11)]]
-    rates = fit_step_rates(points)
-    assert rates.seconds_per_op == pytest.approx(PER_OP)
-    assert rates.seconds_per_flop == pytest.approx(PER_FLOP)
+    counts = [(160, 3e9), (1177, 7e10), (90, 2e11), (30, 1e9)]
+    rates = fit_step_rates([(o, f, PER_STEP + PER_OP * o + PER_FLOP * f) for o, f in counts])
+    assert rates.seconds_per_step == pytest.approx(PER_STEP, rel=1e-6)
+    assert rates.seconds_per_op == pytest.approx(PER_OP, rel=1e-6)
+    assert rates.seconds_per_flop == pytest.approx(PER_FLOP, rel=1e-6)
     assert rates.worst_misfit == pytest.approx(0, abs=1e-9)
-    assert rates.step_s(500, 1e10) == pytest.approx(PER_OP * 500 + PER_FLOP * 1e10)
+    assert rates.step_s(500, 1e10) == pytest.approx(_step(500, 10**10, 1))
 
 
 def test_a_rate_the_runs_would_make_negative_is_zero_instead() -> None:
-    # Steps that fall as FLOPs grow: the two-rate solution has k < 0; one rate fits instead.
-    rates = fit_step_rates([(100, 1e9, 3e-3), (100, 1e12, 2e-3)])
-    assert rates.seconds_per_op > 0 and rates.seconds_per_flop == 0
+    # Steps that fall as FLOPs grow: an unconstrained fit gives FLOPs a negative cost.
+    rates = fit_step_rates([(100, 1e9, 3e-3), (100, 1e12, 2e-3), (200, 1e9, 5e-3)])
+    assert rates.seconds_per_flop == 0 and rates.seconds_per_op > 0
     with pytest.raises(ValueError):
         fit_step_rates([(100, 1e9, 0.0)])
 
 
 def test_other_workloads_runs_predict_a_workload_that_never_ran(tmp_path) -> None:
-    ops = {"mnist-cnn": 33, "mnist-dbn": 26, "tweets-text": 71}
-    flops = {"mnist-cnn": 71_565_312, "mnist-dbn": 6_000_000, "tweets-text": 20_000_000}
+    ops = {"mnist-cnn": 33, "mnist-dbn": 26, "cifar10-resnet44": 451, "tweets-text": 71}
+    flops = {
+        "mnist-cnn": 71_565_312,
+        "mnist-dbn": 6_000_000,
+        "cifar10-resnet44": 582_160_128,
+        "tweets-text": 20_000_000,
+    }
     with RunStore(tmp_path / "s.db") as store:
-        for n, name in enumerate(("mnist-cnn", "mnist-dbn")):
+        for n, name in enumerate(("mnist-cnn", "mnist-dbn", "cifar10-resnet44")):
             step = _step(ops[name], flops[name], 64)
             add_measured_run(
                 store, run_id(n), workload=name, step_s=step, flops_per_sample=flops[name]
@@ -66,15 +73,15 @@ def test_other_workloads_runs_predict_a_workload_that_never_ran(tmp_path) -> Non
             ops_of=ops.get,
         )
         assert cal is not None and cal.source == "workloads"
-        assert set(cal.run_ids) == {run_id(0), run_id(1)}
-        assert cal.compute_s(64) == pytest.approx(_step(71, flops["tweets-text"], 64))
-        assert "mnist-cnn, mnist-dbn" in cal.notes[0]
-        # One other workload fixes neither rate: no calibration, the peak path decides.
-        only_one = [r for r in runs if r.workload == "mnist-cnn"]
+        assert set(cal.run_ids) == {run_id(0), run_id(1), run_id(2)}
+        assert cal.compute_s(64) == pytest.approx(_step(71, flops["tweets-text"], 64), rel=1e-4)
+        assert "cifar10-resnet44, mnist-cnn, mnist-dbn" in cal.notes[0]
+        # Two other workloads fix three rates only along a line: the peak path decides.
+        only_two = [r for r in runs if r.workload in ("mnist-cnn", "mnist-dbn")]
         assert (
             calibrate_from_other_workloads(
                 "tweets-text",
-                only_one,
+                only_two,
                 cluster.device,
                 "fp32",
                 ops_per_step=71,
@@ -91,6 +98,9 @@ def test_simulate_calibrates_from_other_workloads_before_any_peak(tmp_path) -> N
         add_measured_run(store, run_id(0), workload="mnist-cnn", step_s=0.02)
         add_measured_run(
             store, run_id(1), workload="mnist-dbn", step_s=0.01, flops_per_sample=10**7
+        )
+        add_measured_run(
+            store, run_id(2), workload="cifar10-resnet44", step_s=0.2, flops_per_sample=6 * 10**8
         )
         cluster = resolve_cluster("local", store, device="cpu", threads_per_worker=1, env=MACHINE)
         setup = calibrate("tweets-text", cluster, store, precision="fp32")

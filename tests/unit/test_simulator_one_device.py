@@ -16,8 +16,13 @@ from trainscale.simulate.setup import cached_layout
 from tests.helpers.simulate import MACHINE, add_measured_run, run_id
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "simulator_one_device.py"
-PER_OP, PER_FLOP = 30e-6, 1 / 2e11
-FLOPS = {"mnist-cnn": 71_565_312, "mnist-dbn": 6_000_000, "tweets-text": 20_000_000}
+PER_STEP, PER_OP, PER_FLOP = 2e-3, 30e-6, 1 / 2e11
+FLOPS = {
+    "cifar10-resnet44": 582_160_128,
+    "mnist-cnn": 71_565_312,
+    "mnist-dbn": 6_000_000,
+    "tweets-text": 20_000_000,
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,7 @@ def test_each_workload_is_predicted_from_the_others_alone(script, tmp_path: Path
     with RunStore(tmp_path / "s.db") as store:
         for n, (name, flops) in enumerate(FLOPS.items()):
             ops = cached_layout(name, None, "cpu").ops_per_step
-            step = PER_OP * ops + PER_FLOP * flops * 64
+            step = PER_STEP + PER_OP * ops + PER_FLOP * flops * 64
             add_measured_run(
                 store, run_id(n), workload=name, step_s=step, flops_per_sample=flops, env=MACHINE
             )

@@ -1,19 +1,20 @@
 """Calibrating a workload that has not run on a device from the workloads that have.
 
-A training step is a fixed cost per dispatched operator (Python, autograd, the dispatcher,
-a kernel launch) plus its arithmetic. On a fast GPU at the reference workloads' batches the
-first dominates: their H200 steps took 3-22 ms where their FLOPs needed well under one, so
-a FLOP-only prediction is off by 98%. Fitting the two rates to the serial runs of other
-workloads on the device,
+A training step is a fixed cost per step (the loop's bookkeeping), a fixed cost per
+dispatched operator (Python, autograd, the dispatcher, a kernel launch) and its arithmetic.
+On a fast GPU at the reference workloads' batches the fixed costs dominate: their H200 steps
+took 3-22 ms where their FLOPs needed well under one, so a FLOP-only prediction is off by
+98%. Fitting the three rates to the serial runs of other workloads on the device,
 
-    step ~ c x operators (one forward + backward, as `buckets.workload_layout` counts them)
-         + k x FLOPs per step (FLOPs per sample x batch),
+    step ~ a + c x operators (one forward + backward, as `buckets.workload_layout` counts
+               them on the device) + k x FLOPs per step (FLOPs per sample x batch),
 
 and applying them to the workload's own counts predicts its step before it ever runs there:
 the held-out check of the simulator on one GPU, and a calibrated answer for a user who has
 run some workloads on a machine and asks about another. The fit is least squares on the
-relative error (a 3 ms step and a 300 ms step count alike), with c, k >= 0. The optimizer's
-and the data's share of the step are carried by c and k as they are in the fitting runs.
+relative error (a 3 ms step and a 300 ms step count alike), every rate >= 0. The
+optimizer's and the data's share of the step are carried by the rates as they are in the
+fitting runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import nnls
 
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import ran_busy
@@ -38,54 +42,43 @@ from trainscale.simulate.calibrate import (
 from trainscale.simulate.cluster import DeviceSpec
 from trainscale.simulate.stragglers import DEFAULT_SIGMA
 
-MIN_WORKLOADS = 2
-"""Two rates need two workloads at least; one would fix c and k only along one line."""
+MIN_WORKLOADS = 3
+"""Three rates need three workloads at least: two would fix them only along a line."""
 
 
 @dataclass(frozen=True)
 class StepRates:
     """The fitted rates and how well they describe the runs they were fitted to."""
 
+    seconds_per_step: float
+    """What every step costs whatever the model: the loop's own bookkeeping."""
     seconds_per_op: float
     seconds_per_flop: float
     worst_misfit: float
     """The largest relative error among the fitting runs."""
 
     def step_s(self, ops: float, flops_per_step: float) -> float:
-        return self.seconds_per_op * ops + self.seconds_per_flop * flops_per_step
+        return (
+            self.seconds_per_step
+            + self.seconds_per_op * ops
+            + self.seconds_per_flop * flops_per_step
+        )
 
 
 def fit_step_rates(points: Sequence[tuple[float, float, float]]) -> StepRates:
-    """Rates (c, k) >= 0 minimising the squared relative error of c x ops + k x flops over
-    (ops, flops per step, measured step seconds) points.
-
-    With a = ops / step and b = flops / step the error is c a + k b - 1, so the normal
-    equations are a 2 x 2 system; where its solution is negative (or it is singular) the
-    better of the two one-rate fits is taken. Written out because it is two unknowns: a
-    solver library would add a dependency for four lines of algebra.
-    """
+    """Rates >= 0 minimising the squared relative error of `per step + per op x ops + per
+    FLOP x flops` over (ops, flops per step, measured step seconds) points, by SciPy's
+    non-negative least squares (the columns scaled to 1 first: FLOPs run to 1e12, steps
+    to 1). Fewer points than rates leave a rate at 0 rather than guess it."""
     if not points or any(not (t > 0) or o < 0 or f < 0 for o, f, t in points):
         raise ValueError("points need ops >= 0, flops >= 0 and a positive step time")
-    a = [o / t for o, _, t in points]
-    b = [f / t for _, f, t in points]
-    saa, sbb = sum(x * x for x in a), sum(y * y for y in b)
-    sab = sum(x * y for x, y in zip(a, b, strict=True))
-    sa, sb = sum(a), sum(b)
-    candidates = []
-    det = saa * sbb - sab * sab
-    if det > 1e-12 * max(saa * sbb, 1e-300):
-        c = (sa * sbb - sb * sab) / det
-        k = (sb * saa - sa * sab) / det
-        if c >= 0 and k >= 0:
-            candidates.append((c, k))
-    if not candidates:
-        candidates = [(sa / saa if saa else 0.0, 0.0), (0.0, sb / sbb if sbb else 0.0)]
-
-    def misfits(rates: tuple[float, float]) -> list[float]:
-        return [rates[0] * x + rates[1] * y - 1 for x, y in zip(a, b, strict=True)]
-
-    c, k = min(candidates, key=lambda r: sum(e * e for e in misfits(r)))
-    return StepRates(c, k, max(abs(e) for e in misfits((c, k))))
+    design = np.array([[1.0 / t, o / t, f / t] for o, f, t in points])
+    scale = design.max(axis=0)
+    scale[scale == 0] = 1.0
+    scaled, _ = nnls(design / scale, np.ones(len(points)))
+    per_step, per_op, per_flop = (float(x) for x in scaled / scale)
+    misfit = design @ np.array([per_step, per_op, per_flop]) - 1.0
+    return StepRates(per_step, per_op, per_flop, float(np.max(np.abs(misfit))))
 
 
 def fitting_runs(
@@ -160,9 +153,9 @@ def calibrate_from_other_workloads(
     )
     note = (
         f"no run of {workload} on this device: calibrated on {len(used)} run(s) of "
-        f"{', '.join(workloads)}, {rates.seconds_per_op * 1e6:.3g} us per operator x "
-        f"{ops_per_step} operators + {flop_rate} (worst misfit of the fitting runs "
-        f"{rates.worst_misfit:.0%})"
+        f"{', '.join(workloads)}: {rates.seconds_per_step * 1e3:.3g} ms a step + "
+        f"{rates.seconds_per_op * 1e6:.3g} us per operator x {ops_per_step} operators + "
+        f"{flop_rate} (worst misfit of the fitting runs {rates.worst_misfit:.0%})"
     )
     return Calibration(
         workload=workload,
@@ -170,7 +163,7 @@ def calibrate_from_other_workloads(
         device_name=device.name,
         precision=precision,
         source="workloads",
-        compute_fixed_s=rates.seconds_per_op * ops_per_step,
+        compute_fixed_s=rates.seconds_per_step + rates.seconds_per_op * ops_per_step,
         compute_s_per_sample=rates.seconds_per_flop * flops_per_sample,
         backward_share=DEFAULT_BACKWARD_SHARE,
         optimizer_s=0.0,
