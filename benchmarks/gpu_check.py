@@ -14,6 +14,9 @@ most important first, each under its own time cap and skipped once the budget is
   (after the timed steps, which need a quiet machine);
 - bench: `trainscale bench --quick` of mnist-cnn, CPU rungs and GPU rungs in the same
   rounds (the GPU verdict line); on 16 cores a round takes about 3 minutes;
+- platforms: the platform study's GPU rows (benchmarks/platforms_gpu.toml: mnist-cnn,
+  mnist-dbn, imdb-bilstm, imdb-bigru on real data to their targets; needs --mnist and
+  --imdb in one folder);
 - workloads: each workload's default recipe on the GPU and on the CPU (one process, every
   core), a short synthetic run each: samples per second side by side; then the simulator's
   prediction of each GPU step without that workload's runs (benchmarks/simulator_one_device.py:
@@ -58,8 +61,9 @@ class Step:
     argv: list[str]
 
 
-def plan(out: Path, mnist: Path | None, steps_dir: Path) -> list[Step]:
-    """The steps in the order they run."""
+def plan(out: Path, mnist: Path | None, steps_dir: Path, imdb: Path | None = None) -> list[Step]:
+    """The steps in the order they run (the platform study's GPU rows only with both MNIST
+    and IMDB at hand, found in one data folder)."""
     py = sys.executable
     ts = [py, "-m", "trainscale"]
     store = ["--store", str(out / "trainscale.db")]
@@ -202,6 +206,25 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path) -> list[Step]:
             ],
         )
     )
+    if mnist is not None and imdb is not None:
+        # Both in one folder, where the product's data search finds them by name.
+        data = ["env", f"TRAINSCALE_DATA_DIR={mnist.parent}"]
+        steps.append(
+            Step(
+                "platforms",
+                "platforms_gpu",
+                300,
+                [
+                    *data,
+                    *ts,
+                    "sweep",
+                    "benchmarks/platforms_gpu.toml",
+                    *store,
+                    "--report",
+                    str(steps_dir / "platforms_gpu_report"),
+                ],
+            )
+        )
     return steps
 
 
@@ -310,6 +333,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated groups to run")
     parser.add_argument("--mnist", type=Path, default=None, help="a folder with MNIST files")
     parser.add_argument(
+        "--imdb", type=Path, default=None, help="a folder with aclImdb/, beside --mnist's"
+    )
+    parser.add_argument(
         "--steps-dir", type=Path, default=None, help="where steps write (default: a temp dir)"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the steps only")
@@ -317,7 +343,11 @@ def main() -> int:
     steps_dir = args.steps_dir or Path(tempfile.mkdtemp(prefix="gpu-check-steps-"))
     steps_dir.mkdir(parents=True, exist_ok=True)
     groups = {g for g in args.only.split(",") if g}
-    steps = [s for s in plan(args.out, args.mnist, steps_dir) if not groups or s.group in groups]
+    steps = [
+        s
+        for s in plan(args.out, args.mnist, steps_dir, args.imdb)
+        if not groups or s.group in groups
+    ]
     if args.dry_run:
         for step in steps:
             print(f"[{step.group}] {step.name} (cap {step.cap_s}s): {shlex.join(step.argv)}")

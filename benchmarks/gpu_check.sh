@@ -4,8 +4,8 @@
 #   bash benchmarks/gpu_check.sh [RESULTS_DIR] [gpu_check.py options...]
 #
 # Needs nothing from the network. Python packages the image lacks (pydantic and the packages
-# it needs) come as wheels in .whl/ beside this checkout; real MNIST, if wanted, as IDX files
-# in .gpudata/mnist/. The project runs from src/ (no build: the image's setuptools may be
+# it needs) come as wheels in .whl/ beside this checkout; real MNIST and IMDB, if wanted, in
+# .gpudata/ (below). The project runs from src/ (no build: the image's setuptools may be
 # older than the project's build needs). Results go to RESULTS_DIR (default: $OUT, else
 # ./gpu-check): results.jsonl, trainscale.db, the benchmarks' JSON, steps.tar (each step's
 # output files), check.log: eight files at most.
@@ -23,11 +23,22 @@ else
     export PYTHONPATH="$PWD/src"
 fi
 export PYTHONUNBUFFERED=1
-MNIST=()
-[ -d .gpudata/mnist ] && MNIST=(--mnist "$PWD/.gpudata/mnist")
+# Real data in one folder, where the product's data search finds each set by name: MNIST
+# as IDX files in .gpudata/mnist/, IMDB as .gpudata/imdb.tar.gz (imdb/aclImdb/..., about
+# 25 MB: the tree itself is 50,000 small files).
+DATA=/tmp/gpudata
+mkdir -p "$DATA"
+DATA_ARGS=()
+if [ -d .gpudata/mnist ]; then
+    ln -sfn "$PWD/.gpudata/mnist" "$DATA/mnist"
+    DATA_ARGS+=(--mnist "$DATA/mnist")
+fi
+if [ -f .gpudata/imdb.tar.gz ] && tar -xzf .gpudata/imdb.tar.gz -C "$DATA"; then
+    DATA_ARGS+=(--imdb "$DATA/imdb")
+fi
 "$PY" -c "import trainscale.cli, pydantic, torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())" || exit 1
 # Everything is written into RESULTS as each step ends (its output files appended to
 # steps.tar), so a check stopped at a time limit still leaves what it measured.
-"$PY" benchmarks/gpu_check.py --out "$RESULTS" "${MNIST[@]}" "$@" \
+"$PY" benchmarks/gpu_check.py --out "$RESULTS" "${DATA_ARGS[@]}" "$@" \
     2>&1 | tee "$RESULTS/check.log"
 

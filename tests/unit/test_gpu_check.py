@@ -82,6 +82,18 @@ def test_the_plan_puts_the_timed_steps_before_the_tests(gpu_check, tmp_path):
     assert {f"cuda_{w}" for w in gpu_check.WORKLOADS} <= set(names)
     without_mnist = [s.name for s in gpu_check.plan(tmp_path, None, tmp_path / "steps")]
     assert "mnist_time_to_99" not in without_mnist
+    # The held-out simulator check sees the workloads' short GPU runs, not the study's.
+    assert names.index("cuda_imdb-bigru") < names.index("simulator_one_device")
+    assert "platforms_gpu" not in names  # no IMDB given
+
+
+def test_the_platform_studys_gpu_rows_need_both_datasets_in_one_folder(gpu_check, tmp_path):
+    steps = gpu_check.plan(tmp_path, tmp_path / "mnist", tmp_path / "steps", tmp_path / "imdb")
+    names = [s.name for s in steps]
+    assert names[-1] == "platforms_gpu"
+    study = steps[-1]
+    assert study.argv[:2] == ["env", f"TRAINSCALE_DATA_DIR={tmp_path}"]
+    assert "benchmarks/platforms_gpu.toml" in study.argv
 
 
 def test_every_step_s_files_come_back_in_one_tar_as_each_step_ends(gpu_check, tmp_path):
