@@ -11,8 +11,7 @@ from trainscale.cli.values import names, parsed_list, whole_numbers
 from trainscale.errors import ConfigError
 from trainscale.probe.run import MAX_REPEATS, parse_bytes
 
-BYTE_SIZES = parsed_list(parse_bytes, ConfigError)
-"""Byte sizes separated by commas: 4K,64K,1M."""
+BYTE_SIZES = parsed_list(parse_bytes, ConfigError)  # byte sizes by commas: 4K,64K,1M
 
 EPILOG = """\
 examples:
@@ -21,9 +20,8 @@ examples:
   trainscale probe --device cpu --threads 4 --only matmul
   trainscale probe --device cuda --workers 8 --only allreduce --json
 
-Stores one row per measurement; runs' MFU is then also given against the matmul figure
-(mfu_vs_probe), and `simulate --cluster local` predicts from it without a run. See
-docs/hardware.md.
+Stores one row per measurement: runs' MFU is also given against the matmul figure, and
+`simulate --cluster local` predicts from both without a run (docs/hardware.md).
 """
 
 
@@ -31,9 +29,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register `trainscale probe`."""
     parser = subparsers.add_parser(
         "probe",
-        help="measure matmul FLOP/s, host-device and all-reduce bandwidth here, and store them",
+        help="measure matmul FLOP/s, per-operator cost, host-device and all-reduce here; store",
         description=(
             "Measure what this machine achieves: square matmuls per precision (best of N), "
+            "the cost of one operator in a training step of negligible arithmetic, "
             "host-to-device and device-to-host copies (CUDA, pinned memory), and all-reduce "
             "time over message sizes between worker processes (gloo on the CPU, NCCL on "
             "GPUs) with bus bandwidth and a fitted latency (alpha) and inverse bandwidth "
