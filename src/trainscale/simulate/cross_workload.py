@@ -58,6 +58,7 @@ class StepRates:
     """The largest relative error among the fitting runs."""
 
     def step_s(self, ops: float, flops_per_step: float) -> float:
+        """The step these rates give a workload of `ops` operators and `flops_per_step`."""
         return (
             self.seconds_per_step
             + self.seconds_per_op * ops
@@ -69,7 +70,8 @@ def fit_step_rates(points: Sequence[tuple[float, float, float]]) -> StepRates:
     """Rates >= 0 minimising the squared relative error of `per step + per op x ops + per
     FLOP x flops` over (ops, flops per step, measured step seconds) points, by SciPy's
     non-negative least squares (the columns scaled to 1 first: FLOPs run to 1e12, steps
-    to 1). Fewer points than rates leave a rate at 0 rather than guess it."""
+    to 1). Fewer workloads than rates fit many solutions equally well, which is why a
+    calibration asks for MIN_WORKLOADS."""
     if not points or any(not (t > 0) or o < 0 or f < 0 for o, f, t in points):
         raise ValueError("points need ops >= 0, flops >= 0 and a positive step time")
     design = np.array([[1.0 / t, o / t, f / t] for o, f, t in points])
