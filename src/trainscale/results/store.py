@@ -221,7 +221,7 @@ class ProbeRecord:
     probe_id: str
     created_at: str
     kind: str
-    """'matmul', 'transfer' or 'allreduce'."""
+    """'matmul', 'dispatch', 'transfer' or 'allreduce'."""
     host: str | None
     device_type: str | None
     """'cpu' or 'cuda'."""
