@@ -77,6 +77,7 @@ def held_out(store: RunStore, device: str) -> list[dict[str, Any]]:
             "ops_counted_on": counted_on,
             "flops_per_sample": flops,
             "measured_step_s": measured,
+            "contention": (record.summary.get("contention") or {}).get("verdict"),
         }
         predictions = {}
         try:
@@ -112,6 +113,15 @@ def held_out(store: RunStore, device: str) -> list[dict[str, Any]]:
     return rows
 
 
+def machine_of(store_path: Path, device: str) -> dict[str, Any]:
+    """The machine the measured runs ran on, as their stored environment names it."""
+    with RunStore(store_path) as store:
+        runs = newest_serial_runs(store, device)
+    env = next(iter(runs.values())).env if runs else {}
+    keys = ("hostname", "cpu_model", "usable_cores", "bf16_native", "torch_version", "gpus")
+    return {key: env.get(key) for key in keys}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", required=True, type=Path)
@@ -123,7 +133,12 @@ def main() -> int:
         return 2
     with RunStore(args.store) as store:
         rows = held_out(store, args.device)
-    summary: dict[str, Any] = {"device": args.device, "by_workload": rows}
+    summary: dict[str, Any] = {
+        "command": " ".join(sys.argv),
+        "device": args.device,
+        "machine": machine_of(store_path=args.store, device=args.device),
+        "by_workload": rows,
+    }
     for kind in ("uncalibrated", "held_out"):
         errors = [abs(r[f"{kind}_relative_error"]) for r in rows if f"{kind}_step_s" in r]
         summary[f"{kind}_median_abs_error"] = statistics.median(errors) if errors else None
