@@ -199,6 +199,9 @@ def test_the_probe_plugs_in_as_the_intra_node_link():
     assert link.bandwidth_bytes_per_s == pytest.approx(1e9)
     assert "probe" in link.source
     assert probe_link(FakeStore([quick]), "sim-host", "cpu") is None
+    busy = FakeProbe({**real.result, "contention": {"verdict": "busy"}})
+    assert probe_link(FakeStore([busy, real]), "sim-host", "cpu").alpha_s == pytest.approx(5e-5)
+    assert probe_link(FakeStore([busy]), "sim-host", "cpu") is None
     assert probe_link(object(), "sim-host", "cpu") is None  # a store without probes
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import TrainscaleError
+from trainscale.hardware.contention import BUSY
 from trainscale.metrics import stats
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.store import RunRecord
@@ -572,9 +573,10 @@ def probe_link(
     """The intra-node link measured by `trainscale probe` on `host`, or None.
 
     This is where probe measurements plug in: the newest stored all-reduce probe of the
-    host and device type (quick probes, being smoke tests, are skipped). The probe fits the
-    whole collective, t(n) = A + B n at p processes; the link is what a ring of p ranks
-    needs to take that long (`link_from_allreduce_fit`).
+    host and device type (quick probes, being smoke tests, and busy ones, which measured
+    their neighbours too, are skipped). The probe fits the whole collective, t(n) = A + B n
+    at p processes; the link is what a ring of p ranks needs to take that long
+    (`link_from_allreduce_fit`).
     """
     lister = getattr(store, "list_probes", None)
     if lister is None or host is None:
@@ -587,7 +589,8 @@ def probe_link(
         result: Mapping[str, Any] = probe.result or {}
         alpha, beta = result.get("alpha_s"), result.get("beta_s_per_byte")
         ranks = int(result.get("workers") or probe.workers or 0)
-        if result.get("quick") or ranks < 2:
+        busy = (result.get("contention") or {}).get("verdict") == BUSY
+        if result.get("quick") or busy or ranks < 2:  # a smoke test, or its neighbours' too
             continue
         if not isinstance(alpha, (int, float)) or not isinstance(beta, (int, float)):
             continue
