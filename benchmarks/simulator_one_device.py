@@ -113,10 +113,9 @@ def held_out(store: RunStore, device: str) -> list[dict[str, Any]]:
     return rows
 
 
-def machine_of(store_path: Path, device: str) -> dict[str, Any]:
+def machine_of(store: RunStore, device: str) -> dict[str, Any]:
     """The machine the measured runs ran on, as their stored environment names it."""
-    with RunStore(store_path) as store:
-        runs = newest_serial_runs(store, device)
+    runs = newest_serial_runs(store, device)
     env = next(iter(runs.values())).env if runs else {}
     keys = ("hostname", "cpu_model", "usable_cores", "bf16_native", "torch_version", "gpus")
     return {key: env.get(key) for key in keys}
@@ -133,10 +132,11 @@ def main() -> int:
         return 2
     with RunStore(args.store) as store:
         rows = held_out(store, args.device)
+        machine = machine_of(store, args.device)
     summary: dict[str, Any] = {
         "command": " ".join(sys.argv),
         "device": args.device,
-        "machine": machine_of(store_path=args.store, device=args.device),
+        "machine": machine,
         "by_workload": rows,
     }
     for kind in ("uncalibrated", "held_out"):

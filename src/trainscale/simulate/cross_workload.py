@@ -128,8 +128,12 @@ def calibrate_from_other_workloads(
     None where fewer than MIN_WORKLOADS of them have runs and operator counts (`ops_of`)."""
     if not ops_per_step:
         return None
+    candidates = fitting_runs(records, workload, device, precision)
+    # Counting a workload's operators builds and runs its model: not for a fit that cannot be.
+    if len({r.workload for r in candidates}) < MIN_WORKLOADS:
+        return None
     points, used = [], []
-    for record in fitting_runs(records, workload, device, precision):
+    for record in candidates:
         ops = ops_of(record.workload) if record.workload else None
         if not ops:
             continue
