@@ -47,6 +47,19 @@ def test_compile_is_timed_apart(tmp_path, capsys):
     assert result["device_warmup_s"] is None  # compilation's pass warmed the device up
 
 
+def test_cuda_graphs_train_with_their_recording_off_the_clock(tmp_path, capsys):
+    args = ["mnist-cnn", "--device", "cuda", "--global-batch-size", "512", *SYNTH]
+    graphs = run_json(
+        [*args, "--compile", "--compile-mode", "reduce-overhead"], tmp_path / "s.db", capsys
+    )
+    assert graphs["status"] == "completed"
+    assert graphs["config"]["compile_mode"] == "reduce-overhead"
+    assert graphs["compile_time_s"] > 0 and graphs["num_steps"] == 30
+    # The same samples and FLOPs a step as eager: the graphs replay the same work.
+    eager = run_json(args, tmp_path / "s.db", capsys)
+    assert graphs["flops_per_sample"] == eager["flops_per_sample"]
+
+
 def test_an_eager_gpu_run_warms_the_device_up_off_the_clock(tmp_path, capsys):
     result = run_json(["mnist-cnn", "--device", "cuda", *SYNTH], tmp_path / "s.db", capsys)
     assert result["device_warmup_s"] > 0

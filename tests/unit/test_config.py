@@ -26,6 +26,8 @@ from trainscale.workloads import get_workload
         ({"batch_size": 8, "global_batch_size": 16}, "not both"),
         ({"workers": 3, "global_batch_size": 16, "allow_oversubscribe": True}, "divisible"),
         ({"threads_per_worker": "many"}, "--threads-per-worker"),
+        ({"compile": True, "compile_mode": "turbo"}, "--compile-mode"),
+        ({"compile_mode": "reduce-overhead"}, "--compile-mode reduce-overhead is a mode of"),
     ],
 )
 def test_invalid_options_name_the_option(changes, fragment):

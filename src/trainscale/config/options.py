@@ -33,6 +33,7 @@ PrecisionRequest = Literal["auto", "fp32", "bf16", "fp16"]
 LrScaling = Literal["none", "linear", "sqrt"]
 Optimizer = Literal["sgd", "adam", "adamw"]
 Schedule = Literal["constant", "onecycle", "cosine", "step"]
+CompileMode = Literal["default", "reduce-overhead", "max-autotune"]
 Framework = Literal["pytorch", "tensorflow", "jax"]
 
 THREADS_TORCH_DEFAULT = "torch-default"
@@ -256,6 +257,11 @@ class OptimisationOptions:
     = autocast to bfloat16; fp16 = autocast to float16 with loss scaling (GPU only)"""
     compile: bool = option(False)
     """torch.compile the model (compilation is timed apart, off the training clock)"""
+    compile_mode: CompileMode = option("default")
+    """torch.compile's mode, with --compile: reduce-overhead also replays each step's forward
+    and backward as CUDA graphs, one launch for dozens of kernels (for steps the GPU's host
+    launches slower than the GPU runs them); max-autotune also tunes each kernel (long
+    compiles). On a CPU every mode compiles as default does"""
     epochs: float | None = option(None, exclusive="length")
     """epochs, > 0, fractions allowed (default: the workload's recipe)"""
     steps: int | None = option(None, exclusive="length")
@@ -272,6 +278,10 @@ class OptimisationOptions:
         check_positive("steps", self.steps, integer=True)
         if self.batch_size is not None and self.global_batch_size is not None:
             raise ConfigError("give --batch-size (per worker) or --global-batch-size, not both")
+        if self.compile_mode != "default" and not self.compile:
+            raise ConfigError(
+                f"--compile-mode {self.compile_mode} is a mode of --compile: give both"
+            )
         if self.warmup_fraction is not None and not 0 <= self.warmup_fraction < 1:
             raise ConfigError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction!r}")
         if self.weight_decay is not None and not (
@@ -540,6 +550,8 @@ class OptimisationConfig:
     precision_reason: str | None = option(None, setting=False)
     """Why the run trains in `precision` ('auto: this CPU computes bf16 natively ...');
     None for runs stored before the choice was recorded. Not a setting: the precision is."""
+    compile_mode: CompileMode = option("default")
+    """torch.compile's mode when `compile` (runs stored before it compiled in the default)."""
 
 
 _SETTINGS_FROM_BEFORE: dict[str, Any] = {
@@ -547,6 +559,7 @@ _SETTINGS_FROM_BEFORE: dict[str, Any] = {
     "framework": "pytorch",
     "single_process": False,
     "stop_at_target": False,
+    "compile_mode": "default",
 }
 """Settings added after runs were stored, with the value every earlier run had: left out of
 `RunConfig.settings_hash` at that value, so earlier runs keep their hashes."""

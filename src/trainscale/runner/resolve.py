@@ -227,6 +227,7 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
         label_smoothing=recipe.label_smoothing,
         precision=choice.precision,
         compile=opt.compile,
+        compile_mode=opt.compile_mode,
         epochs=opt.epochs if opt.epochs is not None else recipe.epochs,
         steps=opt.steps,
         seed=opt.seed,

@@ -124,9 +124,16 @@ def prepare_model(
     model = strategy.wrap(model)
     compile_s = None
     if config.optimisation.compile:
-        batch = config.optimisation.batch_size
+        # The shape a step's forward sees (a micro-batch): another would recompile on the clock.
+        micro = config.optimisation.batch_size // config.parallel.grad_accum
         model, compile_s = compile_model(
-            model, train_x[:batch], data.train_y[:batch], workload, precision, device
+            model,
+            train_x[:micro],
+            data.train_y[:micro],
+            workload,
+            precision,
+            device,
+            config.optimisation.compile_mode,
         )
     return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s, warmup_s)
 

@@ -18,6 +18,7 @@ from torch import nn
 from trainscale.config.options import RunConfig
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.breakdown import Breakdown, timed_allreduce_hook
+from trainscale.train.compile import mark_cuda_graph_step
 from trainscale.train.faults import FaultInjector
 from trainscale.train.loop import StepInput, StepRules
 from trainscale.train.plan import StepPlan
@@ -72,6 +73,7 @@ class TrainStep:
         x, y = given.draw()
         if breakdown:
             breakdown.mark("data")
+        mark_cuda_graph_step(self.config.optimisation.compile_mode, self.device)
         self.optimizer.zero_grad(set_to_none=True)
         step_loss: torch.Tensor | None = None
         micro = self.micro
