@@ -109,10 +109,12 @@ def prepare_model(
         model, *flops_batch(workload, data, train_x), workload
     )
     precision = config.optimisation.precision
+    # The warm-up and compilation passes take one micro-batch, the shape a step's forward
+    # sees (compiling another would recompile on the clock).
+    micro = config.optimisation.batch_size // config.parallel.grad_accum
     warmup_s = None
     if not config.optimisation.compile:  # compilation's own pass warms the device up
-        # One micro-batch, as a step computes; on the bare model: no all-reduce is warmed.
-        micro = config.optimisation.batch_size // config.parallel.grad_accum
+        # On the bare model: no all-reduce is warmed.
         warmup_s = warm_up_device(
             model, train_x[:micro], data.train_y[:micro], workload, precision, device
         )
@@ -124,8 +126,6 @@ def prepare_model(
     model = strategy.wrap(model)
     compile_s = None
     if config.optimisation.compile:
-        # The shape a step's forward sees (a micro-batch): another would recompile on the clock.
-        micro = config.optimisation.batch_size // config.parallel.grad_accum
         model, compile_s = compile_model(
             model,
             train_x[:micro],
