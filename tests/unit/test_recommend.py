@@ -445,6 +445,7 @@ ROUND_TRIP = [
         workload="cifar10-resnet44",
         device="auto",
         compile=True,
+        compile_mode="reduce-overhead",
         bucket_cap_mb=50.0,
         grad_accum=2,
         breakdown_every=10,
