@@ -81,7 +81,16 @@ def test_the_plan_puts_the_timed_steps_before_the_tests(gpu_check, tmp_path):
     assert names.index("resnet_throughput") < names.index("tests_gpu")
     assert {f"cuda_{w}" for w in gpu_check.WORKLOADS} <= set(names)
     without_mnist = [s.name for s in gpu_check.plan(tmp_path, None, tmp_path / "steps")]
-    assert "mnist_time_to_99" not in without_mnist
+    assert "mnist_time_to_99" not in without_mnist and "mnist_profile" not in without_mnist
+    # The profiled run after the timed ones; its files land where the tar collects them.
+    assert names.index("mnist_time_to_99") < names.index("mnist_profile")
+    (profiled,) = [
+        s
+        for s in gpu_check.plan(tmp_path, tmp_path, tmp_path / "steps")
+        if s.name == "mnist_profile"
+    ]
+    at = profiled.argv.index("--profile")
+    assert profiled.argv[at + 1] == str(tmp_path / "steps")
     # The held-out simulator check sees the workloads' short GPU runs, not the study's.
     assert names.index("cuda_imdb-bigru") < names.index("simulator_one_device")
     assert "platforms_gpu" not in names  # no IMDB given

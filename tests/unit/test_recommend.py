@@ -440,6 +440,7 @@ ROUND_TRIP = [
         workload_options={"max_len": "200", "vocab": "a b"},
     ),
     RunOptions.of(workload="mnist-cnn", steps=90, warmup_steps_untimed=2, stop_at_target=True),
+    RunOptions.of(workload="mnist-cnn", profile="runs/prof 1", profile_steps=7),
     RunOptions.of(workload="mnist-cnn", framework="tensorflow", workers=2, single_process=True),
     RunOptions.of(
         workload="cifar10-resnet44",

@@ -37,6 +37,12 @@ def spec_of(**raw):
         ({"base": {"workload": "mnist-cnn", "lr": "fast"}}, "base.lr"),
         ({"base": {"steps": 3}}, "base.workload: missing"),
         ({"points": [{"workers": 2}], "grid": {"workers": [1]}}, "is also a grid axis"),
+        (
+            {"base": {"workload": "mnist-cnn", "profile": "p"}},
+            "base.profile: --profile records one",
+        ),
+        ({"grid": {"profile": ["p", "q"]}}, "grid.profile: --profile records one run"),
+        ({"points": [{}, {"profile": "p"}]}, "points[1].profile: --profile records one run"),
         ({"points": {"workers": 2}}, "points: must be an array of tables"),
         ({"skip_invalid": "yes"}, "skip_invalid: must be true or false"),
         ({"name": "  "}, "name: must be a non-empty string, got '  '"),

@@ -313,9 +313,17 @@ class MeasurementOptions:
     breakdown_every: int = option(25, metavar="N")
     """time data / forward / backward / optimizer / exposed communication on every N-th step
     after warm-up; 0 = never"""
+    profile: str | None = option(None, metavar="DIR", path=True)
+    """record PyTorch's profiler over the first --profile-steps steps into DIR: a trace per
+    worker (open it in ui.perfetto.dev), its operators by time and each step's time. The
+    profiler slows the steps it records: a profiled run is stored apart from unprofiled
+    ones (docs/methodology.md)"""
+    profile_steps: int = option(20, metavar="N")
+    """steps --profile records, from the first, >= 1"""
 
     def __post_init__(self) -> None:
         check_positive("eval-every", self.eval_every, integer=True)
+        check_positive("profile-steps", self.profile_steps, integer=True)
         if self.stop_at_target and not self.evaluate:
             raise ConfigError(
                 "--stop-at-target needs an accuracy to reach: it cannot go with --no-eval"
@@ -560,6 +568,8 @@ _SETTINGS_FROM_BEFORE: dict[str, Any] = {
     "single_process": False,
     "stop_at_target": False,
     "compile_mode": "default",
+    "profile": None,
+    "profile_steps": 20,
 }
 """Settings added after runs were stored, with the value every earlier run had: left out of
 `RunConfig.settings_hash` at that value, so earlier runs keep their hashes."""

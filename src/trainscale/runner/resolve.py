@@ -141,6 +141,7 @@ def check_framework(opts: RunOptions, device: str) -> None:
         ),
         "--grad-accum": (par.grad_accum != 1, "micro-batches are DDP's no_sync"),
         "--bucket-cap-mb": (par.bucket_cap_mb is not None, "buckets are DDP's"),
+        "--profile": (opts.measurement.profile is not None, "it records PyTorch's operators"),
     }
     for flag, (given, why) in torch_only.items():
         if given:
@@ -324,7 +325,21 @@ def prepare(opts: RunOptions, located: dict[tuple[Any, ...], Located] | None = N
     """
     config, size = locate_data(resolve(opts), located)
     check_capacity(config, size)
+    make_profile_dir(config.measurement.profile)
     return config
+
+
+def make_profile_dir(directory: str | None) -> None:
+    """Create `--profile`'s directory now, so a path that cannot be one fails in one line
+    before any worker starts rather than in every worker after training."""
+    if directory is None:
+        return
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(
+            f"--profile {directory}: cannot make it a directory ({error.strerror or error})"
+        ) from None
 
 
 def check_cpu_compiler() -> None:

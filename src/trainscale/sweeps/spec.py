@@ -184,6 +184,14 @@ class SweepFile(TomlFile):
     @model_validator(mode="after")
     def _across_keys(self) -> SweepFile:
         axes = self.grid.given()
+        tables = {"base": self.base.given(), "grid": axes}
+        tables.update({f"points[{i}]": point.given() for i, point in enumerate(self.points)})
+        for where, table in tables.items():
+            if "profile" in table:  # each run would write the same files over the last's
+                raise ValueError(
+                    f"{where}.profile: --profile records one run; profile a configuration "
+                    "with `trainscale run ... --profile DIR`"
+                )
         for index, point in enumerate(self.points):
             overlap = [key for key in point.given() if key in axes]
             if overlap:

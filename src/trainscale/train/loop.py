@@ -39,6 +39,7 @@ from trainscale.train.batches import WorkerBatches
 from trainscale.train.divergence import DivergenceWatch
 from trainscale.train.evaluate import evaluate
 from trainscale.train.plan import StepPlan
+from trainscale.train.profiling import EVALUATION_MARK, step_profiler
 from trainscale.train.progress import ProgressSink
 from trainscale.train.records import CurvePoint, EpochRecord, Evaluation
 from trainscale.train.summary import resolved_target
@@ -191,13 +192,17 @@ class _Loop:
         # keeping the loop (and the DDP model it holds) alive past the strategy's teardown
         # until a garbage collection at exit, where gloo's threads then abort the process.
         self.evaluator: Evaluator | None = None
+        self.profiled_step: Callable[[], None] = lambda: None
+        """Called after every step: the profiler's step boundary under `--profile`."""
 
     def run(self, label: str) -> LoopOutcome:
         self.progress.start(self.plan.total_steps, label)
-        for epoch in range(self.plan.num_epochs):
-            self._epoch(epoch)
-            if self.stopped_at_target:
-                break
+        device, rank = self.strategy.device, self.strategy.env.rank
+        with step_profiler(self.config.measurement, device, rank) as self.profiled_step:
+            for epoch in range(self.plan.num_epochs):
+                self._epoch(epoch)
+                if self.stopped_at_target:
+                    break
         self.progress.stop()
         model = self.stepper.finish()
         return LoopOutcome(
@@ -254,6 +259,7 @@ class _Loop:
                 boundary = self.clock.mark()
                 if self._stops_here():
                     break
+            self.profiled_step()  # a profiled step's span holds its evaluation, marked
         self._settle()
         epoch_train_s += sum(self.times.seconds[self.step - taken : self.step])
         self.epochs.append(
@@ -311,7 +317,8 @@ class _Loop:
         self._settle()
         t0 = time.perf_counter()
         score = self.evaluator or self._evaluate_torch
-        self.final = Evaluation(*score(self.stepper.eval_model()))
+        with torch.profiler.record_function(EVALUATION_MARK):
+            self.final = Evaluation(*score(self.stepper.eval_model()))
         # Ranks run in lock-step; the slowest one's clock is the run's clock at this point.
         clock_s = self.strategy.max_float(self.train_clock_s)
         self.curve.append(CurvePoint(clock_s, self.step, self.final.accuracy))
