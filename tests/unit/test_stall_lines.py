@@ -39,6 +39,12 @@ def test_run_summary_names_a_stall_with_both_steps():
     assert "stalls" not in format_result(_result())
 
 
+def test_run_summary_says_where_a_profiled_runs_files_are():
+    text = format_result(_result(config={"profile": "prof", "profile_steps": 20}))
+    assert text.endswith("\n  profiled: prof/rank*.{trace.json.gz,ops.txt,steps.txt}")
+    assert "profiled" not in format_result(_result(config={"profile": None}))
+
+
 def test_bench_table_notes_a_stalled_rung():
     ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
     rows = table_rows(

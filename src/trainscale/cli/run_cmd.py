@@ -101,8 +101,8 @@ def format_result(result: dict[str, Any]) -> str:
         if result.get("stopped_at_target"):  # the accuracy above is the stop's, not the recipe's
             steps = f"{result['num_steps']} of {result['planned_steps']} planned steps"
             lines.append(f"  stopped at the target (--stop-at-target) after {steps}")
-    if result.get("profile"):  # its times are the profiler's: say where its files are
-        lines.append(f"  profiled: {result['profile']}/rank*.{{trace.json.gz,ops.txt,steps.txt}}")
+    if profile := (result.get("config") or {}).get("profile"):  # where its files are
+        lines.append(f"  profiled: {profile}/rank*.{{trace.json.gz,ops.txt,steps.txt}}")
     return "\n".join(lines)
 
 
