@@ -68,8 +68,9 @@ def step_profiler(
     taken = [0]
 
     def step() -> None:
-        taken[0] += 1
-        profiler.step()
+        if taken[0] < measurement.profile_steps:  # past the window nothing is recorded
+            taken[0] += 1
+            profiler.step()
 
     # The first steps are the point (their one-off costs): no warm-up steps are skipped,
     # which the profiler warns against for steady-state figures.
