@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from torch.autograd import DeviceType
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
@@ -58,8 +59,11 @@ def test_without_the_option_nothing_is_profiled(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def _event(name: str, start_us: float, end_us: float) -> SimpleNamespace:
-    return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start_us, end=end_us))
+def _event(
+    name: str, start_us: float, end_us: float, device: DeviceType = DeviceType.CPU
+) -> SimpleNamespace:
+    span = SimpleNamespace(start=start_us, end=end_us)
+    return SimpleNamespace(name=name, time_range=span, device_type=device)
 
 
 def test_step_lines_give_each_steps_span_and_the_evaluation_inside_it():
@@ -68,6 +72,11 @@ def test_step_lines_give_each_steps_span_and_the_evaluation_inside_it():
         _event("ProfilerStep*", 0, 1_500),
         _event(EVALUATION_MARK, 2_100, 2_400),
         _event("aten::mm", 10, 20),
+        # On a GPU each annotation comes twice: the host's span and the device's (which may
+        # be longer, queued work included). Only the host's is the step's host time.
+        _event("ProfilerStep*", 40, 1_900, DeviceType.CUDA),
+        _event("ProfilerStep*", 2_010, 2_900, DeviceType.CUDA),
+        _event(EVALUATION_MARK, 2_110, 2_410, DeviceType.CUDA),
     ]
     assert step_lines(events) == (
         "ProfilerStep#0 (step 1): 1.500 ms\n"

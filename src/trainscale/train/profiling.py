@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 
 from trainscale.config.options import MeasurementOptions
@@ -89,12 +90,15 @@ def step_profiler(
 def step_lines(events: list, steps_taken: int | None = None) -> str:
     """A line per profiled step among profiler events, in order: its host time in
     milliseconds (the step's operators and launches and the loop's work after it) and, where
-    one ran inside it, the evaluation's share. The trace names the steps `ProfilerStep#N`,
+    one ran inside it, the evaluation's share (host spans only: on a GPU the profiler also
+    lists each annotation as the device saw it). The trace names the steps `ProfilerStep#N`,
     0-based (the run's step N + 1); its event list, `ProfilerStep*`. With `steps_taken`,
     only that many (the spans after them are no steps)."""
     steps: list[tuple[float, float]] = []
     evaluations: list[tuple[float, float]] = []
     for event in events:
+        if event.device_type != DeviceType.CPU:  # a GPU's copy of an annotation
+            continue
         span = (event.time_range.start, event.time_range.end)
         if event.name.startswith("ProfilerStep"):
             steps.append(span)
