@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainscale.train.setup import make_optimisation
+from trainscale.train.lr import make_optimisation
 
 from tests.helpers.tiny import tiny_config
 

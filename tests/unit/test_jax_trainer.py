@@ -23,7 +23,7 @@ from trainscale.frameworks.jax.trainer import train as jax_train  # noqa: E402
 from trainscale.parallel.distenv import DistEnv  # noqa: E402
 from trainscale.parallel.strategy import make_strategy  # noqa: E402
 from trainscale.runner.resolve import resolve  # noqa: E402
-from trainscale.train.setup import make_optimisation  # noqa: E402
+from trainscale.train.lr import make_optimisation  # noqa: E402
 from trainscale.train.trainer import train as torch_train  # noqa: E402
 from trainscale.workloads import get_workload  # noqa: E402
 

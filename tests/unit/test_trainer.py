@@ -203,14 +203,14 @@ def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monk
 
 
 def test_a_cpu_run_takes_no_device_warm_up_and_training_is_the_same_with_one(monkeypatch):
-    # A CUDA run takes one forward/backward before its first step, off the clock
+    # A CUDA run takes one throwaway training step before its first, off the clock
     # (train/warmup.py). Forced here on the CPU: it must not change what training does.
     import trainscale.train.setup as setup
-    from trainscale.train.warmup import timed_pass
+    from trainscale.train.warmup import warm_up_step
 
     plain, plain_state = _train_norm_drop()
     assert plain.summary["device_warmup_s"] is None
-    monkeypatch.setattr(setup, "warm_up_device", timed_pass)
+    monkeypatch.setattr(setup, "warm_up_device", warm_up_step)
     warmed, warmed_state = _train_norm_drop()
     assert warmed.summary["device_warmup_s"] > 0
     assert warmed.summary["train_time_s"] == pytest.approx(sum(warmed.step_times_s), rel=0.05)

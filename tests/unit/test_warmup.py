@@ -1,16 +1,30 @@
 """The passes a run takes before its first step, off the clock (train/warmup.py): they leave
-the model, its gradients and the random number generators as they were."""
+the model, its gradients and the random number generators as they were, and the warm-up
+step launches every operator a real step does (on a GPU, each one's first launch is the
+one-off cost it is there to pay)."""
 
 from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
+import trainscale.train.setup as setup
+from trainscale.config.options import RunOptions
+from trainscale.data.tensors import DataRequest
+from trainscale.parallel.distenv import DistEnv
+from trainscale.parallel.strategy import make_strategy
+from trainscale.runner.resolve import resolve
 from trainscale.train.compile import compile_model
-from trainscale.train.warmup import timed_pass, warm_up_device
+from trainscale.train.divergence import DivergenceWatch
+from trainscale.train.step import TrainStep
+from trainscale.train.trainer import train
+from trainscale.train.warmup import timed_pass, warm_up_device, warm_up_step
+from trainscale.workloads import get_workload
 
-from tests.helpers.tiny import NormDropNet, tiny_data, tiny_workload
+from tests.helpers.tiny import NormDropNet, tiny_config, tiny_data, tiny_workload
 
 
 def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -36,10 +50,95 @@ def test_the_warm_up_pass_is_timed_and_leaves_no_trace():
     _assert_untouched(model, before, rng)
 
 
-def test_a_cpu_run_takes_no_warm_up_pass():
-    model, data = NormDropNet(), tiny_data()
-    x, y = data.train_x[:8], data.train_y[:8]
-    assert warm_up_device(model, x, y, tiny_workload(), "fp32", torch.device("cpu")) is None
+def test_a_cpu_run_takes_no_warm_up_step():
+    model, data, config = NormDropNet(), tiny_data(), tiny_config()
+    strategy = make_strategy(config, DistEnv())
+    warmed = warm_up_device(model, data.train_x, data.train_y, tiny_workload(), config, strategy)
+    assert warmed is None
+
+
+def test_the_warm_up_step_is_timed_and_leaves_no_trace():
+    torch.manual_seed(0)
+    model = NormDropNet().train()
+    before, rng = _state(model), torch.get_rng_state()
+    data, config = tiny_data(), tiny_config().with_(label_smoothing=0.1)
+    strategy = make_strategy(config, DistEnv())
+    seconds = warm_up_step(model, data.train_x, data.train_y, tiny_workload(), config, strategy)
+    assert seconds > 0
+    _assert_untouched(model, before, rng)
+
+
+class _OperatorNames(TorchDispatchMode):
+    """The names of the aten operators run while it is active (`add_`, `index`, ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(
+    ("workload", "precision"),
+    [
+        ("mnist-cnn", "fp32"),  # adam, one-cycle, label smoothing
+        ("cifar10-resnet44", "bf16"),  # augmentation, momentum SGD, batch norm, autocast
+        ("imdb-bigru", "fp32"),  # embeddings, a recurrent layer, length bucketing
+    ],
+)
+def test_the_warm_up_step_runs_every_operator_a_training_step_runs(
+    monkeypatch, workload, precision
+):
+    # Forced on the CPU, the warm-up's operators are recorded; then those of the run's first
+    # step, from its batch draw to the loop's divergence watch. On a GPU any operator the
+    # warm-up misses pays its kernel's first launch on the clock (164 ms for the first step
+    # of mnist-cnn on an H200, when the warm-up was a forward and backward alone).
+    options = RunOptions.from_flat(
+        dict(
+            workload=workload,
+            data="synthetic",
+            steps=2,
+            global_batch_size=8,
+            threads_per_worker=1,
+            affinity="none",
+            allow_oversubscribe=True,
+            precision=precision,
+            warmup_steps_untimed=0,
+            evaluate=False,
+        )
+    )
+    config = resolve(options).with_(label_smoothing=0.1)
+    spec = get_workload(workload)
+    data = spec.make_synthetic(DataRequest(seed=0, max_train=64, max_test=8))
+    warm, step = _OperatorNames(), _OperatorNames()
+
+    def recorded_warm_up(*args):
+        with warm:
+            return warm_up_step(*args)
+
+    first_step = TrainStep.step
+    observe = DivergenceWatch.observe
+
+    recording = []
+
+    def step_recorded_once(self, given):
+        if given.index == 0:
+            recording.append(step.__enter__())  # left after the loop's divergence watch
+        return first_step(self, given)
+
+    def observe_then_stop(self, loss, index):
+        observe(self, loss, index)
+        if recording and index == 0:  # the warm-up step's own watch comes first
+            step.__exit__(None, None, None)
+
+    monkeypatch.setattr(setup, "warm_up_device", recorded_warm_up)
+    monkeypatch.setattr(TrainStep, "step", step_recorded_once)
+    monkeypatch.setattr(DivergenceWatch, "observe", observe_then_stop)
+    train(config, spec, data, make_strategy(config, DistEnv()))
+    assert step.names and warm.names
+    assert step.names <= warm.names, f"not warmed up: {sorted(step.names - warm.names)}"
 
 
 def test_the_compilation_pass_leaves_the_model_as_it_was(monkeypatch):

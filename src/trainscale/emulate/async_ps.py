@@ -33,7 +33,7 @@ from trainscale.emulate.gradient import backward_on, emulation_rules
 from trainscale.emulate.streams import WorkerStream
 from trainscale.metrics import stats
 from trainscale.train.loop import StepInput
-from trainscale.train.setup import make_optimisation
+from trainscale.train.lr import make_optimisation
 from trainscale.workloads.base import Workload
 
 

@@ -23,7 +23,7 @@ from trainscale.emulate.gradient import (
 )
 from trainscale.emulate.streams import WorkerStream
 from trainscale.train.loop import StepInput
-from trainscale.train.setup import make_optimisation
+from trainscale.train.lr import make_optimisation
 from trainscale.workloads.base import Workload
 
 

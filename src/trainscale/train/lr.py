@@ -6,6 +6,9 @@ import math
 from typing import Any
 
 import torch
+from torch import nn
+
+from trainscale.config.options import RunConfig
 
 
 def scaled_lr(base_lr: float, global_batch: int, reference_batch: int, rule: str) -> float:
@@ -110,3 +113,23 @@ def make_optimizer(
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **extra)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+def make_optimisation(
+    model: nn.Module, config: RunConfig, total_steps: int, fused: bool = False
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """The run's optimizer over `model`'s parameters and its lr schedule over `total_steps`
+    optimizer steps; `fused` picks the one-kernel optimizer (GPUs)."""
+    opt = config.optimisation
+    optimizer = make_optimizer(
+        opt.optimizer,
+        model.parameters(),
+        opt.lr,
+        opt.momentum,
+        opt.weight_decay,
+        nesterov=opt.nesterov,
+        fused=fused,
+        loss_scaled=opt.precision == "fp16",
+    )
+    scheduler = make_scheduler(optimizer, total_steps, opt.schedule, opt.warmup_fraction)
+    return optimizer, scheduler

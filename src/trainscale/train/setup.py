@@ -1,6 +1,6 @@
 """What a run sets up before its first step: the model (seeded, on its device, in its memory
-format), the FLOP count, the pre-training phase, the DDP wrap and compilation, and the
-optimizer with its lr schedule."""
+format), the FLOP count, the device warm-up, the pre-training phase, the DDP wrap and
+compilation."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from trainscale.data.tensors import TensorData
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.compile import compile_model
 from trainscale.train.flops import count_flops_per_sample, flops_batch
-from trainscale.train.lr import make_optimizer, make_scheduler
 from trainscale.train.progress import ProgressSink
 from trainscale.train.warmup import warm_up_device
 from trainscale.workloads.base import Workload
@@ -112,14 +111,11 @@ def prepare_model(
     # The warm-up and compilation passes take one micro-batch, the shape a step's forward
     # sees (compiling another would recompile on the clock).
     micro = config.optimisation.batch_size // config.parallel.grad_accum
-    warmup_s = None
-    if not config.optimisation.compile:  # compilation's own pass warms the device up
-        # On the bare model: no all-reduce is warmed.
-        warmup_s = warm_up_device(
-            model, train_x[:micro], data.train_y[:micro], workload, precision, device
-        )
-        if warmup_s is not None:
-            warmup_s = strategy.max_float(warmup_s)
+    # On the bare model (no all-reduce is warmed), compiled runs too: their loss, optimizer
+    # and batch draw run eager.
+    warmup_s = warm_up_device(model, train_x, data.train_y, workload, config, strategy)
+    if warmup_s is not None:
+        warmup_s = strategy.max_float(warmup_s)
     # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
     # starts every replica from rank 0's (identical) pre-trained weights.
     pretraining = run_pretraining(model, workload, data, strategy, config, progress)
@@ -136,23 +132,3 @@ def prepare_model(
             config.optimisation.compile_mode,
         )
     return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s, warmup_s)
-
-
-def make_optimisation(
-    model: nn.Module, config: RunConfig, total_steps: int, fused: bool = False
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """The run's optimizer over `model`'s parameters and its lr schedule over `total_steps`
-    optimizer steps; `fused` picks the one-kernel optimizer (GPUs)."""
-    opt = config.optimisation
-    optimizer = make_optimizer(
-        opt.optimizer,
-        model.parameters(),
-        opt.lr,
-        opt.momentum,
-        opt.weight_decay,
-        nesterov=opt.nesterov,
-        fused=fused,
-        loss_scaled=opt.precision == "fp16",
-    )
-    scheduler = make_scheduler(optimizer, total_steps, opt.schedule, opt.warmup_fraction)
-    return optimizer, scheduler

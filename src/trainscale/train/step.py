@@ -21,9 +21,9 @@ from trainscale.train.breakdown import Breakdown, timed_allreduce_hook
 from trainscale.train.compile import mark_cuda_graph_step
 from trainscale.train.faults import FaultInjector
 from trainscale.train.loop import StepInput, StepRules
+from trainscale.train.lr import make_optimisation
 from trainscale.train.plan import StepPlan
 from trainscale.train.precision import autocast, make_grad_scaler
-from trainscale.train.setup import make_optimisation
 from trainscale.train.timing import make_clock
 from trainscale.workloads.base import Workload
 

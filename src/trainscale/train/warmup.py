@@ -1,25 +1,36 @@
 """A GPU's one-off start-up costs, paid before the first step and timed apart.
 
-The first forward and backward on a CUDA device pay costs no later step pays: cuDNN and
-cuBLAS load their kernel libraries (lazily, from disk), cuDNN autotunes each convolution
-shape (`cudnn.benchmark`), and the caching allocator grows. On an H200 the first evaluation
-interval of an mnist-cnn run (10 or 180 steps of 3 ms) took 0.35 to 1.95 s longer than the
-next one, varying from run to run: a third to half of a 1-second time to target. So a CUDA
-run takes one forward and backward of a training micro-batch before its first step, off the
-clock, and stores its time as `device_warmup_s` (as `--compile` stores its compilation).
-The pass leaves no trace (`untouched`): training then starts from the state it would have
-had without it.
+The first time a CUDA process launches a kernel it pays for loading it (CUDA loads modules
+lazily), and cuDNN and cuBLAS load their libraries and autotune each convolution shape
+(`cudnn.benchmark`); the caching allocator grows. On an H200 the first evaluation interval of
+an mnist-cnn run (10 or 180 steps of 3 ms) took 0.35 to 1.95 s longer than the next one. A
+forward and backward alone was not enough: profiled (`--profile`), the first step still took
+164 ms against 4 ms for the tenth, in kernels no warm-up pass had launched: the loss with
+label smoothing (104 ms), the optimizer step, the divergence watch, the batch's gather.
+
+So a CUDA run first takes one whole training step on a throwaway copy of the model, with a
+throwaway optimizer, schedule and loss scaler: the batch gathered and augmented as the loop
+does it, the run's loss, backward, the optimizer and schedule steps, the loss summed and
+watched. It is off the clock, stored as `device_warmup_s` (as `--compile` stores its
+compilation), and leaves no trace: the model, its gradients and the random number generators
+are as they were, and the peak memory figure starts after it.
 """
 
 from __future__ import annotations
 
+import copy
+import gc
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 
-from trainscale.train.precision import autocast
+from trainscale.config.options import RunConfig
+from trainscale.parallel.strategy import Strategy
+from trainscale.train.divergence import DivergenceWatch
+from trainscale.train.lr import make_optimisation
+from trainscale.train.precision import autocast, make_grad_scaler
 from trainscale.workloads.base import Workload
 
 
@@ -60,16 +71,69 @@ def timed_pass(
     return time.perf_counter() - t0
 
 
+def warm_up_step(
+    model: torch.nn.Module,
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    workload: Workload,
+    config: RunConfig,
+    strategy: Strategy,
+) -> float:
+    """Seconds of one whole training step on a throwaway copy of `model`, waited for on a
+    GPU: every kernel a step of the run launches is launched once (module docstring).
+
+    It mirrors `TrainStep.step` and the loop's per-step work, not calls them: those carry the
+    run's own optimizer, the DDP wrap, the breakdown's marks and fault injection, none of
+    which a pass that must leave no trace may touch (tests/unit/test_warmup.py checks that
+    the operators it runs cover a real step's).
+    """
+    device = strategy.device
+    opt = config.optimisation
+    micro = opt.batch_size // config.parallel.grad_accum
+    t0 = time.perf_counter()
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        spare = copy.deepcopy(model)
+        optimizer, scheduler = make_optimisation(spare, config, 2, fused=device.type == "cuda")
+        scaler = make_grad_scaler(device, opt.precision)
+        # The slice and gather `WorkerBatches.batch` does, on an epoch order's first rows.
+        rows = torch.arange(len(train_x), device=train_x.device)[:micro]
+        x, y = train_x[rows], train_y[rows]
+        if workload.augment is not None:
+            x = workload.augment(x, torch.Generator(device=x.device).manual_seed(0))
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, opt.precision):
+            loss = workload.loss(spare(x), y, opt.label_smoothing)
+        (scaler.scale(loss) if scaler else loss).backward()
+        if scaler:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        scheduler.step()
+        loss_sum = torch.zeros((), device=device)
+        loss_sum += loss.detach().float()
+        DivergenceWatch(strategy, 1).observe(loss_sum, 0)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
 def warm_up_device(
     model: torch.nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
     workload: Workload,
-    precision: str,
-    device: torch.device,
+    config: RunConfig,
+    strategy: Strategy,
 ) -> float | None:
-    """The warm-up pass's seconds on CUDA (`timed_pass`); None elsewhere: a CPU run takes no
-    such pass, its one-off costs (thread pools, oneDNN kernels) being small beside a step."""
-    if device.type != "cuda":
+    """The warm-up step's seconds on CUDA (`warm_up_step`); None elsewhere: a CPU run takes
+    no such step, its one-off costs (thread pools, oneDNN kernels) being small beside a step.
+    """
+    if strategy.device.type != "cuda":
         return None
-    return timed_pass(model, x, y, workload, precision, device)
+    seconds = warm_up_step(model, train_x, train_y, workload, config, strategy)
+    # The copy, its gradients and optimizer state are garbage now, some in reference cycles
+    # (optimizer and schedule); collected, so the run's peak memory counts training alone.
+    gc.collect()
+    torch.cuda.reset_peak_memory_stats(strategy.device)
+    return seconds
