@@ -138,7 +138,7 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path, imdb: Path | None = Non
         Step(
             "resnet",
             "resnet_throughput",
-            150,
+            200,
             [
                 py,
                 "benchmarks/gpu_resnet_throughput.py",
