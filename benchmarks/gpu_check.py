@@ -12,8 +12,8 @@ most important first, each under its own time cap and skipped once the budget is
   `--profile` (trace, operator table and step times among the steps' files);
 - resnet: benchmarks/gpu_resnet_throughput.py (trainscale vs a bare loop, bf16, compile);
 - tests: tests/gpu (every workload in three precisions, compile, JAX on CUDA, NVML energy,
-  bench's GPU rungs), run in parallel processes since they assert behaviour, not speed
-  (after the timed steps, which need a quiet machine);
+  bench's GPU rungs, recommend's GPU settings), run in parallel processes since they assert
+  behaviour, not speed (after the timed steps, which need a quiet machine);
 - bench: `trainscale bench --quick` of mnist-cnn, CPU rungs and GPU rungs in the same
   rounds (the GPU verdict line); on 16 cores a round takes about 3 minutes;
 - platforms: the platform study's GPU rows (benchmarks/platforms_gpu.toml: mnist-cnn,

@@ -14,20 +14,9 @@ pytestmark = [
 ]
 
 
-def test_quick_bench_runs_the_gpu_rung_and_says_how_it_compares(tmp_path, capsys, monkeypatch):
-    from trainscale.hardware import facts
-
-    # The CPU ladder of 1 core (its serial rungs alone): on a 16-core GPU machine its 16-worker
-    # rungs take minutes a round (process starts), and the GPU rungs are what this test is
-    # about. No extra rounds: the GPU check runs tests side by side, which a contention
-    # sampler sees as a busy machine (the line is then marked, still printed).
-    real = facts.collect_environment
-
-    def one_core(*args: object, **kwargs: object) -> dict:
-        env = real(*args, **kwargs)
-        return {**env, "usable_cores": env["usable_cores"][:1]}
-
-    monkeypatch.setattr(facts, "collect_environment", one_core)
+def test_quick_bench_runs_the_gpu_rung_and_says_how_it_compares(tmp_path, capsys, one_host_core):
+    # No extra rounds: the GPU check runs tests side by side, which a contention sampler
+    # sees as a busy machine (the line is then marked, still printed).
     out = tmp_path / "bench.md"
     args = ["bench", "--quick", "--max-extra-rounds", "0", "--data", "synthetic"]
     args += ["--store", str(tmp_path / "s.db")]

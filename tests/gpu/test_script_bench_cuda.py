@@ -5,7 +5,6 @@ verdict line against the fastest CPU setting. Skipped without CUDA."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -56,21 +55,10 @@ if dist.is_initialized():
 
 
 def test_a_scripts_bench_measures_its_gpu_rungs_and_says_how_they_compare(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], one_host_core: None
 ) -> None:
-    from trainscale.hardware import facts
-
-    # The CPU ladder of 1 core (its serial rungs alone): on a 16-core GPU machine its 16-worker
-    # rungs take minutes a round (process starts), and the GPU rungs are what this test is
-    # about. No extra rounds: the GPU check runs tests side by side, which a contention
-    # sampler sees as a busy machine (the line is then marked, still printed).
-    real = facts.collect_environment
-
-    def one_core(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        env = real(*args, **kwargs)
-        return {**env, "usable_cores": env["usable_cores"][:1]}
-
-    monkeypatch.setattr(facts, "collect_environment", one_core)
+    # No extra rounds: the GPU check runs tests side by side, which a contention sampler
+    # sees as a busy machine (the line is then marked, still printed).
     script, store, out = tmp_path / "train.py", tmp_path / "s.db", tmp_path / "bench.md"
     seen = tmp_path / "seen.txt"
     script.write_text(SCRIPT)

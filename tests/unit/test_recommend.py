@@ -10,7 +10,7 @@ import pytest
 from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
-from trainscale.recommend.run import summary_lines
+from trainscale.recommend.run import fit_candidates, summary_lines
 from trainscale.recommend.search import SearchSettings, round_up_s, run_search
 from trainscale.recommend.space import (
     BF16_SKIP_REASON,
@@ -124,6 +124,45 @@ def test_candidate_options_replace_the_batch_and_placement():
     assert candidate.global_batch_size == 256 and candidate.cores == 2
 
 
+def test_gpu_settings_are_searched_where_there_are_gpus():
+    space = build_space(64, range(16), True, num_gpus=2, cuda_bf16=True)
+    gpu = [c for c in space.candidates if c.gpus]
+    assert [c.label for c in gpu] == [
+        f"{n} {precision} b{batch}"
+        for n in ("1 GPU", "2 GPUs")
+        for precision in ("fp32", "bf16")
+        for batch in (64, 128)
+    ]
+    options = gpu[-1].options(RunOptions.of(workload="mnist-cnn"))
+    # A worker per GPU, the host's cores shared among them, the batch per worker.
+    assert options.flat()["device"] == "cuda"
+    assert (options.parallel.workers, options.parallel.threads_per_worker) == (2, 8)
+    assert (options.optimisation.batch_size, options.optimisation.precision) == (128, "bf16")
+    command = run_command(options, explicit=("affinity",))
+    assert "--device cuda" in command and parse_run_command(command) == options
+    # The CPU settings are searched as before; the baseline stays the serial CPU one.
+    assert space.baseline == build_space(64, range(16), True).baseline
+    assert len(space.candidates) - len(gpu) == len(build_space(64, range(16), True).candidates)
+
+
+def test_without_gpus_or_native_gpu_bf16_there_is_nothing_or_fp32_on_them():
+    assert not any(c.gpus for c in build_space(64, range(4), True).candidates)
+    old = build_space(64, range(4), True, num_gpus=1, cuda_bf16=False)
+    assert [c.label for c in old.candidates if c.gpus] == ["1 GPU fp32 b64", "1 GPU fp32 b128"]
+    assert any("no native bf16" in note for note in old.skipped)
+
+
+def test_a_gpu_setting_this_machine_cannot_run_is_left_out_saying_why():
+    # The facts say a GPU, CUDA cannot use it (here: a CPU-only build): the GPU settings are
+    # skipped with the reason, the CPU search goes on.
+    space = build_space(64, [0, 1], False, num_gpus=1)
+    base = RunOptions.of(workload="mnist-cnn", data="synthetic")
+    fitted = fit_candidates(space, base, None, 0.1, [0, 1])
+    assert not any(c.gpus for c in fitted.candidates)
+    assert len(fitted.candidates) == len([c for c in space.candidates if not c.gpus])
+    assert any(note.startswith("1 GPU fp32 b64 skipped: ") for note in fitted.skipped)
+
+
 # -- the search, with fake trials --------------------------------------------------------
 
 
@@ -139,7 +178,9 @@ class FakeTrials:
         self.now = 0.0
         self.calls: list[tuple[str, str, int | None]] = []
         self.labels = {
-            (c.workers, c.threads_per_worker, c.affinity, c.precision, c.batch_size): c.label
+            (c.workers, c.threads_per_worker, c.affinity, c.precision, c.batch_size, c.gpus > 0): (
+                c.label
+            )
             for c in space.candidates
         }
 
@@ -153,6 +194,7 @@ class FakeTrials:
             options.parallel.affinity,
             options.optimisation.precision,
             options.optimisation.batch_size,
+            options.flat()["device"] == "cuda",
         )
         return self.labels[key]
 
@@ -232,6 +274,21 @@ def test_best_survives_successive_halving():
     ranked = [r.candidate.label for r in result.ranking]
     assert ranked[:2] == ["2w x 1t compact fp32 b128", "2w x 1t compact fp32 b64"]
     assert any("global batch (256)" in note for note in result.notes)
+
+
+def test_a_gpu_setting_faster_than_every_cpu_one_is_recommended_with_its_command():
+    space = build_space(64, [0, 1], False, num_gpus=1)
+    rates = {**RATES, "1 GPU fp32 b64": 9000.0, "1 GPU fp32 b128": 12000.0}
+    fake = FakeTrials(space, rates)
+    result = run_search(
+        space, THROUGHPUT_BASE, ACCURACY_BASE, SearchSettings(budget_s=10_000), fake, fake.clock
+    )
+    assert result.best.label == "1 GPU fp32 b128"
+    assert result.speedup == pytest.approx(12.0)  # against the serial CPU baseline
+    accuracy = [label for label, kind, _ in fake.calls if kind == "accuracy"]
+    assert accuracy == [space.baseline.label, "1 GPU fp32 b128"]
+    command = run_command(result.best.options(RunOptions.of(workload="mnist-cnn")))
+    assert "--device cuda" in command and "--batch-size 128" in command
 
 
 def test_regressing_accuracy_is_rejected_and_the_next_one_chosen():

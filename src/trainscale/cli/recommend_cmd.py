@@ -37,7 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="search this machine for the fastest setting that keeps accuracy",
         description=(
             "Search workers x threads x affinity x precision x batch size with short trial "
-            "runs (successive halving within a time budget), reject settings whose short "
+            "runs, and on a machine with GPUs 1 GPU and all of them x precision x batch size "
+            "in the same trials (successive halving within a time budget), reject settings "
+            "whose short "
             "accuracy check falls behind the serial fp32 baseline, and print the best "
             "setting, its speedup over the serial baseline and the `trainscale run` command "
             "that reproduces it. Your own script (SCRIPT.py -- ARGS): workers x threads x "

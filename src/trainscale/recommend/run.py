@@ -141,7 +141,7 @@ def fit_candidates(
                 config, size = locate_data(resolve(options, cores), located)
                 check_capacity(config, size, batch_advice=advice)
         except ConfigError as error:
-            if candidate is space.baseline or candidate.workers == 1:
+            if candidate is space.baseline or (candidate.workers == 1 and not candidate.gpus):
                 raise ConfigError(f"candidate {candidate.label}: {error}") from None
             skipped.append(f"{candidate.label} skipped: {error}")
             continue
@@ -314,7 +314,11 @@ def recommend(
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     env = facts.collect_environment()
     multipliers = BATCH_MULTIPLIERS if batch_multipliers is None else batch_multipliers
-    space = machine_space(spec.name, multipliers, max_workers, env)
+    # TensorFlow trains on the CPU only (docs/frameworks.md): its GPU settings say why.
+    on_gpus = framework != "tensorflow"
+    space = machine_space(spec.name, multipliers, max_workers, env, with_gpus=on_gpus)
+    if env.get("gpus") and not on_gpus:
+        space.skipped.append("GPU settings skipped: TensorFlow trains on the CPU only")
     recommend_id = uuid.uuid4().hex[:8]
     base = RunOptions.of(
         workload=spec.name,

@@ -1,6 +1,7 @@
 """The settings `trainscale recommend` searches: workers x threads x affinity x precision x batch
-for a workload; workers x threads x affinity for a user's own script, which decides its
-precision and batch itself.
+for a workload, and on a machine with GPUs its GPU settings too (1 GPU, and all of them with a
+worker each) x precision x batch; workers x threads x affinity for a user's own script, which
+decides its precision and batch itself.
 
 Built from this machine's usable cores, so every candidate fits the machine: workers x
 threads never exceeds the cores (oversubscription only ever loses, see
@@ -17,6 +18,7 @@ from typing import Any
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.hardware.precision_choice import gpus_bf16_native
 from trainscale.parallel.affinity import plan_cpu
 
 AFFINITIES = ("compact", "spread")
@@ -42,6 +44,8 @@ class Candidate:
     """Per-worker batch size; None: a script's, which it decides itself."""
     core_sets: tuple[tuple[int, ...], ...] = ()
     """Cores each worker is pinned to, as planned on this machine (for dedup and display)."""
+    gpus: int = 0
+    """GPUs it trains on, a worker each, the host's cores shared among them (0: the CPU)."""
 
     @property
     def global_batch_size(self) -> int | None:
@@ -56,7 +60,10 @@ class Candidate:
     @property
     def label(self) -> str:
         """A short, unique name, e.g. '2w x 1t compact fp32 b64' ('2w x 1t compact' for a
-        script)."""
+        script, '1 GPU bf16 b128' on a GPU)."""
+        if self.gpus:
+            plural = "s" if self.gpus > 1 else ""
+            return f"{self.gpus} GPU{plural} {self.precision} b{self.batch_size}"
         placement = f"{self.workers}w x {self.threads_per_worker}t {self.affinity}"
         if self.precision is None or self.batch_size is None:
             return placement
@@ -71,6 +78,8 @@ class Candidate:
             affinity=self.affinity,
             allow_oversubscribe=False,
         )
+        if self.gpus:
+            placement = placement.with_(device="cuda")
         if self.precision is None or self.batch_size is None:
             return placement
         return placement.with_(
@@ -87,6 +96,7 @@ class Candidate:
             "batch_size": self.batch_size,
             "global_batch_size": self.global_batch_size,
             "core_sets": [list(s) for s in self.core_sets],
+            "gpus": self.gpus,
         }
 
 
@@ -141,8 +151,11 @@ def build_space(
     numa_nodes: Sequence[Sequence[int]] | None = None,
     batch_multipliers: Sequence[int] = BATCH_MULTIPLIERS,
     max_workers: int | None = None,
+    num_gpus: int = 0,
+    cuda_bf16: bool = False,
 ) -> Space:
-    """Every candidate for a machine with `cores` (usable core ids) and the NUMA map given.
+    """Every candidate for a machine with `cores` (usable core ids), the NUMA map given and
+    `num_gpus` GPUs (`cuda_bf16`: they compute bf16 natively).
 
     Pure: the machine facts are parameters (see `machine_space` for this machine's).
     """
@@ -167,11 +180,36 @@ def build_space(
         for precision in precisions
         for multiplier in dict.fromkeys(batch_multipliers)
     ]
+    gpu, gpu_skipped = gpu_candidates(
+        len(set(cores)), num_gpus, cuda_bf16, [recipe_batch_size * m for m in batch_multipliers]
+    )
+    candidates += gpu
+    skipped += gpu_skipped
     # The serial reference: the setting every speedup is against. It is a candidate too
     # whenever the recipe's own batch (multiplier 1) is searched.
     first = (min(cores),)
     baseline = Candidate(1, 1, "compact", "fp32", recipe_batch_size, (first,))
     return Space(candidates, baseline, skipped, placed.duplicates)
+
+
+def gpu_candidates(
+    num_cores: int, num_gpus: int, cuda_bf16: bool, batch_sizes: Sequence[int]
+) -> tuple[list[Candidate], list[str]]:
+    """The GPU settings and what was left out: 1 GPU, and every GPU (a worker each) where
+    there are several, in fp32 and, where the GPUs compute it natively, bf16, at each
+    per-worker batch size; the host's cores shared among the workers (they feed the GPUs).
+    As the bench's GPU rungs (benchmark/ladder.py), and nothing on a machine without GPUs."""
+    if num_gpus < 1:
+        return [], []
+    precisions = ["fp32", "bf16"] if cuda_bf16 else ["fp32"]
+    skipped = [] if cuda_bf16 else ["GPU bf16 skipped: these GPUs have no native bf16"]
+    candidates = [
+        Candidate(gpus, max(1, num_cores // gpus), "compact", precision, batch, gpus=gpus)
+        for gpus in sorted({1, num_gpus})
+        for precision in precisions
+        for batch in dict.fromkeys(batch_sizes)
+    ]
+    return candidates, skipped
 
 
 def script_space(
@@ -256,8 +294,10 @@ def machine_space(
     batch_multipliers: Sequence[int] = BATCH_MULTIPLIERS,
     max_workers: int | None = None,
     env: dict[str, Any] | None = None,
+    with_gpus: bool = True,
 ) -> Space:
-    """The search space of `workload` on this machine (usable cores, NUMA map, bf16).
+    """The search space of `workload` on this machine (usable cores, NUMA map, bf16, GPUs;
+    `with_gpus` False: the CPU's alone).
 
     `env` is `trainscale.hardware.facts.collect_environment()`'s dict, collected here when
     not given.
@@ -268,6 +308,7 @@ def machine_space(
         from trainscale.hardware.facts import collect_environment
 
         env = collect_environment()
+    gpus = env.get("gpus") or []
     return build_space(
         get_workload(workload).recipe.batch_size,
         env["usable_cores"],
@@ -275,4 +316,6 @@ def machine_space(
         numa_nodes=[node["cpus"] for node in env["numa_nodes"]] or None,
         batch_multipliers=batch_multipliers,
         max_workers=max_workers,
+        num_gpus=len(gpus) if with_gpus else 0,
+        cuda_bf16=gpus_bf16_native(gpus),
     )
