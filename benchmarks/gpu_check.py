@@ -8,8 +8,8 @@ most important first, each under its own time cap and skipped once the budget is
 - machine, env, probe: the GPU, driver, torch and CUDA; the measured matmul and copy rates
   (a full probe, which the runs' `mfu_vs_probe` is rated against);
 - mnist: benchmarks/gpu_mnist_time_to_accuracy.py on real MNIST, the fast setting eager and
-  with CUDA graphs (needs --mnist DIR); then the fast setting's first 20 steps under
-  `--profile` (trace, operator table and step times among the steps' files);
+  with CUDA graphs (needs --mnist DIR); then the first 20 steps of the fast setting with
+  CUDA graphs under `--profile` (trace, operator table and step times among the steps' files);
 - resnet: benchmarks/gpu_resnet_throughput.py (trainscale vs a bare loop, bf16, compile);
 - tests: tests/gpu (every workload in three precisions, compile, JAX on CUDA, NVML energy,
   bench's GPU rungs, recommend's GPU settings), run in parallel processes since they assert
@@ -52,7 +52,7 @@ from pathlib import Path
 from trainscale.workloads import builtin_workload_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_mnist_time_to_accuracy import FAST  # noqa: E402
+from gpu_mnist_time_to_accuracy import FAST, GRAPHS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = builtin_workload_names()
@@ -108,8 +108,10 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path, imdb: Path | None = Non
                 ],
             )
         )
-        # Where the fast setting's first steps go (they took 0.21-0.25 s for 10 against
-        # 0.03 s for each 10 after): the profiler's files land among the steps' files.
+        # Where the fastest setting's steps go (CUDA graphs: 2.3-2.7 ms a step, with the
+        # forward and backward replayed; eager, the first step took 164 ms of first kernel
+        # launches, since warmed up off the clock): the profiler's files land among the
+        # steps' files.
         steps.append(
             Step(
                 "mnist",
@@ -122,6 +124,7 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path, imdb: Path | None = Non
                     "--device",
                     "cuda",
                     *shlex.split(FAST),
+                    *shlex.split(GRAPHS),
                     "--profile",
                     str(steps_dir),
                     "--profile-steps",
