@@ -8,7 +8,7 @@ import torch
 
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
-from trainscale.train.divergence import DivergenceWatch, TrainingDiverged
+from trainscale.train.divergence import StepLosses, TrainingDiverged
 from trainscale.train.loop import StepRules
 from trainscale.train.plan import StepPlan
 
@@ -16,24 +16,37 @@ from tests.helpers.tiny import tiny_config
 from tests.unit.test_loop import RecordingStep, loop_of
 
 
-def _watch() -> DivergenceWatch:
-    return DivergenceWatch(make_strategy(tiny_config(), DistEnv()), total_steps=10)
+def _losses(first_step: int = 0) -> StepLosses:
+    strategy = make_strategy(tiny_config(), DistEnv())
+    return StepLosses(strategy, total_steps=10, first_step=first_step, capacity=6)
 
 
 def test_finite_losses_pass_and_the_first_bad_step_is_named():
-    watch = _watch()
-    for step in range(3):
-        watch.observe(torch.tensor(1.5), step)
-    watch.check()
-    watch.observe(torch.tensor(float("inf")), 3)
-    watch.observe(torch.tensor(float("nan")), 4)
-    watch.observe(torch.tensor(0.5), 5)
+    losses = _losses()
+    for _ in range(3):
+        losses.add(torch.tensor(1.5))
+    losses.check()
+    assert losses.mean() == 1.5
+    losses.add(torch.tensor(float("inf")))
+    losses.add(torch.tensor(float("nan")))
+    losses.add(torch.tensor(0.5))
     with pytest.raises(TrainingDiverged, match=r"^diverged: non-finite loss at step 4 of 10"):
-        watch.check()
+        losses.check()
+
+
+def test_a_later_epoch_names_the_runs_step_and_the_mean_is_its_own():
+    losses = _losses(first_step=6)  # the second epoch of 6-step epochs
+    losses.add(torch.tensor(2.0))
+    losses.add(4.0)  # a number, as other frameworks' steps return
+    assert losses.mean() == 3.0
+    losses.check()
+    losses.add(torch.tensor(float("nan")))
+    with pytest.raises(TrainingDiverged, match=r"non-finite loss at step 9 of 10"):
+        losses.check()
 
 
 def test_observing_keeps_the_flag_on_the_device_without_reading_it(monkeypatch):
-    watch = _watch()
+    losses = _losses()
 
     def no_reads(self):  # reading a tensor on the host is what would sync a GPU per step
         raise AssertionError("a loss was read on the host")
@@ -42,7 +55,7 @@ def test_observing_keeps_the_flag_on_the_device_without_reading_it(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "__float__", no_reads)
     monkeypatch.setattr(torch.Tensor, "__bool__", no_reads)
     for step in range(5):
-        watch.observe(torch.tensor(float("nan") if step == 2 else 1.0), step)
+        losses.add(torch.tensor(float("nan") if step == 2 else 1.0))
 
 
 class NanAt(RecordingStep):

@@ -18,7 +18,7 @@ from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.runner.resolve import resolve
 from trainscale.train.compile import compile_model
-from trainscale.train.divergence import DivergenceWatch
+from trainscale.train.divergence import StepLosses
 from trainscale.train.step import TrainStep
 from trainscale.train.trainer import train
 from trainscale.train.warmup import timed_pass, warm_up_device, warm_up_step
@@ -92,7 +92,7 @@ def test_the_warm_up_step_runs_every_operator_a_training_step_runs(
     monkeypatch, workload, precision
 ):
     # Forced on the CPU, the warm-up's operators are recorded; then those of the run's first
-    # step, from its batch draw to the loop's divergence watch. On a GPU any operator the
+    # step, from its batch draw to the loop keeping its loss. On a GPU any operator the
     # warm-up misses pays its kernel's first launch on the clock (164 ms for the first step
     # of mnist-cnn on an H200, when the warm-up was a forward and backward alone).
     options = RunOptions.from_flat(
@@ -119,23 +119,23 @@ def test_the_warm_up_step_runs_every_operator_a_training_step_runs(
             return warm_up_step(*args)
 
     first_step = TrainStep.step
-    observe = DivergenceWatch.observe
+    add = StepLosses.add
 
     recording = []
 
     def step_recorded_once(self, given):
         if given.index == 0:
-            recording.append(step.__enter__())  # left after the loop's divergence watch
+            recording.append(step.__enter__())  # left once the loop has kept its loss
         return first_step(self, given)
 
-    def observe_then_stop(self, loss, index):
-        observe(self, loss, index)
-        if recording and index == 0:  # the warm-up step's own watch comes first
-            step.__exit__(None, None, None)
+    def add_then_stop(self, loss):
+        add(self, loss)
+        if len(recording) == 1:  # the warm-up step's own comes before any recording
+            recording.append(step.__exit__(None, None, None))
 
     monkeypatch.setattr(setup, "warm_up_device", recorded_warm_up)
     monkeypatch.setattr(TrainStep, "step", step_recorded_once)
-    monkeypatch.setattr(DivergenceWatch, "observe", observe_then_stop)
+    monkeypatch.setattr(StepLosses, "add", add_then_stop)
     train(config, spec, data, make_strategy(config, DistEnv()))
     assert step.names and warm.names
     assert step.names <= warm.names, f"not warmed up: {sorted(step.names - warm.names)}"

@@ -36,7 +36,7 @@ from trainscale.data.tensors import TensorData
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
-from trainscale.train.divergence import DivergenceWatch
+from trainscale.train.divergence import StepLosses
 from trainscale.train.evaluate import evaluate
 from trainscale.train.plan import StepPlan
 from trainscale.train.profiling import EVALUATION_MARK, step_profiler
@@ -181,7 +181,8 @@ class _Loop:
         self.show_loss = strategy.device.type == "cpu"
         self.clock = make_clock(strategy.device)
         self.times = StepTimes(self.clock)
-        self.divergence = DivergenceWatch(strategy, plan.total_steps)
+        self.losses = StepLosses(strategy, plan.total_steps)
+        """The current epoch's step losses (each epoch starts its own)."""
         self.train_clock_s = clock_start_s
         self.eval_time_s = 0.0
         self.step = 0
@@ -221,7 +222,6 @@ class _Loop:
     def _epoch(self, epoch: int) -> None:
         wall_t0 = time.perf_counter()
         epoch_train_s, eval_s0 = 0.0, self.eval_time_s
-        loss_sum = torch.zeros((), device=self.strategy.device)
         order = None
         if self.batches is not None and self.rules.draws_batches:
             t0 = time.perf_counter()
@@ -230,6 +230,7 @@ class _Loop:
             epoch_train_s += shuffle_s
             self.train_clock_s += shuffle_s
         steps = min(self.plan.steps_per_epoch, self.plan.total_steps - self.step)
+        self.losses = StepLosses(self.strategy, self.plan.total_steps, self.step, steps)
         # One mark per step boundary: a step ends where the next one starts, so the host's
         # work between steps (bookkeeping, progress, the next batch's draw) is on the clock
         # even when the GPU idles through it. Only an evaluation breaks the chain: a fresh
@@ -246,12 +247,11 @@ class _Loop:
             loss = self.stepper.step(StepInput(self.step, start, draw))
             boundary = self.clock.mark()
             self.times.add(start, boundary)
-            loss_sum += loss
-            self.divergence.observe(loss, self.step)
+            self.losses.add(loss)
             self.step += 1
             taken += 1
             if self.step % 10 == 0 or self.step == self.plan.total_steps:
-                shown = {"loss": float(loss_sum) / (batch + 1)} if self.show_loss else {}
+                shown = {"loss": self.losses.mean()} if self.show_loss else {}
                 self.progress.update(self.step, **shown)
             # Every epoch ends with an evaluation, for the per-epoch rows and curve.
             if self.evaluated and (self.step % self.eval_every == 0 or batch == steps - 1):
@@ -265,7 +265,7 @@ class _Loop:
         self.epochs.append(
             EpochRecord(
                 epoch=epoch + 1,
-                train_loss=float(loss_sum) / max(1, taken),
+                train_loss=self.losses.mean(),
                 test_loss=self.final.loss if self.final is not None else None,
                 test_accuracy=self.final.accuracy if self.final is not None else None,
                 train_clock_s=self.strategy.max_float(self.train_clock_s),
@@ -311,7 +311,7 @@ class _Loop:
     def _settle(self) -> None:
         """Resolve the pending step times onto the training clock (a GPU synchronises)."""
         self.train_clock_s += sum(self.times.pending())
-        self.divergence.check()  # a diverged run stops here, where the loop syncs anyway
+        self.losses.check()  # a diverged run stops here, where the loop syncs anyway
 
     def _evaluate(self) -> None:
         self._settle()

@@ -10,10 +10,10 @@ label smoothing (104 ms), the optimizer step, the divergence watch, the batch's 
 
 So a CUDA run first takes one whole training step on a throwaway copy of the model, with a
 throwaway optimizer, schedule and loss scaler: the batch gathered and augmented as the loop
-does it, the run's loss, backward, the optimizer and schedule steps, the loss summed and
-watched. It is off the clock, stored as `device_warmup_s` (as `--compile` stores its
-compilation), and leaves no trace: the model, its gradients and the random number generators
-are as they were, and the peak memory figure starts after it.
+does it, the run's loss, backward, the optimizer and schedule steps, the loss kept (for the
+epoch's mean and the divergence check). It is off the clock, stored as `device_warmup_s` (as
+`--compile` stores its compilation), and leaves no trace: the model, its gradients and the
+random number generators are as they were, and the peak memory figure starts after it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 
 from trainscale.config.options import RunConfig
 from trainscale.parallel.strategy import Strategy
-from trainscale.train.divergence import DivergenceWatch
+from trainscale.train.divergence import StepLosses
 from trainscale.train.lr import make_optimisation
 from trainscale.train.precision import autocast, make_grad_scaler
 from trainscale.workloads.base import Workload
@@ -110,9 +110,7 @@ def warm_up_step(
         else:
             optimizer.step()
         scheduler.step()
-        loss_sum = torch.zeros((), device=device)
-        loss_sum += loss.detach().float()
-        DivergenceWatch(strategy, 1).observe(loss_sum, 0)
+        StepLosses(strategy, 1).add(loss.detach().float())
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     return time.perf_counter() - t0
