@@ -10,7 +10,7 @@ import pytest
 from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
-from trainscale.recommend.run import fit_candidates, summary_lines
+from trainscale.recommend.run import RecommendListener, fit_candidates, recommend, summary_lines
 from trainscale.recommend.search import SearchSettings, round_up_s, run_search
 from trainscale.recommend.space import (
     BF16_SKIP_REASON,
@@ -161,6 +161,48 @@ def test_a_gpu_setting_this_machine_cannot_run_is_left_out_saying_why():
     assert not any(c.gpus for c in fitted.candidates)
     assert len(fitted.candidates) == len([c for c in space.candidates if not c.gpus])
     assert any(note.startswith("1 GPU fp32 b64 skipped: ") for note in fitted.skipped)
+
+
+class _Planned(Exception):
+    """Raised by `_StopWhenPlanned`: the search is planned, no trial is to run."""
+
+
+class _StopWhenPlanned(RecommendListener):
+    def planned(self, plan):
+        self.plan = plan
+        raise _Planned
+
+
+def _with_a_gpu(monkeypatch) -> None:
+    from trainscale.hardware import facts
+
+    real = facts.collect_environment
+    gpu = {"index": 0, "name": "NVIDIA H200", "capability": "9.0", "memory_bytes": 1 << 37}
+    monkeypatch.setattr(facts, "collect_environment", lambda: {**real(), "gpus": [gpu]})
+
+
+@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+def test_a_gpu_the_search_cannot_use_is_left_out_saying_why(monkeypatch, tmp_path, framework):
+    # The facts list a GPU; this machine's CUDA cannot use it (a CPU build), and TensorFlow
+    # trains on the CPU only: the plan says so, and the CPU settings are searched.
+    pytest.importorskip(framework if framework != "pytorch" else "torch")
+    _with_a_gpu(monkeypatch)
+    listener = _StopWhenPlanned()
+    with pytest.raises(_Planned):
+        recommend(
+            "mnist-cnn",
+            framework=framework,
+            data="synthetic",
+            store=tmp_path / "s.db",
+            listener=listener,
+        )
+    space = listener.plan.space
+    assert space.candidates and not any(c.gpus for c in space.candidates)
+    if framework == "tensorflow":
+        note = "GPU settings skipped: TensorFlow trains on the CPU only (docs/frameworks.md)"
+        assert note in space.skipped
+    else:
+        assert any("1 GPU bf16 b64 skipped: --device cuda" in n for n in space.skipped)
 
 
 # -- the search, with fake trials --------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from trainscale.config.options import THREADS_TORCH_DEFAULT, RunOptions
+from trainscale.frameworks import get_framework
 
 SCRIPT_PRECISION = "the script decides its precision (it may autocast itself): no bf16 rung"
 """Why the bench of a script has no bf16 rung."""
@@ -149,9 +150,9 @@ def gpu_rungs(
     if not num_gpus:
         return [Skipped("1 GPU", "no GPU on this machine")]
     framework = base.parallel.framework
-    if framework == "tensorflow":
-        reason = "TensorFlow trains on the CPU only (docs/frameworks.md)"
-        return [Skipped("1 GPU", reason)]
+    trains = get_framework(framework)
+    if not trains.cuda:
+        return [Skipped("1 GPU", trains.cpu_only_reason)]
     rungs: list[Rung | Skipped] = []
     for workers in sorted({1, num_gpus}):
         if workers == 1:

@@ -38,6 +38,14 @@ class Framework:
     """The pip extra that installs it (None: a core dependency)."""
     trainer: str
     """'module:function' of its trainer, with `trainscale.train.trainer.train`'s signature."""
+    cuda: bool = True
+    """Whether it trains on CUDA GPUs. TensorFlow does not here: the GPU machines it would be
+    tested on cannot install it (only tensorflow-cpu), so it is never run there."""
+
+    @property
+    def cpu_only_reason(self) -> str:
+        """Why its GPU settings are left out, for the lines that say so."""
+        return f"{self.label} trains on the CPU only (docs/frameworks.md)"
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -51,6 +59,7 @@ FRAMEWORKS: dict[str, Framework] = {
         "tensorflow",
         "tensorflow",
         "trainscale.frameworks.tensorflow.trainer:train",
+        cuda=False,
     ),
     JAX: Framework(
         JAX,

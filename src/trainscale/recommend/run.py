@@ -310,15 +310,13 @@ def recommend(
     refuse_script(workload)
     spec = get_workload(workload)
     workload = spec.name  # a custom workload's reference, from here on its name
-    require(framework)
+    trains = require(framework)
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     env = facts.collect_environment()
     multipliers = BATCH_MULTIPLIERS if batch_multipliers is None else batch_multipliers
-    # TensorFlow trains on the CPU only (docs/frameworks.md): its GPU settings say why.
-    on_gpus = framework != "tensorflow"
-    space = machine_space(spec.name, multipliers, max_workers, env, with_gpus=on_gpus)
-    if env.get("gpus") and not on_gpus:
-        space.skipped.append("GPU settings skipped: TensorFlow trains on the CPU only")
+    space = machine_space(spec.name, multipliers, max_workers, env, with_gpus=trains.cuda)
+    if env.get("gpus") and not trains.cuda:
+        space.skipped.append(f"GPU settings skipped: {trains.cpu_only_reason}")
     recommend_id = uuid.uuid4().hex[:8]
     base = RunOptions.of(
         workload=spec.name,

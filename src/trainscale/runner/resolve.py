@@ -27,7 +27,7 @@ from trainscale.config.options import (
 )
 from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
-from trainscale.frameworks import PYTORCH, TENSORFLOW, get_framework, require
+from trainscale.frameworks import PYTORCH, get_framework, require
 from trainscale.hardware import resources
 from trainscale.hardware.facts import read_numa_nodes
 from trainscale.hardware.precision_choice import choose_precision
@@ -146,11 +146,10 @@ def check_framework(opts: RunOptions, device: str) -> None:
     for flag, (given, why) in torch_only.items():
         if given:
             raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
-    require(name)
+    framework = require(name)
     if device != "cuda":
         return
-    if name == TENSORFLOW:
-        # Not installable on the GPU image (tensorflow-cpu only), so never run there.
+    if not framework.cuda:
         raise ConfigError(
             f"--device cuda with --framework {name}: this version trains {label} on the CPU "
             "only (docs/frameworks.md); on GPUs use --framework pytorch or jax"
