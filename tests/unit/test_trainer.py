@@ -177,13 +177,21 @@ def test_flop_count_leaves_buffers_gradients_and_random_state_as_they_were():
     assert all(p.grad is None for p in model.parameters())
 
 
-def _train_norm_drop():
-    """Two steps of NormDropNet (batch norm and dropout): the outcome and the final weights
-    and statistics, for comparing training with and without a pass before the first step."""
+def _random_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    flip = torch.rand(len(x), 1, 1, 1, generator=generator, device=x.device) < 0.5
+    return torch.where(flip, x.flip(3), x)
+
+
+def _train_norm_drop(augment=None, label_smoothing=0.0, **changes):
+    """Steps of NormDropNet (batch norm and dropout; two unless `changes` say): the outcome
+    and the final weights and statistics, for comparing training with and without a pass
+    before the first step."""
     import dataclasses
 
-    workload = dataclasses.replace(tiny_workload(), models={PYTORCH: lambda meta: NormDropNet()})
-    config = tiny_config(steps=2)
+    workload = dataclasses.replace(
+        tiny_workload(), models={PYTORCH: lambda meta: NormDropNet()}, augment=augment
+    )
+    config = tiny_config(**{"steps": 2, **changes}).with_(label_smoothing=label_smoothing)
     outcome = train(config, workload, tiny_data(), make_strategy(config, DistEnv()))
     return outcome, {k: v.clone() for k, v in outcome.model.state_dict().items()}
 
@@ -202,19 +210,30 @@ def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monk
         assert torch.equal(counted_state[name], value), name
 
 
-def test_a_cpu_run_takes_no_device_warm_up_and_training_is_the_same_with_one(monkeypatch):
-    # A CUDA run takes one throwaway training step before its first, off the clock
-    # (train/warmup.py). Forced here on the CPU: it must not change what training does.
-    import trainscale.train.setup as setup
-    from trainscale.train.warmup import warm_up_step
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        {},  # SGD, a constant lr
+        # Adam's state, a one-cycle schedule's position, label smoothing, an augmentation's
+        # generator: all moved by a training step, all to be put back.
+        dict(optimizer="adam", schedule="onecycle", steps=4, label_smoothing=0.1),
+    ],
+)
+def test_a_cpu_run_takes_no_device_warm_up_and_training_is_the_same_with_one(monkeypatch, recipe):
+    # A CUDA run takes one step of its own training before its first, off the clock, and
+    # puts everything back (train/warmup.py). Forced here on the CPU: it must not change
+    # what training does.
+    import trainscale.train.trainer as trainer
 
-    plain, plain_state = _train_norm_drop()
+    augment = _random_flip if recipe else None
+    plain, plain_state = _train_norm_drop(augment, **recipe)
     assert plain.summary["device_warmup_s"] is None
-    monkeypatch.setattr(setup, "warm_up_device", warm_up_step)
-    warmed, warmed_state = _train_norm_drop()
+    monkeypatch.setattr(trainer, "warms_up", lambda device: True)
+    warmed, warmed_state = _train_norm_drop(augment, **recipe)
     assert warmed.summary["device_warmup_s"] > 0
     assert warmed.summary["train_time_s"] == pytest.approx(sum(warmed.step_times_s), rel=0.05)
-    # Same dropout draws and batch-norm statistics: the same steps, bit for bit.
+    # Same dropout draws, augmentation, statistics, optimizer state and lr: the same steps,
+    # bit for bit.
     assert warmed.epochs[0]["train_loss"] == plain.epochs[0]["train_loss"]
     for name, value in plain_state.items():
         assert torch.equal(warmed_state[name], value), name

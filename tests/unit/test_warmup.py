@@ -1,7 +1,8 @@
 """The passes a run takes before its first step, off the clock (train/warmup.py): they leave
 the model, its gradients and the random number generators as they were, and the warm-up
 step launches every operator a real step does (on a GPU, each one's first launch is the
-one-off cost it is there to pay)."""
+one-off cost it is there to pay). That the warm-up step leaves training as it would have
+been, bit for bit, is tests/unit/test_trainer.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import trainscale.train.setup as setup
+import trainscale.train.trainer as trainer
 from trainscale.config.options import RunOptions
 from trainscale.data.tensors import DataRequest
 from trainscale.parallel.distenv import DistEnv
@@ -21,10 +22,10 @@ from trainscale.train.compile import compile_model
 from trainscale.train.divergence import StepLosses
 from trainscale.train.step import TrainStep
 from trainscale.train.trainer import train
-from trainscale.train.warmup import timed_pass, warm_up_device, warm_up_step
+from trainscale.train.warmup import timed_pass
 from trainscale.workloads import get_workload
 
-from tests.helpers.tiny import NormDropNet, tiny_config, tiny_data, tiny_workload
+from tests.helpers.tiny import NormDropNet, tiny_data, tiny_workload
 
 
 def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -46,24 +47,6 @@ def test_the_warm_up_pass_is_timed_and_leaves_no_trace():
     seconds = timed_pass(
         model, data.train_x[:8], data.train_y[:8], tiny_workload(), "fp32", torch.device("cpu")
     )
-    assert seconds > 0
-    _assert_untouched(model, before, rng)
-
-
-def test_a_cpu_run_takes_no_warm_up_step():
-    model, data, config = NormDropNet(), tiny_data(), tiny_config()
-    strategy = make_strategy(config, DistEnv())
-    warmed = warm_up_device(model, data.train_x, data.train_y, tiny_workload(), config, strategy)
-    assert warmed is None
-
-
-def test_the_warm_up_step_is_timed_and_leaves_no_trace():
-    torch.manual_seed(0)
-    model = NormDropNet().train()
-    before, rng = _state(model), torch.get_rng_state()
-    data, config = tiny_data(), tiny_config().with_(label_smoothing=0.1)
-    strategy = make_strategy(config, DistEnv())
-    seconds = warm_up_step(model, data.train_x, data.train_y, tiny_workload(), config, strategy)
     assert seconds > 0
     _assert_untouched(model, before, rng)
 
@@ -114,9 +97,11 @@ def test_the_warm_up_step_runs_every_operator_a_training_step_runs(
     data = spec.make_synthetic(DataRequest(seed=0, max_train=64, max_test=8))
     warm, step = _OperatorNames(), _OperatorNames()
 
-    def recorded_warm_up(*args):
+    warm_up = TrainStep.warm_up
+
+    def recorded_warm_up(self, batches):
         with warm:
-            return warm_up_step(*args)
+            return warm_up(self, batches)
 
     first_step = TrainStep.step
     add = StepLosses.add
@@ -133,7 +118,8 @@ def test_the_warm_up_step_runs_every_operator_a_training_step_runs(
         if len(recording) == 1:  # the warm-up step's own comes before any recording
             recording.append(step.__exit__(None, None, None))
 
-    monkeypatch.setattr(setup, "warm_up_device", recorded_warm_up)
+    monkeypatch.setattr(trainer, "warms_up", lambda device: True)  # forced on the CPU
+    monkeypatch.setattr(TrainStep, "warm_up", recorded_warm_up)
     monkeypatch.setattr(TrainStep, "step", step_recorded_once)
     monkeypatch.setattr(StepLosses, "add", add_then_stop)
     train(config, spec, data, make_strategy(config, DistEnv()))

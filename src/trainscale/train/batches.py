@@ -40,6 +40,11 @@ class WorkerBatches:
             config.optimisation.seed * 1000 + sharding.rank
         )
 
+    @property
+    def augmentation(self) -> torch.Generator:
+        """The generator the workload's augmentation draws from (on the inputs' device)."""
+        return self._augment
+
     def epoch_order(self, epoch: int) -> torch.Tensor:
         """This worker's sample order for `epoch`, on the device the data lives on."""
         seed = self.config.optimisation.seed

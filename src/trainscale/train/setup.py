@@ -17,7 +17,7 @@ from trainscale.parallel.strategy import Strategy
 from trainscale.train.compile import compile_model
 from trainscale.train.flops import count_flops_per_sample, flops_batch
 from trainscale.train.progress import ProgressSink
-from trainscale.train.warmup import warm_up_device
+from trainscale.train.warmup import timed_pass, warms_up
 from trainscale.workloads.base import Workload
 
 
@@ -42,7 +42,8 @@ class PreparedModel:
     pretraining: Pretraining | None
     compile_s: float | None
     device_warmup_s: float | None = None
-    """The GPU warm-up pass (train/warmup.py), off the clock; None where none ran."""
+    """The GPU warm-up pass before pre-training (train/warmup.py), off the clock; None where
+    none ran."""
 
 
 def build_model(
@@ -111,11 +112,14 @@ def prepare_model(
     # The warm-up and compilation passes take one micro-batch, the shape a step's forward
     # sees (compiling another would recompile on the clock).
     micro = config.optimisation.batch_size // config.parallel.grad_accum
-    # On the bare model (no all-reduce is warmed), compiled runs too: their loss, optimizer
-    # and batch draw run eager.
-    warmup_s = warm_up_device(model, train_x, data.train_y, workload, config, strategy)
-    if warmup_s is not None:
-        warmup_s = strategy.max_float(warmup_s)
+    warmup_s = None
+    if workload.pretrain is not None and warms_up(device):
+        # The pre-training phase is on the clock: the libraries' start-up is paid before it
+        # (the whole training step is warmed up later, TrainStep.warm_up).
+        passed = timed_pass(
+            model, train_x[:micro], data.train_y[:micro], workload, precision, device
+        )
+        warmup_s = strategy.max_float(passed)
     # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
     # starts every replica from rank 0's (identical) pre-trained weights.
     pretraining = run_pretraining(model, workload, data, strategy, config, progress)

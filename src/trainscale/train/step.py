@@ -10,6 +10,8 @@ mark where their time goes (train/breakdown.py).
 
 from __future__ import annotations
 
+import functools
+import time
 from contextlib import nullcontext
 
 import torch
@@ -17,14 +19,17 @@ from torch import nn
 
 from trainscale.config.options import RunConfig
 from trainscale.parallel.strategy import Strategy
+from trainscale.train.batches import WorkerBatches
 from trainscale.train.breakdown import Breakdown, timed_allreduce_hook
 from trainscale.train.compile import mark_cuda_graph_step
+from trainscale.train.divergence import StepLosses
 from trainscale.train.faults import FaultInjector
 from trainscale.train.loop import StepInput, StepRules
 from trainscale.train.lr import make_optimisation
 from trainscale.train.plan import StepPlan
 from trainscale.train.precision import autocast, make_grad_scaler
 from trainscale.train.timing import make_clock
+from trainscale.train.warmup import training_untouched
 from trainscale.workloads.base import Workload
 
 
@@ -109,6 +114,25 @@ class TrainStep:
         self.faults.after_step(given.index + 1)
         assert step_loss is not None  # grad_accum >= 1: at least one micro-batch ran
         return step_loss
+
+    def warm_up(self, batches: WorkerBatches) -> float:
+        """Seconds of one step of this run's own training, waited for, that leaves no trace
+        (train/warmup.py): the first batch of the first epoch, the loss kept as the loop keeps
+        it. Every rank takes it at the same point (its all-reduce is the run's)."""
+        t0 = time.perf_counter()
+        untouched = training_untouched(
+            self.model, self.optimizer, self.scheduler, [batches.augmentation], self.device
+        )
+        with untouched:
+            draw = functools.partial(batches.batch, batches.epoch_order(0), 0)
+            # Index -1: before every step the breakdown samples or a fault is injected at.
+            loss = self.step(StepInput(-1, None, draw))
+            StepLosses(self.strategy, 1).add(loss)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        # A fresh loss scaler: the step may have moved the scale.
+        self.scaler = make_grad_scaler(self.device, self.config.optimisation.precision)
+        return time.perf_counter() - t0
 
     def eval_model(self) -> nn.Module:
         return self.strategy.unwrap(self.model)

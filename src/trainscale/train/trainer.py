@@ -28,6 +28,7 @@ from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.setup import Pretraining, prepare_model
 from trainscale.train.step import TrainStep
 from trainscale.train.summary import TrainMeasurements, resolved_target, summarize
+from trainscale.train.warmup import forget_warm_up_memory, warms_up
 from trainscale.workloads.base import Workload
 
 
@@ -67,6 +68,11 @@ def train(
     plan = plan_steps(config, data.num_train, env.world_size)
     prepared = prepare_model(config, workload, data, strategy, progress)
     stepper = TrainStep(config, workload, strategy, prepared.model, plan)
+    batches = WorkerBatches(config, workload, data, prepared.train_x, strategy.sharding)
+    warmup_s = prepared.device_warmup_s
+    if warms_up(strategy.device):  # a GPU's one-off costs, off the clock (train/warmup.py)
+        warmup_s = (warmup_s or 0.0) + strategy.max_float(stepper.warm_up(batches))
+        forget_warm_up_memory(strategy.device)
     return measure_training(
         config,
         workload,
@@ -75,13 +81,8 @@ def train(
         progress,
         stepper,
         plan,
-        WorkerBatches(config, workload, data, prepared.train_x, strategy.sharding),
-        SetupFigures(
-            prepared.flops_per_sample,
-            prepared.pretraining,
-            prepared.compile_s,
-            prepared.device_warmup_s,
-        ),
+        batches,
+        SetupFigures(prepared.flops_per_sample, prepared.pretraining, prepared.compile_s, warmup_s),
         breakdown=stepper.breakdown,
         comm_marked=stepper.comm_marked,
     )
@@ -97,7 +98,7 @@ class SetupFigures:
     """Compilation (torch.compile; another framework's graph tracing and XLA compilation),
     off the training clock."""
     device_warmup_s: float | None = None
-    """The GPU warm-up pass of an eager PyTorch run (train/warmup.py), off the clock."""
+    """A PyTorch run's GPU warm-up (train/warmup.py), off the clock."""
 
 
 def measure_training(

@@ -8,12 +8,16 @@ forward and backward alone was not enough: profiled (`--profile`), the first ste
 164 ms against 4 ms for the tenth, in kernels no warm-up pass had launched: the loss with
 label smoothing (104 ms), the optimizer step, the divergence watch, the batch's gather.
 
-So a CUDA run first takes one whole training step on a throwaway copy of the model, with a
-throwaway optimizer, schedule and loss scaler: the batch gathered and augmented as the loop
-does it, the run's loss, backward, the optimizer and schedule steps, the loss kept (for the
-epoch's mean and the divergence check). It is off the clock, stored as `device_warmup_s` (as
-`--compile` stores its compilation), and leaves no trace: the model, its gradients and the
-random number generators are as they were, and the peak memory figure starts after it.
+So a CUDA run takes one step of its own training before the clock starts
+(`TrainStep.warm_up`): the first batch drawn and augmented, forward, the run's loss,
+backward (and under DDP the all-reduce), the optimizer and schedule steps, the loss kept,
+all as the loop will do them, then everything put back (`training_untouched`): the
+parameters, buffers and gradients, the optimizer's state and learning rate, the schedule's
+position, the augmentation's and the global random generators. Its time is stored as
+`device_warmup_s` (as `--compile` stores its compilation); it holds one copy of the
+parameters and buffers while it runs, and the peak memory figure starts after it. A workload
+with a pre-training phase, which is on the clock, first takes a forward and backward
+(`timed_pass`), so the libraries' start-up is not paid there.
 """
 
 from __future__ import annotations
@@ -21,17 +25,19 @@ from __future__ import annotations
 import copy
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 
-from trainscale.config.options import RunConfig
-from trainscale.parallel.strategy import Strategy
-from trainscale.train.divergence import StepLosses
-from trainscale.train.lr import make_optimisation
-from trainscale.train.precision import autocast, make_grad_scaler
+from trainscale.train.precision import autocast
 from trainscale.workloads.base import Workload
+
+
+def warms_up(device: torch.device) -> bool:
+    """Whether a run on `device` takes the warm-up passes: on CUDA only. A CPU run's one-off
+    costs (thread pools, oneDNN kernels) are small beside a step."""
+    return device.type == "cuda"
 
 
 @contextmanager
@@ -71,67 +77,39 @@ def timed_pass(
     return time.perf_counter() - t0
 
 
-def warm_up_step(
+@contextmanager
+def training_untouched(
     model: torch.nn.Module,
-    train_x: torch.Tensor,
-    train_y: torch.Tensor,
-    workload: Workload,
-    config: RunConfig,
-    strategy: Strategy,
-) -> float:
-    """Seconds of one whole training step on a throwaway copy of `model`, waited for on a
-    GPU: every kernel a step of the run launches is launched once (module docstring).
-
-    It mirrors `TrainStep.step` and the loop's per-step work, not calls them: those carry the
-    run's own optimizer, the DDP wrap, the breakdown's marks and fault injection, none of
-    which a pass that must leave no trace may touch (tests/unit/test_warmup.py checks that
-    the operators it runs cover a real step's).
-    """
-    device = strategy.device
-    opt = config.optimisation
-    micro = opt.batch_size // config.parallel.grad_accum
-    t0 = time.perf_counter()
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        spare = copy.deepcopy(model)
-        optimizer, scheduler = make_optimisation(spare, config, 2, fused=device.type == "cuda")
-        scaler = make_grad_scaler(device, opt.precision)
-        # The slice and gather `WorkerBatches.batch` does, on an epoch order's first rows.
-        rows = torch.arange(len(train_x), device=train_x.device)[:micro]
-        x, y = train_x[rows], train_y[rows]
-        if workload.augment is not None:
-            x = workload.augment(x, torch.Generator(device=x.device).manual_seed(0))
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, opt.precision):
-            loss = workload.loss(spare(x), y, opt.label_smoothing)
-        (scaler.scale(loss) if scaler else loss).backward()
-        if scaler:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
-        scheduler.step()
-        StepLosses(strategy, 1).add(loss.detach().float())
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    generators: Sequence[torch.Generator],
+    device: torch.device,
+) -> Iterator[None]:
+    """A block of training steps that leaves no trace: the model's parameters and buffers
+    (copied once, on their device), its gradients, the optimizer's state and learning rates,
+    the schedule's position, `generators` and the global random generators are as they were
+    when it ends, however it ends."""
+    saved = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    optimizer_state = copy.deepcopy(optimizer.state_dict())
+    schedule_state = copy.deepcopy(scheduler.state_dict())
+    generator_states = [generator.get_state() for generator in generators]
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            yield
+    finally:
+        model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for name, value in model.state_dict().items():
+                value.copy_(saved[name])
+        optimizer.load_state_dict(optimizer_state)
+        scheduler.load_state_dict(schedule_state)
+        for generator, state in zip(generators, generator_states, strict=True):
+            generator.set_state(state)
 
 
-def warm_up_device(
-    model: torch.nn.Module,
-    train_x: torch.Tensor,
-    train_y: torch.Tensor,
-    workload: Workload,
-    config: RunConfig,
-    strategy: Strategy,
-) -> float | None:
-    """The warm-up step's seconds on CUDA (`warm_up_step`); None elsewhere: a CPU run takes
-    no such step, its one-off costs (thread pools, oneDNN kernels) being small beside a step.
-    """
-    if strategy.device.type != "cuda":
-        return None
-    seconds = warm_up_step(model, train_x, train_y, workload, config, strategy)
-    # The copy, its gradients and optimizer state are garbage now, some in reference cycles
-    # (optimizer and schedule); collected, so the run's peak memory counts training alone.
+def forget_warm_up_memory(device: torch.device) -> None:
+    """Free what the warm-up held (the copy of the parameters; some in reference cycles) and
+    restart the device's peak memory figure, so it counts training alone."""
     gc.collect()
-    torch.cuda.reset_peak_memory_stats(strategy.device)
-    return seconds
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
