@@ -1,10 +1,11 @@
 """A run's training, start to end: set up the model, drive the loop with the training step,
 gather the ranks' measurements and summarise them.
 
-Which module does what: `setup` (model, FLOPs, pre-training, wrap, compile, optimizer),
-`plan` (steps), `batches` (each epoch's order and each step's batch), `step` (one optimizer
-step), `loop` (epochs, evaluation, clocks; docs/methodology.md), `summary` (the stored
-figures). Nothing here knows about parallelism beyond the `Strategy`'s collectives.
+Which module does what: `setup` (model, FLOPs, pre-training, wrap, compile), `lr` (the
+optimizer and its schedule), `warmup` (a GPU's one-off costs, off the clock), `plan`
+(steps), `batches` (each epoch's order and each step's batch), `step` (one optimizer step),
+`loop` (epochs, evaluation, clocks; docs/methodology.md), `summary` (the stored figures).
+Nothing here knows about parallelism beyond the `Strategy`'s collectives.
 """
 
 from __future__ import annotations
