@@ -205,6 +205,28 @@ def test_a_gpu_the_search_cannot_use_is_left_out_saying_why(monkeypatch, tmp_pat
         assert any("1 GPU bf16 b64 skipped: --device cuda" in n for n in space.skipped)
 
 
+def test_the_plan_line_names_the_gpus_and_the_left_out_settings(monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from trainscale.cli.recommend_progress import RecommendProgress
+
+    class PrintThenStop(RecommendProgress):
+        def planned(self, plan):
+            super().planned(plan)
+            raise _Planned
+
+    _with_a_gpu(monkeypatch)
+    out = io.StringIO()
+    listener = PrintThenStop(Console(file=out, width=400))
+    with pytest.raises(_Planned):
+        recommend("mnist-cnn", data="synthetic", store=tmp_path / "s.db", listener=listener)
+    first, *rest = out.getvalue().splitlines()
+    assert "usable cores, 1 GPU (NVIDIA H200); " in first
+    assert any(line.strip().startswith("1 GPU fp32 b64 skipped: ") for line in rest)
+
+
 # -- the search, with fake trials --------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.frameworks import get_framework, require
 from trainscale.hardware.contention import OtherProcess
+from trainscale.hardware.facts import gpus_text
 from trainscale.metrics.paired import FEW_ROUNDS
 from trainscale.metrics.run_flags import ran_busy
 from trainscale.results.outputs import check_out_file, write_atomically
@@ -290,15 +291,6 @@ class BenchResult:
             "",
         ]
         return "\n".join(lines)
-
-
-def gpus_text(env: dict[str, Any]) -> str:
-    """', 1 GPU (NVIDIA H100 80GB HBM3)' for the machine line; '' without GPUs."""
-    gpus = env.get("gpus") or []
-    if not gpus:
-        return ""
-    names = ", ".join(dict.fromkeys(str(gpu.get("name")) for gpu in gpus))
-    return f", {len(gpus)} GPU{'s' if len(gpus) > 1 else ''} ({names})"
 
 
 def bench_steps(steps: int | None, quick: bool) -> int:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from trainscale.hardware.facts import gpus_text
 from trainscale.recommend.run import RecommendListener
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class RecommendProgress(RecommendListener):
         env, space, settings = plan.env, plan.space, plan.settings
         self.console.print(
             f"[bold]trainscale recommend {plan.recommend_id}[/]: {plan.workload} on "
-            f"{escape(str(env['cpu_model']))}, {len(env['usable_cores'])} usable cores; "
+            f"{escape(str(env['cpu_model']))}, {len(env['usable_cores'])} usable cores"
+            f"{escape(gpus_text(env))}; "
             f"{len(space.candidates)} candidates, rungs of "
             f"{', '.join(map(str, settings.rung_steps))} timed steps, budget "
             f"{settings.budget_s:.0f} s"

@@ -396,3 +396,12 @@ def collect_environment(
     """`machine_environment()` as the dict stored with a run and shown by `trainscale env`:
     every field of `Environment`."""
     return machine_environment(proc_root, sys_root, cwd).to_dict()
+
+
+def gpus_text(env: dict[str, Any]) -> str:
+    """', 1 GPU (NVIDIA H100 80GB HBM3)' for the machine line; '' without GPUs."""
+    gpus = env.get("gpus") or []
+    if not gpus:
+        return ""
+    names = ", ".join(dict.fromkeys(str(gpu.get("name")) for gpu in gpus))
+    return f", {len(gpus)} GPU{'s' if len(gpus) > 1 else ''} ({names})"
