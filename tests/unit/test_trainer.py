@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.flops import count_flops_per_sample
+from trainscale.train.step import TrainStep
 from trainscale.train.trainer import train
 from trainscale.workloads.base import PYTORCH
 
@@ -229,9 +231,18 @@ def test_a_cpu_run_takes_no_device_warm_up_and_training_is_the_same_with_one(mon
     plain, plain_state = _train_norm_drop(augment, **recipe)
     assert plain.summary["device_warmup_s"] is None
     monkeypatch.setattr(trainer, "warms_up", lambda device: True)
+    warm_up = TrainStep.warm_up
+
+    def slow_warm_up(self, batches):  # 0.25 s, so being on the clock could not hide
+        time.sleep(0.25)
+        return warm_up(self, batches) + 0.25
+
+    monkeypatch.setattr(TrainStep, "warm_up", slow_warm_up)
     warmed, warmed_state = _train_norm_drop(augment, **recipe)
-    assert warmed.summary["device_warmup_s"] > 0
-    assert warmed.summary["train_time_s"] == pytest.approx(sum(warmed.step_times_s), rel=0.05)
+    assert warmed.summary["device_warmup_s"] > 0.25
+    # The clock is the steps (and each epoch's shuffle, a millisecond here): not the warm-up.
+    steps_s = sum(warmed.step_times_s)
+    assert warmed.summary["train_time_s"] == pytest.approx(steps_s, rel=0.05, abs=0.01)
     # Same dropout draws, augmentation, statistics, optimizer state and lr: the same steps,
     # bit for bit.
     assert warmed.epochs[0]["train_loss"] == plain.epochs[0]["train_loss"]
