@@ -29,7 +29,7 @@ from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.setup import Pretraining, prepare_model
 from trainscale.train.step import TrainStep
 from trainscale.train.summary import TrainMeasurements, resolved_target, summarize
-from trainscale.train.warmup import forget_warm_up_memory, warms_up
+from trainscale.train.warmup import restart_peak_memory, warms_up
 from trainscale.workloads.base import Workload
 
 
@@ -73,7 +73,7 @@ def train(
     warmup_s = prepared.device_warmup_s
     if warms_up(strategy.device):  # a GPU's one-off costs, off the clock (train/warmup.py)
         warmup_s = (warmup_s or 0.0) + strategy.max_float(stepper.warm_up(batches))
-        forget_warm_up_memory(strategy.device)
+        restart_peak_memory(strategy.device)
     return measure_training(
         config,
         workload,

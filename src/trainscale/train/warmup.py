@@ -23,7 +23,6 @@ with a pre-training phase, which is on the clock, first takes a forward and back
 from __future__ import annotations
 
 import copy
-import gc
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -107,9 +106,9 @@ def training_untouched(
             generator.set_state(state)
 
 
-def forget_warm_up_memory(device: torch.device) -> None:
-    """Free what the warm-up held (the copy of the parameters; some in reference cycles) and
-    restart the device's peak memory figure, so it counts training alone."""
-    gc.collect()
+def restart_peak_memory(device: torch.device) -> None:
+    """Restart the device's peak memory figure after the warm-up, so it counts training
+    alone: the warm-up's copy of the parameters is freed by then (`training_untouched`
+    drops it as its block ends)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
