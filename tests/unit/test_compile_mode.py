@@ -6,11 +6,17 @@ import pytest
 import torch
 
 from trainscale.config.options import RunOptions
+from trainscale.data.tensors import DataRequest
+from trainscale.parallel.distenv import DistEnv
+from trainscale.parallel.strategy import make_strategy
 from trainscale.runner.resolve import resolve
 from trainscale.train import compile as compile_module
 from trainscale.train.compile import CUDA_GRAPH_PASSES, compile_model, mark_cuda_graph_step
+from trainscale.train.loss import run_loss
+from trainscale.train.trainer import train
+from trainscale.workloads import get_workload
 
-from tests.helpers.tiny import NormDropNet, tiny_data, tiny_workload
+from tests.helpers.tiny import NormDropNet, tiny_config, tiny_data, tiny_workload
 
 
 @pytest.fixture
@@ -23,7 +29,7 @@ def recorded(monkeypatch):
         calls["compile"].append(kwargs)
         return model
 
-    def fake_pass(model, x, y, workload, precision, device):
+    def fake_pass(model, x, y, loss_fn, precision, device):
         calls["passes"].append(device.type)
         return 0.25
 
@@ -37,11 +43,11 @@ def recorded(monkeypatch):
 
 def _compile(device: str, mode: str) -> float:
     data = tiny_data()
-    _, seconds = compile_model(
+    _, _, seconds = compile_model(
         NormDropNet(),
+        run_loss(tiny_workload()),
         data.train_x[:8],
         data.train_y[:8],
-        tiny_workload(),
         "fp32",
         torch.device(device),
         mode,
@@ -51,7 +57,7 @@ def _compile(device: str, mode: str) -> float:
 
 def test_the_default_mode_is_torch_compiles_own_and_takes_one_pass(recorded):
     assert _compile("cuda", "default") == pytest.approx(0.25)
-    assert recorded["compile"] == [{"mode": None}]
+    assert recorded["compile"] == [{"mode": None}] * 2, "the model and the loss"
     assert recorded["passes"] == ["cuda"] and recorded["marks"] == []
 
 
@@ -59,14 +65,14 @@ def test_a_cuda_graph_mode_records_its_graphs_off_the_clock(recorded):
     # PyTorch records a graph on a call after the first: one pass would leave the
     # recording to the first timed steps.
     assert _compile("cuda", "reduce-overhead") == pytest.approx(0.25 * CUDA_GRAPH_PASSES)
-    assert recorded["compile"] == [{"mode": "reduce-overhead"}]
+    assert recorded["compile"] == [{"mode": "reduce-overhead"}] * 2
     assert len(recorded["passes"]) == CUDA_GRAPH_PASSES >= 2
     assert len(recorded["marks"]) == CUDA_GRAPH_PASSES
 
 
 def test_on_a_cpu_a_cuda_graph_mode_compiles_once_without_marks(recorded):
     assert _compile("cpu", "reduce-overhead") == pytest.approx(0.25)
-    assert recorded["compile"] == [{"mode": "reduce-overhead"}]
+    assert recorded["compile"] == [{"mode": "reduce-overhead"}] * 2
     assert recorded["marks"] == []
 
 
@@ -96,3 +102,40 @@ def test_the_mode_is_resolved_and_stored(monkeypatch):
     assert graphs.optimisation.compile_mode == "reduce-overhead"
     assert graphs.flat()["compile_mode"] == "reduce-overhead"
     assert graphs.settings_hash() != plain.settings_hash(), "the mode shapes the run"
+
+
+def _train_mnist_cnn(compile_: bool) -> list[float]:
+    config = tiny_config(
+        data="synthetic", steps=4, global_batch_size=8, evaluate=False, compile=compile_
+    ).with_(label_smoothing=0.1)
+    spec = get_workload("mnist-cnn")
+    data = spec.make_synthetic(DataRequest(seed=0, max_train=64, max_test=8))
+    outcome = train(config, spec, data, make_strategy(config, DistEnv()))
+    return [row["train_loss"] for row in outcome.epochs]
+
+
+def test_under_compile_every_step_computes_its_loss_through_the_compiled_loss(monkeypatch):
+    # Compiled for real by Dynamo with its eager backend (no C++ build in a unit test). On a
+    # launch-bound GPU step the loss's ~20 kernels are left outside a CUDA-graph mode's
+    # graphs unless the loss is compiled too.
+    monkeypatch.setattr("trainscale.runner.resolve.check_cpu_compiler", lambda: None)
+    compile_ = torch.compile
+    loss_calls: list[int] = []
+
+    def compile_counting_loss_calls(fn, **kwargs):
+        compiled = compile_(fn, backend="eager", **kwargs)
+        if isinstance(fn, torch.nn.Module):
+            return compiled
+
+        def counted(*args):
+            loss_calls.append(1)
+            return compiled(*args)
+
+        return counted
+
+    eager = _train_mnist_cnn(compile_=False)
+    monkeypatch.setattr(torch, "compile", compile_counting_loss_calls)
+    compiled = _train_mnist_cnn(compile_=True)
+    # One compilation pass, then the 4 steps (a CPU run takes no warm-up step).
+    assert len(loss_calls) == 1 + 4
+    assert compiled == pytest.approx(eager, rel=1e-6), "the same loss, label smoothing kept"

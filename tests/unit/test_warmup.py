@@ -20,6 +20,7 @@ from trainscale.parallel.strategy import make_strategy
 from trainscale.runner.resolve import resolve
 from trainscale.train.compile import compile_model
 from trainscale.train.divergence import StepLosses
+from trainscale.train.loss import run_loss
 from trainscale.train.step import TrainStep
 from trainscale.train.trainer import train
 from trainscale.train.warmup import timed_pass
@@ -45,7 +46,12 @@ def test_the_warm_up_pass_is_timed_and_leaves_no_trace():
     before, rng = _state(model), torch.get_rng_state()
     data = tiny_data()
     seconds = timed_pass(
-        model, data.train_x[:8], data.train_y[:8], tiny_workload(), "fp32", torch.device("cpu")
+        model,
+        data.train_x[:8],
+        data.train_y[:8],
+        run_loss(tiny_workload()),
+        "fp32",
+        torch.device("cpu"),
     )
     assert seconds > 0
     _assert_untouched(model, before, rng)
@@ -135,8 +141,13 @@ def test_the_compilation_pass_leaves_the_model_as_it_was(monkeypatch):
     model = NormDropNet().train()
     before, rng = _state(model), torch.get_rng_state()
     data = tiny_data()
-    compiled, seconds = compile_model(
-        model, data.train_x[:8], data.train_y[:8], tiny_workload(), "fp32", torch.device("cpu")
+    compiled, _, seconds = compile_model(
+        model,
+        run_loss(tiny_workload()),
+        data.train_x[:8],
+        data.train_y[:8],
+        "fp32",
+        torch.device("cpu"),
     )
     assert seconds > 0 and isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule)
     _assert_untouched(model, before, rng)

@@ -256,7 +256,8 @@ class OptimisationOptions:
     AVX512-BF16 or AMX), else fp32 (the choice and its reason are printed and stored); bf16
     = autocast to bfloat16; fp16 = autocast to float16 with loss scaling (GPU only)"""
     compile: bool = option(False)
-    """torch.compile the model (compilation is timed apart, off the training clock)"""
+    """torch.compile the model and its loss (compilation is timed apart, off the training
+    clock)"""
     compile_mode: CompileMode = option("default")
     """torch.compile's mode, with --compile: reduce-overhead also replays each step's forward
     and backward as CUDA graphs, one launch for dozens of kernels (for steps the GPU's host

@@ -16,6 +16,7 @@ from trainscale.data.tensors import TensorData
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.compile import compile_model
 from trainscale.train.flops import count_flops_per_sample, flops_batch
+from trainscale.train.loss import LossFn, run_loss
 from trainscale.train.progress import ProgressSink
 from trainscale.train.warmup import timed_pass, warms_up
 from trainscale.workloads.base import Workload
@@ -41,6 +42,9 @@ class PreparedModel:
     flops_per_sample: int | None
     pretraining: Pretraining | None
     compile_s: float | None
+    loss: LossFn
+    """The step's loss (the workload's, with the run's label smoothing), compiled where the
+    model is."""
     device_warmup_s: float | None = None
     """The GPU warm-up pass before pre-training (train/warmup.py), off the clock; None where
     none ran."""
@@ -109,6 +113,7 @@ def prepare_model(
         model, *flops_batch(workload, data, train_x), workload
     )
     precision = config.optimisation.precision
+    loss = run_loss(workload, config.optimisation.label_smoothing)
     # The warm-up and compilation passes take one micro-batch, the shape a step's forward
     # sees (compiling another would recompile on the clock).
     micro = config.optimisation.batch_size // config.parallel.grad_accum
@@ -116,9 +121,7 @@ def prepare_model(
     if workload.pretrain is not None and warms_up(device):
         # The pre-training phase is on the clock: the libraries' start-up is paid before it
         # (the whole training step is warmed up later, TrainStep.warm_up).
-        passed = timed_pass(
-            model, train_x[:micro], data.train_y[:micro], workload, precision, device
-        )
+        passed = timed_pass(model, train_x[:micro], data.train_y[:micro], loss, precision, device)
         warmup_s = strategy.max_float(passed)
     # Before the DDP wrap: the phase averages its own updates across ranks, and DDP then
     # starts every replica from rank 0's (identical) pre-trained weights.
@@ -126,13 +129,13 @@ def prepare_model(
     model = strategy.wrap(model)
     compile_s = None
     if config.optimisation.compile:
-        model, compile_s = compile_model(
+        model, loss, compile_s = compile_model(
             model,
+            loss,
             train_x[:micro],
             data.train_y[:micro],
-            workload,
             precision,
             device,
             config.optimisation.compile_mode,
         )
-    return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s, warmup_s)
+    return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s, loss, warmup_s)

@@ -25,6 +25,7 @@ from trainscale.train.compile import mark_cuda_graph_step
 from trainscale.train.divergence import StepLosses
 from trainscale.train.faults import FaultInjector
 from trainscale.train.loop import StepInput, StepRules
+from trainscale.train.loss import LossFn, run_loss
 from trainscale.train.lr import make_optimisation
 from trainscale.train.plan import StepPlan
 from trainscale.train.precision import autocast, make_grad_scaler
@@ -43,12 +44,16 @@ class TrainStep:
         strategy: Strategy,
         model: nn.Module,
         plan: StepPlan,
+        loss: LossFn | None = None,
     ) -> None:
+        """`loss` is the step's loss function (compiled with the model under `--compile`);
+        by default the workload's with the run's label smoothing."""
         device = strategy.device
         self.config = config
         self.workload = workload
         self.strategy = strategy
         self.model = model
+        self.loss = loss or run_loss(workload, config.optimisation.label_smoothing)
         self.device = device
         self.rules = StepRules(samples_per_step=config.optimisation.global_batch_size)
         self.optimizer, self.scheduler = make_optimisation(
@@ -87,10 +92,9 @@ class TrainStep:
             # Only the last micro-batch communicates; the others accumulate locally.
             with nullcontext() if last else self.strategy.no_sync(self.model):
                 with autocast(self.device, self.config.optimisation.precision):
-                    loss = self.workload.loss(
+                    loss = self.loss(
                         self.model(x[part * micro : (part + 1) * micro]),
                         y[part * micro : (part + 1) * micro],
-                        self.config.optimisation.label_smoothing,
                     )
                 if self.accumulate > 1:
                     loss = loss / self.accumulate

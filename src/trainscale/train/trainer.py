@@ -68,7 +68,7 @@ def train(
     data = strategy.place_data(data)
     plan = plan_steps(config, data.num_train, env.world_size)
     prepared = prepare_model(config, workload, data, strategy, progress)
-    stepper = TrainStep(config, workload, strategy, prepared.model, plan)
+    stepper = TrainStep(config, workload, strategy, prepared.model, plan, prepared.loss)
     batches = WorkerBatches(config, workload, data, prepared.train_x, strategy.sharding)
     warmup_s = prepared.device_warmup_s
     if warms_up(strategy.device):  # a GPU's one-off costs, off the clock (train/warmup.py)

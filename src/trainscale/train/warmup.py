@@ -29,8 +29,8 @@ from contextlib import contextmanager
 
 import torch
 
+from trainscale.train.loss import LossFn
 from trainscale.train.precision import autocast
-from trainscale.workloads.base import Workload
 
 
 def warms_up(device: torch.device) -> bool:
@@ -60,16 +60,16 @@ def timed_pass(
     model: torch.nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
-    workload: Workload,
+    loss_fn: LossFn,
     precision: str,
     device: torch.device,
 ) -> float:
-    """Seconds of one forward and backward of (`x`, `y`) under the run's precision, waited
-    for on a GPU, leaving no trace (`untouched`)."""
+    """Seconds of one forward and backward of (`x`, `y`) through `model` and `loss_fn` under
+    the run's precision, waited for on a GPU, leaving no trace (`untouched`)."""
     t0 = time.perf_counter()
     with untouched(model, device):
         with autocast(device, precision):
-            loss = workload.loss(model(x), y)
+            loss = loss_fn(model(x), y)
         loss.backward()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
