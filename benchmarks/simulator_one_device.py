@@ -28,7 +28,8 @@ from typing import Any
 
 from trainscale.errors import TrainscaleError
 from trainscale.metrics.throughput import stored_step_time
-from trainscale.results.store import RunRecord, RunStore
+from trainscale.results.records import RunRecord
+from trainscale.results.store import RunStore
 from trainscale.simulate.calibrate import (
     calibrate_from_peak,
     cores_per_worker,

@@ -11,7 +11,7 @@ from trainscale.hardware.prices import PRICES_ENV_VAR, PriceError, load_price_ta
 from trainscale.metrics.cost import CostedSetting, cost_usd, gpu_versus_cpu
 from trainscale.reporting.aggregate import aggregate
 from trainscale.reporting.tables import configuration_rows
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 
 def test_the_packaged_example_table_loads() -> None:

@@ -14,7 +14,7 @@ from trainscale.results.export import (
     run_to_csv_row,
     run_to_json_dict,
 )
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 REQUIRED_KEYS = {
     "run_id",

@@ -107,7 +107,7 @@ def test_a_store_that_cannot_be_written_still_opens_for_reading(
         create_owned_run(store, "orphan", owner=dead_owner())
     # Another process holds the write lock past the busy timeout: the check gives up and
     # the reader sees the run as it is.
-    monkeypatch.setattr("trainscale.results.store.BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("trainscale.results.sqlite_file.BUSY_TIMEOUT_S", 0.2)
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import StoreError
+from trainscale.results.records import RunRecord
 from trainscale.results.schema import SCHEMA_VERSION
-from trainscale.results.store import RunRecord, RunStore, default_store_path
+from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.launch import record_failure
 
 SUMMARY = {

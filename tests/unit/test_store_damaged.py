@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from trainscale.errors import StoreError
-from trainscale.results.store import DamagedRecordError, DamagedRow, RunStore
+from trainscale.results.records import DamagedRecordError, DamagedRow
+from trainscale.results.store import RunStore
 
 OLD, DAMAGED, NEW = ("a" * 32, "b" * 32, "c" * 32)
 SWEEP_OLD, SWEEP_NEW = "1" * 32, "2" * 32

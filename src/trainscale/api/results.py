@@ -19,7 +19,7 @@ from trainscale.metrics.run_flags import ran_busy
 from trainscale.reporting.csv_table import CSV_COLUMNS as CONFIGURATION_COLUMNS
 from trainscale.results.export import CSV_COLUMNS as RUN_COLUMNS
 from trainscale.results.export import run_to_csv_row, run_to_json_dict
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 
 @dataclass(frozen=True)

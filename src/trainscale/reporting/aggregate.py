@@ -61,7 +61,7 @@ from trainscale.reporting.model import (
     WorkloadSection,
 )
 from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, disagreement_text
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
 """The usual parts of `summary["breakdown_s"]` (median seconds per step), in stacking order;

@@ -12,7 +12,7 @@ from trainscale.reporting import ReportError
 from trainscale.reporting.labels import configuration_key
 from trainscale.reporting.model import Configuration
 from trainscale.reporting.script_notes import data_wait_text
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 
 def default_baseline(configs: Sequence[Configuration]) -> tuple[Configuration | None, str]:

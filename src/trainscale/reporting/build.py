@@ -16,7 +16,8 @@ from trainscale.reporting.html import render_html
 from trainscale.reporting.markdown import render_markdown
 from trainscale.reporting.model import ReportData
 from trainscale.reporting.plots import SkippedPlot, render_plots
-from trainscale.results.store import RunRecord, RunStore
+from trainscale.results.records import RunRecord
+from trainscale.results.store import RunStore
 
 
 @dataclass(frozen=True)

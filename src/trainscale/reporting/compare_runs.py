@@ -21,13 +21,8 @@ from trainscale.errors import StoreError, TrainscaleError
 from trainscale.metrics.compare import compare_step_times, timed_steps
 from trainscale.metrics.run_flags import NOT_TRUSTED, busy_count, stalls_note, trusted
 from trainscale.reporting.script_notes import disagreement_text, is_input_bound
-from trainscale.results.store import (
-    DamagedRecordError,
-    RunRecord,
-    RunStore,
-    SweepRecord,
-    default_store_path,
-)
+from trainscale.results.records import DamagedRecordError, RunRecord, SweepRecord
+from trainscale.results.store import RunStore, default_store_path
 
 FEW_STEPS = 20
 """Below this many timed steps in a run, the comparison says its figures are coarse."""

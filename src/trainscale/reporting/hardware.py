@@ -16,7 +16,7 @@ from trainscale.hardware.peaks import match_gpu
 from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
 from trainscale.metrics.cost import CPU_CORE, CostedSetting, cost_usd, gpu_versus_cpu
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 
 def _number(value: Any) -> bool:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 
 # Keys of a resolved config that never name a configuration: labels, derived values, paths.
 LABEL_SKIP = frozenset({"tag", "core_sets", "oversubscribed", "data_dir", "download"})

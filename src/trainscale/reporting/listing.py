@@ -30,8 +30,9 @@ from trainscale.reporting.script_notes import (
 from trainscale.results.export import SUMMARY_KEYS, export_runs
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
+from trainscale.results.records import RunRecord, SweepRecord
 from trainscale.results.schema import EPOCH_FIELDS
-from trainscale.results.store import RunRecord, RunStore, SweepRecord, default_store_path
+from trainscale.results.store import RunStore, default_store_path
 
 RUN_COLUMNS = (
     ("run", "left"),

@@ -29,8 +29,8 @@ from typing import Any, TextIO
 from trainscale.errors import ConfigError
 from trainscale.reporting.listing import flatten, open_for_reading, select_runs
 from trainscale.results.export import export_runs
+from trainscale.results.records import RunRecord
 from trainscale.results.schema import EPOCH_FIELDS
-from trainscale.results.store import RunRecord
 
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "mlflow": ("MLflow", ("mlflow", "sqlalchemy", "alembic")),

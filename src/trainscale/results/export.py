@@ -11,8 +11,8 @@ from trainscale.hardware.contention import Contention
 from trainscale.hardware.facts import Environment
 from trainscale.hardware.figures import HardwareFigures
 from trainscale.results.csv_cells import write_csv
+from trainscale.results.records import RunRecord
 from trainscale.results.run_result import RunMetrics, field_names
-from trainscale.results.store import RunRecord
 
 SUMMARY_KEYS = field_names(RunMetrics)
 """A training run's measurements (`RunMetrics`), always present in an export (null when a

@@ -9,22 +9,23 @@ read transaction tries to upgrade.
 Commands that read runs open the store with `fail_stale=True`: rows left 'running' by a
 process of this host that is gone (killed, or the machine restarted) are then marked failed,
 so that no command shows a run as running that will never finish (see `results.owner`).
+
+The records the store hands out, and how their JSON columns are written and read, are in
+`results.records`; opening the file (its pragmas, schema, read-only connections) in
+`results.sqlite_file`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
 import sqlite3
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -35,26 +36,34 @@ from trainscale.results.owner import (
     STALE_PREFIX,
     Owner,
     current_owner,
-    decode_host,
     encode_host,
     is_gone,
     stale_reason,
     this_host,
 )
-from trainscale.results.schema import (
-    DATA_KINDS,
-    EPOCH_FIELDS,
-    RUN_STATUSES,
-    SCHEMA_VERSION,
-    ensure_schema,
-    read_schema_version,
-    refuse_newer,
+from trainscale.results.records import (
+    DamagedRecordError,
+    DamagedRow,
+    ProbeRecord,
+    RunRecord,
+    SweepRecord,
+    dumps,
+    loads_object,
+    probe_record,
+    record_owner,
+    run_record,
+    sweep_record,
+)
+from trainscale.results.schema import DATA_KINDS, EPOCH_FIELDS, RUN_STATUSES, SCHEMA_VERSION
+from trainscale.results.sqlite_file import (
+    connect,
+    connect_for_reading,
+    file_identity,
+    open_connection,
 )
 
 STORE_ENV_VAR = "TRAINSCALE_STORE"
 DEFAULT_STORE_NAME = "trainscale.db"
-BUSY_TIMEOUT_S = 30.0
-"""How long a writer waits for another writer's lock before giving up."""
 SWEEPS_COMMAND = "`trainscale runs sweeps`"
 """The command that lists the stored sweeps, for messages that point to it."""
 
@@ -66,176 +75,6 @@ def default_store_path() -> Path:
     """The store used when none is given: `$TRAINSCALE_STORE`, else `./trainscale.db`."""
     from_env = os.environ.get(STORE_ENV_VAR, "").strip()
     return Path(from_env).expanduser() if from_env else Path(DEFAULT_STORE_NAME)
-
-
-def missing_store_message(path: Path) -> str:
-    """The one-line message for reading a store that does not exist yet."""
-    return f"no results store at {path}; run `trainscale run` first or pass --store"
-
-
-@dataclass(frozen=True)
-class DamagedRow:
-    """A stored row whose JSON columns cannot all be read (edited by hand, cut short by a
-    disk error). The store never hands out such a row half-read: listings leave it out and
-    name it, and asking for it by id is a `DamagedRecordError`."""
-
-    kind: str
-    """'run', 'sweep' or 'probe'."""
-    ident: str
-    """Its full id."""
-    columns: tuple[str, ...]
-    """The JSON columns that cannot be parsed, e.g. ('config_json',)."""
-
-    def describe(self, *, full_id: bool = False) -> str:
-        """'run 1a2b3c4d has damaged stored JSON (config_json)'."""
-        ident = self.ident if full_id else self.ident[:8]
-        return f"{self.kind} {ident} has damaged stored JSON ({', '.join(self.columns)})"
-
-
-class DamagedRecordError(StoreError):
-    """The run, sweep or probe asked for by id is a damaged row."""
-
-    def __init__(self, damaged: DamagedRow) -> None:
-        super().__init__(f"{damaged.describe(full_id=True)}; it cannot be read")
-        self.damaged = damaged
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One stored run: the `runs` row with its JSON columns parsed."""
-
-    run_id: str
-    """Unique id; commands accept any unique prefix of it."""
-    created_at: str
-    """ISO 8601 UTC time the run was registered."""
-    finished_at: str | None
-    """ISO 8601 UTC time the run completed or failed; None while running."""
-    status: str
-    """'running', 'completed' or 'failed'."""
-    error: str | None
-    """Why a failed run failed."""
-    workload: str | None
-    """Registered workload name (None only for a failure recorded before the run was known)."""
-    data_kind: str | None
-    """'real' or 'synthetic'; accuracy from synthetic data means nothing."""
-    world_size: int | None
-    """Number of worker processes."""
-    threads_per_worker: int | None
-    """Intra-op threads in each worker."""
-    affinity: str | None
-    """CPU affinity plan, as the launcher describes it."""
-    precision: str | None
-    """Numeric precision, e.g. 'fp32' or 'bf16'."""
-    global_batch_size: int | None
-    """Samples per optimizer step, summed over workers."""
-    tag: str | None
-    """Free label used to group runs (a sweep name, an experiment)."""
-    config: dict[str, Any]
-    """The resolved run configuration."""
-    env: dict[str, Any]
-    """The environment the run saw (hardware, versions, affinity map)."""
-    summary: dict[str, Any]
-    """Headline metrics of a completed run (empty otherwise)."""
-    schema_version: int
-    """Schema version the run was written with."""
-    sweep_id: str | None = None
-    """The sweep this run belongs to (None for a run made on its own)."""
-    sweep_item: int | None = None
-    """Its index in the sweep's plan."""
-    config_hash: str | None = None
-    """Hash of its resolved config (tag excluded): equal hashes, equal settings."""
-    repeat_index: int | None = None
-    """Which repeat of its configuration it is, from 0."""
-    owner_host: str | None = None
-    """Host name of the process that created the run (None before schema 4)."""
-    owner_pid: int | None = None
-    """Its pid."""
-    owner_started: float | None = None
-    """Its start time, seconds since the epoch (tells a reused pid apart)."""
-    owner_boot_id: str | None = None
-    """Its machine's boot id (None where not recorded); see `results.owner`."""
-    owner_pid_ns: int | None = None
-    """Its pid namespace's inode (None where not recorded)."""
-
-    @property
-    def short_id(self) -> str:
-        """The first 8 characters of the run id, as shown in tables."""
-        return self.run_id[:8]
-
-    @property
-    def framework(self) -> str:
-        """The framework that trained it ('pytorch' for runs stored before frameworks)."""
-        return str(self.config.get("framework") or "pytorch")
-
-    @property
-    def framework_text(self) -> str:
-        """The framework and its release as the run recorded them: 'tensorflow 2.21.0'."""
-        recorded = self.env.get("framework") or {}
-        version = recorded.get("version") if isinstance(recorded, dict) else None
-        if version is None and self.framework == "pytorch":
-            version = self.env.get("torch_version")
-        text = self.framework
-        if self.config.get("single_process"):
-            text += " (single process)"
-        return f"{text} {version}" if version else text
-
-    @property
-    def owner(self) -> Owner | None:
-        """The process that created the run and, while it is 'running', owns it."""
-        if self.owner_host is None or self.owner_pid is None or self.owner_started is None:
-            return None
-        return Owner(
-            self.owner_host,
-            self.owner_pid,
-            self.owner_started,
-            self.owner_boot_id,
-            self.owner_pid_ns,
-        )
-
-
-@dataclass(frozen=True)
-class SweepRecord:
-    """One stored sweep: its normalised spec and its plan of runs."""
-
-    sweep_id: str
-    name: str
-    created_at: str
-    source: str
-    """Where the spec came from: a file path, or 'recipe:NAME'."""
-    spec_hash: str
-    """Hash of the normalised spec: a resumed sweep is found by it."""
-    spec: dict[str, Any]
-    plan: list[dict[str, Any]]
-    """The planned runs in execution order: each with `item`, `label`, `options`,
-    `config_hash` and `repeat`."""
-
-    @property
-    def short_id(self) -> str:
-        return self.sweep_id[:8]
-
-
-@dataclass(frozen=True)
-class ProbeRecord:
-    """One stored hardware measurement of `trainscale probe`."""
-
-    probe_id: str
-    created_at: str
-    kind: str
-    """'matmul', 'dispatch', 'transfer' or 'allreduce'."""
-    host: str | None
-    device_type: str | None
-    """'cpu' or 'cuda'."""
-    device: str | None
-    """The CPU model or the GPU name it measured."""
-    workers: int | None
-    """Processes of an all-reduce (None for the other kinds)."""
-    result: dict[str, Any]
-    env: dict[str, Any]
-    schema_version: int
-
-    @property
-    def short_id(self) -> str:
-        return self.probe_id[:8]
 
 
 class RunStore:
@@ -262,12 +101,12 @@ class RunStore:
         self.path = Path(path)
         self._read_only = not create
         self._conn: sqlite3.Connection | None = (
-            _connect(self.path, create=True) if create else _connect_for_reading(self.path)
+            connect(self.path, create=True) if create else connect_for_reading(self.path)
         )
         self._writer: sqlite3.Connection | None = None
         # Which file was opened: a connection keeps writing into it even once the path is
         # deleted or replaced, where what is written would be lost (see `_moved`).
-        self._identity = _identity(self.path)
+        self._identity = file_identity(self.path)
         self._left_out: dict[tuple[str, str], DamagedRow] = {}
         if fail_stale:
             # A store this process may read but not write (read-only, locked past the
@@ -348,8 +187,8 @@ class RunStore:
             "precision": precision,
             "global_batch_size": int(global_batch_size),
             "tag": tag,
-            "config_json": _dumps(config),
-            "env_json": _dumps(env),
+            "config_json": dumps(config),
+            "env_json": dumps(env),
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash,
             "sweep_id": sweep_id,
@@ -386,7 +225,7 @@ class RunStore:
         """
         # Encode and convert before taking the write lock: a bad value should fail fast and
         # never hold other writers up.
-        summary_json = _dumps(summary)
+        summary_json = dumps(summary)
         epoch_rows = [_epoch_row(run_id, index, epoch) for index, epoch in enumerate(epochs, 1)]
         step_rows = [(run_id, step, float(t)) for step, t in enumerate(step_times_s)]
         moved = self._moved()
@@ -429,17 +268,17 @@ class RunStore:
         """Add keys measured outside the workers (the launching process's contention
         figures) to a completed run's summary, in one transaction; returns whether the run
         was completed and got them. Other keys are left as rank 0 stored them."""
-        encoded = json.loads(_dumps(dict(fields)))  # fail fast on a value JSON cannot hold
+        encoded = json.loads(dumps(dict(fields)))  # fail fast on a value JSON cannot hold
         with self._write() as conn:
             if _status(conn, run_id) != "completed":
                 return False
             row = conn.execute(
                 "SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)
             ).fetchone()
-            summary = _loads(row[0])
+            summary = loads_object(row[0])
             summary.update(encoded)
             conn.execute(
-                "UPDATE runs SET summary_json = ? WHERE run_id = ?", (_dumps(summary), run_id)
+                "UPDATE runs SET summary_json = ? WHERE run_id = ?", (dumps(summary), run_id)
             )
         return True
 
@@ -489,8 +328,8 @@ class RunStore:
                         "precision": precision,
                         "global_batch_size": _opt_int(global_batch_size),
                         "tag": tag,
-                        "config_json": _dumps(config or {}),
-                        "env_json": _dumps(env or {}),
+                        "config_json": dumps(config or {}),
+                        "env_json": dumps(env or {}),
                         "schema_version": SCHEMA_VERSION,
                     },
                 )
@@ -518,7 +357,7 @@ class RunStore:
         with self._read() as conn:
             row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (prefix,)).fetchone()
             if row is not None:
-                return _record(row)
+                return run_record(row)
             # substr() rather than LIKE: run ids may contain '_' or '%'.
             where = "substr(run_id, 1, ?) = ?"
             params = (len(prefix), prefix)
@@ -533,7 +372,7 @@ class RunStore:
                 params,
             ).fetchall()
         if count == 1:
-            return _record(rows[0])
+            return run_record(rows[0])
         shown = ", ".join(r["run_id"] for r in rows) + (", ..." if count > len(rows) else "")
         raise StoreError(
             f"run id prefix {prefix!r} matches {count} runs ({shown}); give more characters"
@@ -557,7 +396,7 @@ class RunStore:
             raise ValueError(f"limit must be at least 1, not {limit}")
         filters = {"workload": workload, "status": status, "tag": tag, "sweep_id": sweep_id}
         sql, params = _newest_first_query("runs", filters)
-        return self._readable(sql, params, _record, limit)
+        return self._readable(sql, params, run_record, limit)
 
     def epochs(self, run_id: str) -> list[dict[str, Any]]:
         """Per-epoch rows of a run (full id), in epoch order; empty unless it completed."""
@@ -593,7 +432,7 @@ class RunStore:
             conn.execute(
                 "INSERT INTO sweeps (sweep_id, name, created_at, source, spec_hash, spec_json, "
                 "plan_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (sweep_id, name, _utc_now(), source, spec_hash, _dumps(spec), _dumps(list(plan))),
+                (sweep_id, name, _utc_now(), source, spec_hash, dumps(spec), dumps(list(plan))),
             )
 
     def get_sweep(self, sweep_id: str) -> SweepRecord:
@@ -610,7 +449,7 @@ class RunStore:
             ).fetchall()
         exact = [row for row in rows if row["sweep_id"] == prefix]
         if exact:
-            return _sweep_record(exact[0])
+            return sweep_record(exact[0])
         if not rows:
             raise StoreError(
                 f"no sweep {prefix!r} in {self.path}; {SWEEPS_COMMAND} lists the stored sweeps"
@@ -618,12 +457,12 @@ class RunStore:
         if len(rows) > 1:
             shown = ", ".join(row["sweep_id"] for row in rows[:5])
             raise StoreError(f"sweep id prefix {prefix!r} matches several sweeps ({shown})")
-        return _sweep_record(rows[0])
+        return sweep_record(rows[0])
 
     def list_sweeps(self, limit: int | None = None) -> list[SweepRecord]:
         """Stored sweeps, newest first, at most `limit` of them; damaged rows left out."""
         sql, params = _newest_first_query("sweeps", {})
-        return self._readable(sql, params, _sweep_record, limit)
+        return self._readable(sql, params, sweep_record, limit)
 
     def sweep_progress(self) -> dict[str, int]:
         """Per sweep id, how many of its planned runs have completed. A planned run is a
@@ -644,13 +483,13 @@ class RunStore:
                 "SELECT * FROM sweeps WHERE spec_hash = ? ORDER BY created_at DESC LIMIT 1",
                 (spec_hash,),
             ).fetchone()
-        return None if row is None else _sweep_record(row)
+        return None if row is None else sweep_record(row)
 
     def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
         """Every run of a sweep (full id), in plan order, earlier attempts first; damaged
         rows left out."""
         sql = "SELECT * FROM runs WHERE sweep_id = ? ORDER BY sweep_item, created_at, rowid"
-        return self._readable(sql, [sweep_id], _record, None)
+        return self._readable(sql, [sweep_id], run_record, None)
 
     def fail_stale_runs(self) -> list[str]:
         """Mark failed the runs left 'running' by a process of this host that is gone.
@@ -670,7 +509,7 @@ class RunStore:
                 (host, len(host) + 1, host + " "),
             ).fetchall()
         owned = [
-            (row["run_id"], _record_owner(row))
+            (row["run_id"], record_owner(row))
             for row in rows
             if row["owner_pid"] is not None and row["owner_started"] is not None
         ]
@@ -720,7 +559,7 @@ class RunStore:
     ) -> str:
         """Store one probe measurement; returns its new id."""
         probe_id = uuid.uuid4().hex
-        result_json, env_json = _dumps(result), _dumps(env)
+        result_json, env_json = dumps(result), dumps(env)
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO probes (probe_id, created_at, kind, host, device_type, device, "
@@ -768,7 +607,7 @@ class RunStore:
         (so `latest_probe` finds the newest readable one)."""
         filters = {"kind": kind, "host": host, "device": device, "device_type": device_type}
         sql, params = _newest_first_query("probes", filters)
-        return self._readable(sql, params, _probe_record, limit)
+        return self._readable(sql, params, probe_record, limit)
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -780,7 +619,7 @@ class RunStore:
     def _moved(self) -> str | None:
         """Why the path no longer names the file this store opened (deleted, or another
         file put in its place), or None while it does, or where that cannot be told."""
-        now = _identity(self.path)
+        now = file_identity(self.path)
         if now is None and self.path.exists():
             return None  # cannot stat it (permissions): the write itself will tell
         if now is None:
@@ -818,7 +657,7 @@ class RunStore:
         if not self._read_only:
             return conn
         if self._writer is None:
-            self._writer = _open(self.path, "rw")
+            self._writer = open_connection(self.path, "rw")
         return self._writer
 
     @contextmanager
@@ -887,161 +726,6 @@ class RunStore:
 # -- helpers ------------------------------------------------------------------------------
 
 
-def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
-    """Open the file with the pragmas the store relies on and a current schema."""
-    if path.is_dir():
-        raise StoreError(f"cannot open results store {path}: it is a directory, not a file")
-    if not path.exists():
-        if not create:
-            raise StoreError(missing_store_message(path))
-        # Only the file is created: a mistyped directory should fail, not appear.
-        parent = path.parent
-        if not parent.is_dir():
-            raise StoreError(
-                f"cannot create results store {path}: directory {parent} does not exist"
-            )
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise StoreError(f"cannot create results store {path}: {parent} is not writable")
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except sqlite3.Error as error:
-        raise StoreError(f"cannot open results store {path}: {error}") from None
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        # WAL lets readers work while a writer commits; on filesystems without shared
-        # memory SQLite keeps its rollback journal, which is still correct, only slower.
-        _use_wal(conn)
-        ensure_schema(conn)
-    except StoreError as error:
-        conn.close()
-        raise StoreError(f"cannot use results store {path}: {error}") from None
-    except sqlite3.Error as error:
-        conn.close()
-        raise StoreError(f"cannot open results store {path}: {error}") from None
-    return conn
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at `path`; None where it cannot be looked at."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino
-
-
-def _open(path: Path, mode: str, *, immutable: bool = False) -> sqlite3.Connection:
-    """An SQLite connection to an existing file in URI `mode` ('ro' or 'rw': neither
-    creates the file), with the store's pragmas; sqlite3.Error where it cannot be opened."""
-    uri = f"{path.absolute().as_uri()}?mode={mode}" + ("&immutable=1" if immutable else "")
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _connect_for_reading(path: Path) -> sqlite3.Connection:
-    """Open an existing store read-only; StoreError for no file, a file that is not a store
-    (which is left exactly as it was), or one from a newer trainscale.
-
-    A store of an older schema is migrated first where it can be written (as a write opens
-    it), and refused with what to do where it cannot.
-    """
-    if path.is_dir():
-        raise StoreError(f"cannot open results store {path}: it is a directory, not a file")
-    if not path.exists():
-        raise StoreError(missing_store_message(path))
-    try:
-        conn = _open_read_only(path)
-        with _closed_on_error(conn):
-            version = read_schema_version(conn)
-            refuse_newer(version)
-    except StoreError as error:
-        raise StoreError(f"cannot use results store {path}: {error}") from None
-    except sqlite3.DatabaseError as error:
-        if "not a database" in str(error):
-            raise StoreError(not_a_store_message(path)) from None
-        raise StoreError(f"cannot open results store {path}: {error}") from None
-    if version == SCHEMA_VERSION:
-        return conn
-    conn.close()
-    if version is None:  # no trainscale tables (an empty file is a valid, empty database)
-        raise StoreError(not_a_store_message(path))
-    # An older layout: reads would miss columns, so it is brought up to date, as before.
-    try:
-        _connect(path, create=False).close()
-    except StoreError as error:
-        raise StoreError(
-            f"{error}; results store {path} has schema version {version} and must be "
-            "upgraded once by a trainscale that can write it"
-        ) from None
-    return _connect_for_reading(path)
-
-
-@contextmanager
-def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
-    """Close `conn` if the block fails (the caller will not get it)."""
-    try:
-        yield
-    except BaseException:
-        conn.close()
-        raise
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that cannot change the store.
-
-    Where this process may write the file and its directory, a read-write connection with
-    `query_only` set: SQLite refuses every change through it, yet, as the last connection
-    to close, it still folds the WAL back and removes the -wal and -shm files (a mode=ro
-    connection would leave them behind). Elsewhere (a read-only mount, another user's
-    store), mode=ro; and where the WAL's shared-memory file (-shm) cannot be created there,
-    no writer is around to have made it, so the file cannot change while read and is opened
-    as immutable.
-    """
-    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK):
-        conn = _open(path, "rw")
-        with _closed_on_error(conn):
-            conn.execute("PRAGMA query_only = ON")
-        return conn
-    conn = _open(path, "ro")
-    try:
-        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.OperationalError as error:
-        conn.close()
-        if "unable to open" not in str(error):
-            raise
-        conn = _open(path, "ro", immutable=True)
-    return conn
-
-
-def not_a_store_message(path: Path) -> str:
-    """The one-line message for a read command given a file that is not a results store."""
-    return f"{path} is not a trainscale results store; pass the store with --store"
-
-
-def _use_wal(conn: sqlite3.Connection) -> None:
-    """Switch to WAL, waiting out a process that is switching the same new store at the same
-    moment: SQLite answers that pragma 'database is locked' at once, without its busy
-    handler, so the wait is here (up to the busy timeout)."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
 def _utc_now() -> str:
     # A fixed format (microseconds, +00:00) so that text order is time order.
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -1078,7 +762,7 @@ def _affinity_text(affinity: Any) -> str | None:
     # The column is text; a structured plan (a list of core sets) is kept as JSON.
     if affinity is None or isinstance(affinity, str):
         return affinity
-    return _dumps(affinity)
+    return dumps(affinity)
 
 
 def _epoch_row(run_id: str, index: int, epoch: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -1090,141 +774,6 @@ def _epoch_row(run_id: str, index: int, epoch: Mapping[str, Any]) -> tuple[Any, 
 def _opt_float(value: Any) -> float | None:
     # float() also turns numpy and 0-d torch scalars into something sqlite can bind.
     return None if value is None else float(value)
-
-
-def _json_default(value: Any) -> Any:
-    """Encode the non-JSON values a config or summary tends to hold, rather than lose a run."""
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"cannot store a {type(value).__name__} in a run record: {value!r}")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_json_default, sort_keys=True)
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    """A JSON object column as a dict; ValueError (or TypeError) when it is not JSON."""
-    if not text:
-        return {}
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _load_plan(text: str) -> list[dict[str, Any]]:
-    """A sweep's plan column: a JSON list of objects, or ValueError."""
-    plan = json.loads(text)
-    if not isinstance(plan, list) or not all(isinstance(item, dict) for item in plan):
-        raise ValueError("a sweep plan is a list of objects")
-    return plan
-
-
-def _parsed(
-    kind: str,
-    row: sqlite3.Row,
-    id_column: str,
-    columns: Mapping[str, Callable[[Any], Any]],
-) -> dict[str, Any]:
-    """Each JSON column of `row` parsed by its reader; DamagedRecordError naming every
-    column that cannot be read, so the row is never handed out half-read."""
-    parsed: dict[str, Any] = {}
-    damaged: list[str] = []
-    for column, read in columns.items():
-        try:
-            parsed[column] = read(row[column])
-        # JSONDecodeError and UnicodeDecodeError are ValueErrors; TypeError is a non-text
-        # value (a number or a blob written by another tool); RecursionError absurd nesting.
-        except (ValueError, TypeError, RecursionError):
-            damaged.append(column)
-    if damaged:
-        raise DamagedRecordError(DamagedRow(kind, str(row[id_column]), tuple(damaged)))
-    return parsed
-
-
-_RUN_JSON = {"config_json": _loads, "env_json": _loads, "summary_json": _loads}
-_SWEEP_JSON = {"spec_json": _loads, "plan_json": _load_plan}
-_PROBE_JSON = {"result_json": _loads, "env_json": _loads}
-
-
-def _record(row: sqlite3.Row) -> RunRecord:
-    parsed = _parsed("run", row, "run_id", _RUN_JSON)
-    return RunRecord(
-        run_id=row["run_id"],
-        created_at=row["created_at"],
-        finished_at=row["finished_at"],
-        status=row["status"],
-        error=row["error"],
-        workload=row["workload"],
-        data_kind=row["data_kind"],
-        world_size=row["world_size"],
-        threads_per_worker=row["threads_per_worker"],
-        affinity=row["affinity"],
-        precision=row["precision"],
-        global_batch_size=row["global_batch_size"],
-        tag=row["tag"],
-        config=parsed["config_json"],
-        env=parsed["env_json"],
-        summary=parsed["summary_json"],
-        schema_version=row["schema_version"],
-        sweep_id=row["sweep_id"],
-        sweep_item=row["sweep_item"],
-        config_hash=row["config_hash"],
-        repeat_index=row["repeat_index"],
-        owner_pid=row["owner_pid"],
-        owner_started=row["owner_started"],
-        **_owner_host_fields(row["owner_host"]),
-    )
-
-
-def _record_owner(row: sqlite3.Row) -> Owner:
-    """The owner of a row read with owner_host, owner_pid and owner_started."""
-    host, boot_id, pid_ns = decode_host(row["owner_host"])
-    return Owner(host, row["owner_pid"], row["owner_started"], boot_id, pid_ns)
-
-
-def _owner_host_fields(text: str | None) -> dict[str, Any]:
-    """RunRecord's owner_host, owner_boot_id and owner_pid_ns from the stored column."""
-    if text is None:
-        return {"owner_host": None}
-    host, boot_id, pid_ns = decode_host(text)
-    return {"owner_host": host, "owner_boot_id": boot_id, "owner_pid_ns": pid_ns}
-
-
-def _probe_record(row: sqlite3.Row) -> ProbeRecord:
-    parsed = _parsed("probe", row, "probe_id", _PROBE_JSON)
-    return ProbeRecord(
-        probe_id=row["probe_id"],
-        created_at=row["created_at"],
-        kind=row["kind"],
-        host=row["host"],
-        device_type=row["device_type"],
-        device=row["device"],
-        workers=row["workers"],
-        result=parsed["result_json"],
-        env=parsed["env_json"],
-        schema_version=row["schema_version"],
-    )
-
-
-def _sweep_record(row: sqlite3.Row) -> SweepRecord:
-    parsed = _parsed("sweep", row, "sweep_id", _SWEEP_JSON)
-    return SweepRecord(
-        sweep_id=row["sweep_id"],
-        name=row["name"],
-        created_at=row["created_at"],
-        source=row["source"],
-        spec_hash=row["spec_hash"],
-        spec=parsed["spec_json"],
-        plan=parsed["plan_json"],
-    )
 
 
 def _newest_first_query(table: str, filters: dict[str, Any]) -> tuple[str, list[Any]]:

@@ -35,7 +35,7 @@ from trainscale.errors import TrainscaleError
 from trainscale.hardware.contention import BUSY
 from trainscale.metrics import stats
 from trainscale.metrics.throughput import stored_step_time
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 from trainscale.simulate.cluster import DeviceSpec, LinkSpec
 from trainscale.simulate.collectives import link_from_allreduce_fit
 from trainscale.simulate.stragglers import DEFAULT_SIGMA, sigma_from_spread

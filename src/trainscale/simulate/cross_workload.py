@@ -29,7 +29,7 @@ from scipy.optimize import nnls
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import ran_busy
 from trainscale.metrics.throughput import stored_step_time
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 from trainscale.simulate.calibrate import (
     DEFAULT_BACKWARD_SHARE,
     Calibration,

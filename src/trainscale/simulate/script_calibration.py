@@ -16,7 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainscale.results.store import RunRecord, RunStore
+from trainscale.results.records import RunRecord
+from trainscale.results.store import RunStore
 from trainscale.runner.script_launch import is_script
 from trainscale.simulate.buckets import GradientLayout, recorded_layout
 from trainscale.simulate.calibrate import (

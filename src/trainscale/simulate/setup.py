@@ -18,7 +18,8 @@ import torch
 from trainscale.errors import ConfigError
 from trainscale.hardware import facts
 from trainscale.metrics.throughput import stored_step_time
-from trainscale.results.store import RunRecord, RunStore
+from trainscale.results.records import RunRecord
+from trainscale.results.store import RunStore
 from trainscale.simulate.buckets import GradientLayout, workload_layout
 from trainscale.simulate.calibrate import (
     Calibration,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from trainscale.errors import TrainscaleError
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import Calibration
 from trainscale.simulate.cluster import ClusterSpec

@@ -34,7 +34,7 @@ from trainscale.errors import TrainscaleError
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.metrics.throughput import stored_step_time, throughput
-from trainscale.results.store import RunRecord
+from trainscale.results.records import RunRecord
 from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import (
     Calibration,

@@ -22,7 +22,8 @@ from typing import Any
 
 from trainscale.errors import TrainscaleError
 from trainscale.results.owner import is_alive, is_here
-from trainscale.results.store import RunStore, SweepRecord
+from trainscale.results.records import SweepRecord
+from trainscale.results.store import RunStore
 from trainscale.runner import launch
 from trainscale.runner.launch import RemoteResult, RunFailed
 from trainscale.runner.record import SweepSlot
