@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -11,7 +13,12 @@ from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy
 from trainscale.runner.resolve import resolve
 from trainscale.train import compile as compile_module
-from trainscale.train.compile import CUDA_GRAPH_PASSES, compile_model, mark_cuda_graph_step
+from trainscale.train.compile import (
+    CUDA_GRAPH_PASSES,
+    DYNAMO_CONTEXT_LOGGER,
+    compile_model,
+    mark_cuda_graph_step,
+)
 from trainscale.train.loss import run_loss
 from trainscale.train.trainer import train
 from trainscale.workloads import get_workload
@@ -139,3 +146,19 @@ def test_under_compile_every_step_computes_its_loss_through_the_compiled_loss(mo
     # One compilation pass, then the 4 steps (a CPU run takes no warm-up step).
     assert len(loss_calls) == 1 + 4
     assert compiled == pytest.approx(eager, rel=1e-6), "the same loss, label smoothing kept"
+
+
+def _record(message: str) -> logging.LogRecord:
+    return logging.LogRecord(DYNAMO_CONTEXT_LOGGER, logging.WARNING, __file__, 1, message, (), None)
+
+
+def test_compiling_drops_dynamos_ignored_annotation_notice_and_nothing_else(recorded):
+    # DDP's forward carries a profiler annotation Dynamo cannot keep; its notice was
+    # printed by every worker of a data-parallel --compile run.
+    _compile("cpu", "default")
+    logger = logging.getLogger(DYNAMO_CONTEXT_LOGGER)
+    notice = "Profiler record function %s will be ignored"
+    assert not logger.filter(_record(notice))
+    assert logger.filter(_record("Graph break in user code"))
+    _compile("cpu", "default")
+    assert len(logger.filters) == len(set(map(id, logger.filters))), "added once"
