@@ -10,8 +10,8 @@ most important first, each under its own time cap and skipped once the budget is
 - mnist: benchmarks/gpu_mnist_time_to_accuracy.py on real MNIST, the fast setting eager and
   with CUDA graphs (needs --mnist DIR); then the first 20 steps of the fast setting with
   CUDA graphs under `--profile` (trace, operator table and step times among the steps' files);
-- resnet: benchmarks/gpu_resnet_throughput.py: trainscale vs a bare loop in fp32 and bf16, then
-  compile vs eager, each in rounds;
+- resnet: benchmarks/gpu_resnet_throughput.py: trainscale vs a bare loop, both with CUDA
+  graphs (bf16), then both eager in fp32 and bf16, then compile vs eager, each in rounds;
 - tests: tests/gpu (every workload in three precisions, compile, JAX on CUDA, NVML energy,
   bench's GPU rungs, recommend's GPU settings), run in parallel processes since they assert
   behaviour, not speed (after the timed steps, which need a quiet machine);
@@ -30,9 +30,9 @@ the store (DIR/trainscale.db) holds every run. Nothing here asserts: tests/gpu d
 records. On one H200 with 16 host cores: machine 30 s; mnist 3 to 4 minutes (three seeds,
 each the fast setting eager and with CUDA graphs, and the examples recipe); workloads about
 5 minutes (a GPU and a CPU run of each workload, 17 to 36 s each, then the simulator); resnet
-about 6 (its two comparisons); tests about 4; bench 7. Within 8 minutes a call: `--only
-machine,mnist`, `--only machine,workloads`, `--only machine,resnet`, `--only tests`, `--only
-machine,bench`.
+about 10 (its three comparisons; the first two fit a call); tests about 4; bench 7. Within 8
+minutes a call: `--only machine,mnist`, `--only machine,workloads`, `--only machine,resnet`,
+`--only tests`, `--only machine,bench`.
 """
 
 from __future__ import annotations
@@ -140,6 +140,7 @@ def plan(out: Path, mnist: Path | None, steps_dir: Path, imdb: Path | None = Non
             )
         )
     for name, compare, cap in (
+        ("resnet_graphs", "graphs", 200),
         ("resnet_throughput", "loops", 240),
         ("resnet_compile", "compile", 200),
     ):

@@ -1,6 +1,7 @@
 """ResNet-44 on one GPU: trainscale against a bare PyTorch loop doing the same work, as ratios.
 
     python benchmarks/gpu_resnet_throughput.py --rounds 3 --steps 300 --batch-size 128
+    python benchmarks/gpu_resnet_throughput.py --compare graphs --rounds 3
     python benchmarks/gpu_resnet_throughput.py --compare compile --rounds 3
 
 `--compare loops` (the default): both sides do the same work: the same model
@@ -13,6 +14,12 @@ warm-up. Each round runs every side once in rotated order; each ratio (trainscal
 throughput) is taken within a round and summarised as the median with a 95% bootstrap
 interval. Target: >= 0.98 in each precision. Also: bf16 against fp32 on both sides, and MFU
 against the probe's measured bf16 matmul rate when `--store` holds a probe of this GPU.
+
+`--compare graphs`: the same two loops in bf16, both with CUDA graphs (trainscale's
+`--compile --compile-mode reduce-overhead`; the bare loop compiles its model and its loss in
+that mode and marks each step). Eager, this launch-bound step runs at the host's speed,
+which varied by half between rounds on an H200's host, too much for a verdict on 2%; with
+each step's forward and backward replayed as graphs the GPU, not the host, bounds it.
 
 `--compare compile`: trainscale in bf16, eager against `--compile`, in rounds the same way
 (compilation timed apart, and cached by Inductor after the first round).
@@ -33,13 +40,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import trainscale_run, write_json  # noqa: E402
+from gpu_mnist_time_to_accuracy import GRAPHS  # noqa: E402
 
 PRECISIONS = ("fp32", "bf16")
 SAMPLES = 50_000
 
 
-def bare_loop(steps: int, warmup: int, batch: int, precision: str) -> float:
-    """Samples per second of the plain loop (median step over the timed steps)."""
+def bare_loop(steps: int, warmup: int, batch: int, precision: str, graphs: bool = False) -> float:
+    """Samples per second of the plain loop (median step over the timed steps); with
+    `graphs`, its model and loss compiled to replay CUDA graphs (compiled and recorded in
+    the warm-up steps, which are not timed)."""
     import torch
 
     from trainscale.data.augment import random_crop_flip
@@ -59,14 +69,21 @@ def bare_loop(steps: int, warmup: int, batch: int, precision: str) -> float:
     autocast = (
         torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
     )
+    forward, loss_of = model, torch.nn.functional.cross_entropy
+    if graphs:
+        torch._dynamo.reset()  # each round compiles afresh, as each trainscale run does
+        forward = torch.compile(model, mode="reduce-overhead")
+        loss_of = torch.compile(torch.nn.functional.cross_entropy, mode="reduce-overhead")
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
     marks[0].record()
     for step in range(steps):
         start = (step * batch) % (SAMPLES - batch)
         index = order[start : start + batch]
         x = random_crop_flip(images[index], generator)
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with autocast:
-            loss = torch.nn.functional.cross_entropy(model(x), labels[index])
+            loss = loss_of(forward(x), labels[index])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -102,6 +119,7 @@ def trainscale_side(steps: int, warmup: int, batch: int, precision: str, store: 
 
 COMPARISONS = {
     "loops": [(kind, p) for p in PRECISIONS for kind in ("bare", "trainscale")],
+    "graphs": [("bare-graphs", "bf16"), ("graphs", "bf16")],
     "compile": [("trainscale", "bf16"), ("compiled", "bf16")],
 }
 """The sides each comparison measures, every one once a round."""
@@ -112,6 +130,7 @@ RATIOS = {
         ("trainscale bf16 / fp32", "trainscale fp32", "trainscale bf16"),
         ("bare bf16 / fp32", "bare fp32", "bare bf16"),
     ],
+    "graphs": [("trainscale / bare, both CUDA graphs, bf16", "bare-graphs bf16", "graphs bf16")],
     "compile": [("compiled / eager, bf16", "trainscale bf16", "compiled bf16")],
 }
 """(label, a, b) of each ratio b / a a comparison reports."""
@@ -119,10 +138,11 @@ RATIOS = {
 
 def measure(kind: str, precision: str, args: argparse.Namespace, store: Path) -> dict:
     """One side's run: its samples/s, and trainscale's stored result where it is one."""
-    if kind == "bare":
-        value = bare_loop(args.steps, args.warmup, args.batch_size, precision)
+    if kind in ("bare", "bare-graphs"):
+        graphs = kind == "bare-graphs"
+        value = bare_loop(args.steps, args.warmup, args.batch_size, precision, graphs)
         return {"samples_per_s": value}
-    extra = ["--compile"] if kind == "compiled" else []
+    extra = {"compiled": ["--compile"], "graphs": ["--compile", *GRAPHS.split()]}.get(kind, [])
     return trainscale_side(args.steps, args.warmup, args.batch_size, precision, store, *extra)
 
 
@@ -146,7 +166,7 @@ def main() -> None:
         measured: dict[str, float] = {}
         for kind, precision in order:
             result = measure(kind, precision, args, store)
-            if kind != "bare":
+            if not kind.startswith("bare"):
                 runs.append({**result, "side": f"{kind} {precision}"})
             measured[f"{kind} {precision}"] = result["samples_per_s"]
             print(
