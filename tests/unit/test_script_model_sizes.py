@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import trainscale
+from trainscale.results.stored_settings import StoredSettings
 from trainscale.simulate.buckets import (
     layout_from_params,
     param_infos,
@@ -106,6 +107,7 @@ class _Record:
     def __init__(self, summary=None, config=None, world_size=1, global_batch_size=64):
         self.summary = summary or {}
         self.config = config or {"script": "/a/train.py"}
+        self.settings = StoredSettings.of(self.config)
         self.world_size = world_size
         self.global_batch_size = global_batch_size
 

@@ -297,14 +297,14 @@ def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, i
         for fact in facts:
             if isinstance(fact, dict) and isinstance(fact.get("cores"), list):
                 core_ids.update(c for c in fact["cores"] if isinstance(c, int))
-    if not core_ids and isinstance(record.config.get("core_sets"), list):
-        for cores in record.config["core_sets"]:
-            core_ids.update(c for c in cores if isinstance(c, int))
+    if not core_ids:
+        for cores in record.settings.core_sets:
+            core_ids.update(cores)
     if not core_ids and isinstance(record.env.get("usable_cores"), list):
         core_ids.update(c for c in record.env["usable_cores"] if isinstance(c, int))
     if not core_ids:
-        return total, total, bool(record.config.get("oversubscribed"))
-    oversubscribed = total > len(core_ids) or bool(record.config.get("oversubscribed"))
+        return total, total, record.settings.oversubscribed
+    oversubscribed = total > len(core_ids) or record.settings.oversubscribed
     return total, min(total, len(core_ids)), oversubscribed
 
 

@@ -18,7 +18,7 @@ _PARALLEL_KEYS = ("workers", "threads_per_worker", "affinity")
 def series_of(configs: Sequence[Configuration]) -> list[Series]:
     """Split a workload's configurations into lines that differ only in worker count."""
     skip = set(_SERIES_SKIP)
-    batches = {c.config.get("batch_size") for c in configs}
+    batches = {c.settings.batch_size for c in configs}
     if len(batches) == 1:  # weak scaling: the global batch follows the workers
         skip.add("global_batch_size")
     differing = differing_keys([c.config for c in configs], frozenset(skip))

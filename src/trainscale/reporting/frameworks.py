@@ -30,7 +30,7 @@ COLUMNS = (
 def setting_text(config: Configuration) -> str:
     """The setting without the framework: 'workers x threads, precision, global batch B'."""
     threads = config.threads_setting
-    how = " in one process" if config.config.get("single_process") else ""
+    how = " in one process" if config.settings.single_process else ""
     return (
         f"{config.workers} x {threads}{how}, {config.precision or 'fp32'}, "
         f"global batch {config.global_batch_size}"

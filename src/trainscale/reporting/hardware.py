@@ -37,7 +37,7 @@ def run_devices(record: RunRecord, cores: int) -> tuple[str, int, str | None, st
             hardware.get("kind"),
             hardware.get("device"),
         )
-    if record.config.get("device") == "cuda":
+    if record.settings.device == "cuda":
         gpus = record.env.get("gpus") or [{}]
         name = gpus[0].get("name") if isinstance(gpus[0], dict) else None
         entry = match_gpu(name)

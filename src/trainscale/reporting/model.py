@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.metrics.scaling import AmdahlFit, relative_iqr
+from trainscale.results.stored_settings import StoredSettings
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,12 @@ class Configuration:
     @property
     def synthetic(self) -> bool:
         return self.data_kind == "synthetic"
+
+    @property
+    def settings(self) -> StoredSettings:
+        """Its runs' settings, typed (`results.stored_settings`); `config` keeps them flat,
+        for what reads every setting by name (the labels of the settings that differ)."""
+        return StoredSettings.of(self.config)
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ def platform_note(section: WorkloadSection) -> str:
 def platform(c: Configuration) -> str:
     """Where a configuration trained, in the study's words: 'CPU serial, 1 worker x 1
     thread', 'CPU parallel, 4 workers x 2 threads', '1 GPU (NVIDIA H100 80GB HBM3)'."""
-    nodes = c.config.get("nnodes")
-    on_nodes = f" on {nodes} nodes" if isinstance(nodes, int) and nodes > 1 else ""
+    nodes = c.settings.nnodes
+    on_nodes = f" on {nodes} nodes" if nodes > 1 else ""
     if c.device_type == "cuda":
         count = c.devices or c.workers
         name = f" ({c.device_name})" if c.device_name else ""
@@ -74,10 +74,10 @@ def time_per_epoch_s(c: Configuration) -> float | None:
     evaluation not) over the epochs trained (fewer than the config's where runs stopped at
     their target); None when the runs trained a number of steps, whose epochs the stored
     config does not give."""
-    if c.config.get("steps") is not None:
+    if c.settings.steps is not None:
         return None
-    epochs = c.epochs_trained if c.epochs_trained is not None else c.config.get("epochs")
-    if c.train_time_s is None or not isinstance(epochs, (int, float)) or isinstance(epochs, bool):
+    epochs = c.epochs_trained if c.epochs_trained is not None else c.settings.epochs
+    if c.train_time_s is None or epochs is None:
         return None
     return c.train_time_s / epochs if epochs > 0 else None
 

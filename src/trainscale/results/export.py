@@ -79,7 +79,7 @@ def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
         "threads_per_worker": record.threads_per_worker,
         "affinity": record.affinity,
         "precision": record.precision,
-        "precision_reason": record.config.get("precision_reason"),
+        "precision_reason": record.settings.precision_reason,
         "global_batch_size": record.global_batch_size,
         "tag": record.tag,
         "sweep_id": record.sweep_id,

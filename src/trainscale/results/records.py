@@ -10,10 +10,12 @@ import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from trainscale.errors import StoreError
 from trainscale.results.owner import Owner, decode_host
+from trainscale.results.stored_settings import StoredSettings
 
 
 @dataclass(frozen=True)
@@ -105,10 +107,15 @@ class RunRecord:
         """The first 8 characters of the run id, as shown in tables."""
         return self.run_id[:8]
 
+    @cached_property
+    def settings(self) -> StoredSettings:
+        """Its settings as readers ask about them, typed (`results.stored_settings`)."""
+        return StoredSettings.of(self.config)
+
     @property
     def framework(self) -> str:
         """The framework that trained it ('pytorch' for runs stored before frameworks)."""
-        return str(self.config.get("framework") or "pytorch")
+        return self.settings.framework
 
     @property
     def framework_text(self) -> str:
@@ -118,7 +125,7 @@ class RunRecord:
         if version is None and self.framework == "pytorch":
             version = self.env.get("torch_version")
         text = self.framework
-        if self.config.get("single_process"):
+        if self.settings.single_process:
             text += " (single process)"
         return f"{text} {version}" if version else text
 

@@ -140,7 +140,7 @@ def is_measured(record: RunRecord) -> bool:
 
 
 def device_kind(record: RunRecord) -> str:
-    return str(record.config.get("device") or "cpu")
+    return record.settings.device
 
 
 def device_name(record: RunRecord) -> str:
@@ -166,16 +166,17 @@ def cores_per_worker(record: RunRecord) -> tuple[int, bool]:
     A pinned worker has its core set; unpinned workers share the machine's usable cores.
     A worker computes on no more cores than it has threads.
     """
-    workers = int(record.world_size or record.config.get("workers") or 1)
-    threads = int(record.threads_per_worker or record.config.get("threads_per_worker") or 1)
-    core_sets = record.config.get("core_sets")
+    settings = record.settings
+    workers = int(record.world_size or settings.workers or 1)
+    threads = int(record.threads_per_worker or settings.threads_per_worker or 1)
+    core_sets = settings.core_sets
     if core_sets:
         own = len(core_sets[0])
         total_cores = len({c for s in core_sets for c in s})
     else:
         total_cores = usable_cores(record)
         own = max(1, total_cores // workers)
-    oversubscribed = bool(record.config.get("oversubscribed")) or workers * threads > total_cores
+    oversubscribed = settings.oversubscribed or workers * threads > total_cores
     return max(1, min(threads, own)), oversubscribed
 
 
@@ -208,8 +209,8 @@ def run_sigma(record: RunRecord) -> float | None:
 def per_worker_batch(record: RunRecord) -> int:
     """A worker's batch: the config's, or for a script run (which decides its own) the
     measured global batch split over its workers."""
-    batch = record.config.get("batch_size")
-    if batch or not record.config.get("script"):
+    batch = record.settings.batch_size
+    if batch or not record.settings.script:
         return int(batch or record.global_batch_size or 1)
     workers = max(1, int(record.world_size or 1))
     return max(1, round((record.global_batch_size or 1) / workers))
@@ -255,7 +256,7 @@ class _Point:
 def _point(record: RunRecord) -> _Point:
     batch = per_worker_batch(record)
     step = stored_step_time(record.summary)
-    accum = int(record.config.get("grad_accum") or 1)
+    accum = record.settings.grad_accum
     parts = run_breakdown(record)
     flops = record.summary.get("flops_per_sample")
     flops = float(flops) if isinstance(flops, (int, float)) and flops > 0 else None
@@ -530,7 +531,7 @@ def matching_serial_runs(
     for record in records:
         if record.workload != workload or not is_measured(record):
             continue
-        if (record.world_size or 1) != 1 or int(record.config.get("grad_accum") or 1) != 1:
+        if (record.world_size or 1) != 1 or record.settings.grad_accum != 1:
             continue
         if device_kind(record) != device.kind or (record.precision or "fp32") != precision:
             continue

@@ -98,7 +98,7 @@ def fitting_runs(
             continue
         if ran_busy(record.summary):  # its step is its neighbours' as much as the device's
             continue
-        if (record.world_size or 1) != 1 or int(record.config.get("grad_accum") or 1) != 1:
+        if (record.world_size or 1) != 1 or record.settings.grad_accum != 1:
             continue
         if device_kind(record) != device.kind or (record.precision or "fp32") != precision:
             continue

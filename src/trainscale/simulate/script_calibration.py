@@ -55,8 +55,8 @@ def newest_script_runs(store: RunStore, name: str) -> list[RunRecord]:
             f"no completed run of {name} in {store.path}; measure it first, e.g. "
             f"`trainscale run {file} --workers 1 --threads-per-worker 1 -- ARGS`"
         )
-    digest = runs[0].config.get("script_sha256")
-    return [r for r in runs if r.config.get("script_sha256") == digest]
+    digest = runs[0].settings.script_sha256
+    return [r for r in runs if r.settings.script_sha256 == digest]
 
 
 def script_layout(record: RunRecord, bucket_cap_mb: float | None) -> GradientLayout:
@@ -108,7 +108,7 @@ def calibrate_script(
         f"{newest.short_id} recorded (trainscale.meter(model=...)); backward compute "
         "spread over them by their sizes"
     ]
-    if len({r.config.get("script_sha256") for r in given}) > 1:
+    if len({r.settings.script_sha256 for r in given}) > 1:
         notes.append("the calibration runs measured different versions of the script")
     return Setup(name, cluster, _with_notes(calibration, notes), layout)
 

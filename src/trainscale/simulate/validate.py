@@ -207,12 +207,12 @@ def setting_label(record: RunRecord) -> str:
     """'2 workers x 1 thread, pinned' and the like; ', oversubscribed' where it was."""
     workers = int(record.world_size or 1)
     threads = record.threads_per_worker
-    pinned = bool(record.config.get("core_sets"))
+    pinned = bool(record.settings.core_sets)
     _, over = cores_per_worker(record)
     text = f"{workers} worker{'s' if workers > 1 else ''} x {threads} thread"
     text += "s" if threads != 1 else ""
     text += ", pinned" if pinned else ", unpinned"
-    if record.config.get("threads_per_worker") is None and record.config.get("oversubscribed"):
+    if record.settings.threads_per_worker is None and record.settings.oversubscribed:
         text += " (torch default threads)"
     if over:
         text += ", oversubscribed"
@@ -231,7 +231,7 @@ def group_key(record: RunRecord) -> tuple[Any, ...]:
         # A CPU worker's speed is its cores; a GPU worker's is its GPU, whatever host threads
         # feed it.
         cores_per_worker(record)[0] if device_kind(record) == "cpu" else None,
-        bool(record.config.get("compile")),
+        record.settings.compile,
     )
 
 
@@ -241,7 +241,7 @@ def default_calibration_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     for record in sorted(records, key=lambda r: r.created_at):
         if (record.world_size or 1) != 1 or cores_per_worker(record)[1]:
             continue
-        if int(record.config.get("grad_accum") or 1) != 1:
+        if record.settings.grad_accum != 1:
             continue
         setting = (group_key(record), record.config_hash or per_worker_batch(record))
         first.setdefault(setting, record)
@@ -360,9 +360,9 @@ def unmodelled_workload(record: RunRecord) -> str | None:
     loaded, and loading it would run the user's code; a registered workload whose package
     has gone is unknown. Either would otherwise fail the whole validation.
     """
-    if record.config.get("workload_source"):
+    if record.settings.workload_source:
         return f"custom workload {record.workload} (its code is not run to simulate it)"
-    if record.config.get("script"):
+    if record.settings.script:
         return (
             f"script run {record.workload} (validation takes workloads; "
             f"`trainscale simulate {record.workload}` predicts it)"
@@ -410,7 +410,7 @@ def _fit_network(
         )
     widest = max(usable, key=lambda r: int(r.world_size or 1))
     machine = _cluster_for(widest, cluster, link_for)
-    layout = layout_for(calibration.workload, usable[0].config.get("bucket_cap_mb"))
+    layout = layout_for(calibration.workload, usable[0].settings.bucket_cap_mb)
     return fit_network(calibration, usable, layout, machine)
 
 
@@ -426,14 +426,14 @@ def _predict_run(
     workers = int(record.world_size or 1)
     batch = per_worker_batch(record)
     machine = _cluster_for(record, cluster, link_for)
-    layout = layout_for(str(record.workload), record.config.get("bucket_cap_mb"))
+    layout = layout_for(str(record.workload), record.settings.bucket_cap_mb)
     predicted = predict_one(
         calibration,
         layout,
         machine,
         workers,
         batch,
-        grad_accum=int(record.config.get("grad_accum") or 1),
+        grad_accum=record.settings.grad_accum,
         samples=samples,
         seed=seed,
         check_fit=False,
@@ -513,7 +513,7 @@ def _with_speedup(
     seed: int,
 ) -> ValidationRow:
     machine = _cluster_for(baseline, cluster, link_for)
-    layout = layout_for(str(baseline.workload), baseline.config.get("bucket_cap_mb"))
+    layout = layout_for(str(baseline.workload), baseline.settings.bucket_cap_mb)
     serial = predict_one(
         calibration,
         layout,
