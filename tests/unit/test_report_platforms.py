@@ -19,6 +19,7 @@ from trainscale.reporting.platforms import (
     platform_table_applies,
 )
 from trainscale.reporting.plots import PLOT_TITLES, draw_figure, png_bytes
+from trainscale.results.stored_settings import StoredSettings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -232,11 +233,12 @@ def test_the_epochs_trained_are_the_runs_share_of_their_planned_steps() -> None:
     def run(**summary: Any) -> Any:
         return SimpleNamespace(summary=summary)
 
-    config = {"epochs": 4.0, "steps": None}
+    settings = StoredSettings.of({"epochs": 4.0, "steps": None})
     stopped = [run(num_steps=97, planned_steps=388), run(num_steps=194, planned_steps=388)]
-    assert _epochs_trained(stopped, config) == 1.5  # the median of 1 and 2
-    assert _epochs_trained([run(num_steps=388)], config) == 4.0  # stored before: whole length
-    assert _epochs_trained(stopped, {"epochs": 4.0, "steps": 388}) is None
+    assert _epochs_trained(stopped, settings) == 1.5  # the median of 1 and 2
+    assert _epochs_trained([run(num_steps=388)], settings) == 4.0  # stored before: whole length
+    in_steps = StoredSettings.of({"epochs": 4.0, "steps": 388})
+    assert _epochs_trained(stopped, in_steps) is None
 
 
 def test_speedup_to_target_pairs_rounds_and_differs_from_throughputs() -> None:

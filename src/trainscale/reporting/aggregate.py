@@ -62,6 +62,7 @@ from trainscale.reporting.model import (
 )
 from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, disagreement_text
 from trainscale.results.records import RunRecord
+from trainscale.results.stored_settings import StoredSettings
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
 """The usual parts of `summary["breakdown_s"]` (median seconds per step), in stacking order;
@@ -187,8 +188,9 @@ def _configuration(
 ) -> Configuration:
     first = runs[0]
     config = first.config
-    workers = first.world_size or int(config.get("workers") or 1)
-    threads = first.threads_per_worker or config.get("threads_per_worker")
+    settings = first.settings
+    workers = first.world_size or settings.workers or 1
+    threads = first.threads_per_worker or settings.threads_per_worker
     total_threads, cores, oversubscribed = _cores(first, workers, threads)
 
     def numbers(name: str, records: Iterable[RunRecord] = runs) -> list[float]:
@@ -224,7 +226,7 @@ def _configuration(
         threads_per_worker=threads,
         threads_setting=value_text("threads_per_worker", config.get("threads_per_worker", threads)),
         affinity=first.affinity,
-        pinned=bool(config.get("core_sets")) or (first.affinity not in (None, "none")),
+        pinned=bool(settings.core_sets) or (first.affinity not in (None, "none")),
         total_threads=total_threads,
         cores=cores,
         oversubscribed=oversubscribed,
@@ -259,7 +261,7 @@ def _configuration(
         data_wait_share=stats.median(w) if (w := numbers("data_wait_share")) else None,
         data_wait_s_median=stats.median(w) if (w := numbers("data_wait_s_median")) else None,
         disagreements=list(dict.fromkeys(d for r in runs if (d := disagreement_text(r.summary)))),
-        epochs_trained=_epochs_trained(runs, config),
+        epochs_trained=_epochs_trained(runs, settings),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
 
@@ -347,10 +349,10 @@ def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
     return {name: stats.median(per_part[name]) for name in order}
 
 
-def _epochs_trained(runs: Sequence[RunRecord], config: Mapping[str, Any]) -> float | None:
+def _epochs_trained(runs: Sequence[RunRecord], settings: StoredSettings) -> float | None:
     """Median over `runs` of the epochs each trained (see `Configuration.epochs_trained`)."""
-    epochs = config.get("epochs")
-    if config.get("steps") is not None or not _is_number(epochs):
+    epochs = settings.epochs
+    if settings.steps is not None or epochs is None:
         return None
     trained = []
     for record in runs:

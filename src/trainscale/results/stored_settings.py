@@ -96,7 +96,8 @@ def _whole(value: Any, *, minimum: int) -> int | None:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    # NaN (which JSON as Python writes it can hold) is no number a reader can use.
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
         return float(value)
     return None
 
