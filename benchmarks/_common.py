@@ -47,7 +47,7 @@ def write_json(path: Path, payload: dict) -> None:
     path.write_text(json.dumps(payload, indent=2))
 
 
-def bare_step_time(script: str, steps: int) -> float:
+def bare_step_time(script: str, steps: int, batch_size: int = 128) -> float:
     """The median step time a bare training loop (a script beside this one) prints, run in
     a fresh process with the allocator settings trainscale gives its workers, so the two
     sides of an overhead comparison differ by the harness alone (parallel/allocator.py)."""
@@ -56,7 +56,7 @@ def bare_step_time(script: str, steps: int) -> float:
     path = Path(__file__).resolve().parent / script
     env = {**os.environ, **worker_allocator_env(os.environ)}
     out = subprocess.run(
-        [sys.executable, str(path), "--steps", str(steps)],
+        [sys.executable, str(path), "--steps", str(steps), "--batch-size", str(batch_size)],
         check=True,
         capture_output=True,
         text=True,
