@@ -135,6 +135,8 @@ def overhead(args: argparse.Namespace, store: Path) -> dict:
             "mnist-cnn", "--framework", framework, "--data", "synthetic", "--no-eval",
             "--threads-per-worker", "1", "--affinity", "0", "--batch-size", "128",
             "--schedule", "constant", "--steps", str(args.steps), "--quiet",
+            # The bare loops train in fp32; `auto` may choose bf16 on a CPU that computes it.
+            "--precision", "fp32",
         ]  # fmt: skip
         sides[f"{framework} bare"] = lambda f=framework: bare_step_time(BARE_LOOPS[f], args.steps)
         sides[f"{framework} trainscale"] = lambda a=run_args: trainscale_run(a, store)[
