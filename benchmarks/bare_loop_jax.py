@@ -36,6 +36,7 @@ def main() -> None:
     import optax
 
     from trainscale.frameworks.jax.models import build_model, init_variables
+    from trainscale.workloads import get_workload
 
     rng = np.random.default_rng(0)
     x_all = rng.standard_normal((60_000, 28, 28, 1), dtype=np.float32)
@@ -45,12 +46,16 @@ def main() -> None:
     params = variables["params"]
     optimizer = optax.adam(1e-3, eps=1e-8)
     opt_state = optimizer.init(params)
+    smoothing = get_workload("mnist-cnn").recipe.label_smoothing
 
     @jax.jit
     def step(params, opt_state, x, y, key):
         def loss_fn(p):
             logits = module.apply({"params": p}, x, train=True, rngs={"dropout": key})
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+            # The recipe's label smoothing, as torch computes it.
+            uniform = -jax.nn.log_softmax(logits).mean(axis=-1)
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, y)
+            return ((1.0 - smoothing) * loss + smoothing * uniform).mean()
 
         loss, grads = jax.value_and_grad(loss_fn)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)

@@ -36,6 +36,7 @@ def main() -> None:
     import keras
 
     from trainscale.frameworks.tensorflow.models import build_model
+    from trainscale.workloads import get_workload
 
     rng = np.random.default_rng(0)
     x_all = rng.standard_normal((60_000, 28, 28, 1), dtype=np.float32)
@@ -43,11 +44,15 @@ def main() -> None:
     model = build_model("mnist-cnn", {"num_classes": 10})
     optimizer = keras.optimizers.Adam(learning_rate=1e-3, epsilon=1e-8)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    # The recipe's label smoothing, as torch computes it (Keras's sparse loss has none).
+    smoothing = get_workload("mnist-cnn").recipe.label_smoothing
 
     @tf.function
     def step(x, y):
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            logits = model(x, training=True)
+            uniform = -tf.reduce_mean(tf.nn.log_softmax(logits), axis=1)
+            loss = (1.0 - smoothing) * loss_fn(y, logits) + smoothing * tf.reduce_mean(uniform)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
