@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeGuard
+from typing import Any
 
 from trainscale.frameworks import FRAMEWORKS
 from trainscale.hardware.facts import Environment
@@ -62,7 +62,7 @@ from trainscale.reporting.model import (
 )
 from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, disagreement_text
 from trainscale.results.records import RunRecord
-from trainscale.results.stored_settings import StoredSettings
+from trainscale.results.stored_settings import StoredSettings, is_number
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
 """The usual parts of `summary["breakdown_s"]` (median seconds per step), in stacking order;
@@ -194,15 +194,15 @@ def _configuration(
     total_threads, cores, oversubscribed = _cores(first, workers, threads)
 
     def numbers(name: str, records: Iterable[RunRecord] = runs) -> list[float]:
-        return [v for r in records if _is_number(v := r.summary.get(name))]
+        return [v for r in records if is_number(v := r.summary.get(name))]
 
     rates = numbers("samples_per_s")
     steps = numbers("step_time_s_median")
     step_spreads = [
         r.summary["step_time_s_iqr"] / r.summary["step_time_s_median"]
         for r in runs
-        if _is_number(r.summary.get("step_time_s_iqr"))
-        and _is_number(r.summary.get("step_time_s_median"))
+        if is_number(r.summary.get("step_time_s_iqr"))
+        and is_number(r.summary.get("step_time_s_median"))
         and r.summary["step_time_s_median"] > 0
     ]
     # No accuracy claim from synthetic data, whatever its summary happens to hold.
@@ -211,7 +211,7 @@ def _configuration(
     reached = [
         r.summary["time_to_target_s"]
         for r in evaluated
-        if _is_number(r.summary.get("time_to_target_s"))
+        if is_number(r.summary.get("time_to_target_s"))
     ]
     accuracies = numbers("test_accuracy", evaluated)
     memory = [m for r in runs if (m := _peak_memory(r)) is not None]
@@ -274,7 +274,7 @@ def _by_round(runs: Sequence[RunRecord], figure: str) -> dict[str, float]:
     per_round: dict[str, list[float]] = {}
     for record in runs:
         value = record.summary.get(figure)
-        if record.repeat_index is None or not _is_number(value) or value <= 0:
+        if record.repeat_index is None or not is_number(value) or value <= 0:
             continue
         per_round.setdefault(_round_key(record), []).append(float(value))
     return {key: stats.median(values) for key, values in per_round.items()}
@@ -311,7 +311,7 @@ def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, i
 
 
 def _evaluated(record: RunRecord) -> bool:
-    return bool(record.summary.get("accuracy_curve")) or _is_number(
+    return bool(record.summary.get("accuracy_curve")) or is_number(
         record.summary.get("test_accuracy")
     )
 
@@ -321,16 +321,16 @@ def _curve(record: RunRecord) -> list[tuple[float, float]]:
     return [
         (float(p[0]), float(p[1]))
         for p in points
-        if isinstance(p, (list, tuple)) and len(p) == 2 and all(_is_number(v) for v in p)
+        if isinstance(p, (list, tuple)) and len(p) == 2 and all(is_number(v) for v in p)
     ]
 
 
 def _peak_memory(record: RunRecord) -> float | None:
     value = record.summary.get("peak_memory_bytes_per_worker")
     if isinstance(value, list):
-        numbers = [v for v in value if _is_number(v)]
+        numbers = [v for v in value if is_number(v)]
         return float(max(numbers)) if numbers else None
-    return float(value) if _is_number(value) else None
+    return float(value) if is_number(value) else None
 
 
 def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
@@ -339,7 +339,7 @@ def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
         parts = record.summary.get("breakdown_s")
         if isinstance(parts, dict):
             for name, seconds in parts.items():
-                if _is_number(seconds) and name not in BREAKDOWN_NOT_SECONDS:
+                if is_number(seconds) and name not in BREAKDOWN_NOT_SECONDS:
                     per_part.setdefault(str(name), []).append(float(seconds))
     if not per_part:
         return None
@@ -358,13 +358,9 @@ def _epochs_trained(runs: Sequence[RunRecord], settings: StoredSettings) -> floa
     for record in runs:
         steps, planned = record.summary.get("num_steps"), record.summary.get("planned_steps")
         # A run stored before planned steps were recorded trained its whole length.
-        share = steps / planned if _is_number(steps) and _is_number(planned) and planned else 1
+        share = steps / planned if is_number(steps) and is_number(planned) and planned else 1
         trained.append(epochs * share)
     return stats.median(trained) if trained else None
-
-
-def _is_number(value: object) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
 def _section(

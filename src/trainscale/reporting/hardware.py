@@ -17,10 +17,7 @@ from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
 from trainscale.metrics.cost import CPU_CORE, CostedSetting, cost_usd, gpu_versus_cpu
 from trainscale.results.records import RunRecord
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+from trainscale.results.stored_settings import is_number
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -30,7 +27,7 @@ def _median(values: Sequence[float]) -> float | None:
 def run_devices(record: RunRecord, cores: int) -> tuple[str, int, str | None, str | None]:
     """(device type, devices, price-table kind, device name) of a run."""
     hardware = record.summary.get("hardware")
-    if isinstance(hardware, dict) and _number(hardware.get("devices")):
+    if isinstance(hardware, dict) and is_number(hardware.get("devices")):
         return (
             str(hardware.get("device_type") or "cpu"),
             int(hardware["devices"]),
@@ -68,13 +65,13 @@ def configuration_figures(
     summaries = [r.summary for r in runs]
 
     def numbers(key: str) -> list[float]:
-        return [float(s[key]) for s in summaries if _number(s.get(key))]
+        return [float(s[key]) for s in summaries if is_number(s.get(key))]
 
     def energy(key: str) -> list[float]:
         values = []
         for summary in summaries:
             reading = summary.get("energy_j")
-            if isinstance(reading, dict) and _number(reading.get(key)):
+            if isinstance(reading, dict) and is_number(reading.get(key)):
                 values.append(float(reading[key]))
         return values
 

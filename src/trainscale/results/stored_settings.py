@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 
 @dataclass(frozen=True)
@@ -95,11 +95,14 @@ def _whole(value: Any, *, minimum: int) -> int | None:
     return None
 
 
+def is_number(value: object) -> TypeGuard[float]:
+    """Whether a stored value is a number a reader can use: an int or float, not a bool (an
+    int to Python), not NaN (which JSON as Python writes it can hold)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
 def _number(value: Any) -> float | None:
-    # NaN (which JSON as Python writes it can hold) is no number a reader can use.
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-        return float(value)
-    return None
+    return float(value) if is_number(value) else None
 
 
 def _core_sets(value: Any) -> tuple[tuple[int, ...], ...]:
