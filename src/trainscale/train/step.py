@@ -25,7 +25,7 @@ from trainscale.train.compile import mark_cuda_graph_step
 from trainscale.train.divergence import StepLosses
 from trainscale.train.faults import FaultInjector
 from trainscale.train.loop import StepInput, StepRules
-from trainscale.train.loss import LossFn, run_loss
+from trainscale.train.loss import LossFn
 from trainscale.train.lr import make_optimisation
 from trainscale.train.plan import StepPlan
 from trainscale.train.precision import autocast, make_grad_scaler
@@ -44,16 +44,16 @@ class TrainStep:
         strategy: Strategy,
         model: nn.Module,
         plan: StepPlan,
-        loss: LossFn | None = None,
+        loss: LossFn,
     ) -> None:
-        """`loss` is the step's loss function (compiled with the model under `--compile`);
-        by default the workload's with the run's label smoothing."""
+        """`loss` is the step's loss function (`train.loss.run_loss`, compiled with the model
+        under `--compile`: `PreparedModel.loss`)."""
         device = strategy.device
         self.config = config
         self.workload = workload
         self.strategy = strategy
         self.model = model
-        self.loss = loss or run_loss(workload, config.optimisation.label_smoothing)
+        self.loss = loss
         self.device = device
         self.rules = StepRules(samples_per_step=config.optimisation.global_batch_size)
         self.optimizer, self.scheduler = make_optimisation(
