@@ -35,13 +35,13 @@ def main() -> None:
     import numpy as np
     import optax
 
-    from trainscale.frameworks.jax.models import build_model, init_variables
-    from trainscale.workloads import get_workload
+    from trainscale.models.jax import init_variables
+    from trainscale.workloads import JAX, get_workload
 
     rng = np.random.default_rng(0)
     x_all = rng.standard_normal((60_000, 28, 28, 1), dtype=np.float32)
     y_all = rng.integers(0, 10, 60_000)
-    module = build_model("mnist-cnn", {"num_classes": 10})
+    module = get_workload("mnist-cnn").build_model({"num_classes": 10}, JAX).module(jnp.float32)
     variables = init_variables(module, x_all[:2], 0)
     params = variables["params"]
     optimizer = optax.adam(1e-3, eps=1e-8)

@@ -35,13 +35,12 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import keras
 
-    from trainscale.frameworks.tensorflow.models import build_model
-    from trainscale.workloads import get_workload
+    from trainscale.workloads import TENSORFLOW, get_workload
 
     rng = np.random.default_rng(0)
     x_all = rng.standard_normal((60_000, 28, 28, 1), dtype=np.float32)
     y_all = rng.integers(0, 10, 60_000)
-    model = build_model("mnist-cnn", {"num_classes": 10})
+    model = get_workload("mnist-cnn").build_model({"num_classes": 10}, TENSORFLOW).model
     optimizer = keras.optimizers.Adam(learning_rate=1e-3, epsilon=1e-8)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     # The recipe's label smoothing, as torch computes it (Keras's sparse loss has none).

@@ -59,7 +59,10 @@ def test_other_frameworks_refuse_an_architecture_in_one_line(
 ) -> None:
     argv = ["run", "vgg16", "--data", "synthetic", "--steps", "1", "--framework", framework]
     assert run_cli([*argv, "--store", str(tmp_path / "r.db")]) == 2
-    assert "'vgg16' has a PyTorch model only" in one_error_line(capsys)
+    assert one_error_line(capsys) == (
+        f"trainscale: error: workload 'vgg16' has no {framework} model, only pytorch "
+        "(docs/frameworks.md)"
+    )
 
 
 def test_workloads_lists_the_architectures_apart_with_their_parameters(

@@ -85,12 +85,12 @@ def test_a_model_that_raises_fails_the_run_stored_with_the_file_and_line(
     assert record.status == "failed" and reason in record.error
 
 
-def test_other_frameworks_train_only_the_built_in_workloads(capsys, store_path):
+def test_a_framework_the_workload_names_no_model_for_is_refused(capsys, store_path):
     code = run_cli(["run", EXAMPLE_REF, "--framework", "jax", "--store", str(store_path)])
     assert code == 2
     assert one_error_line(capsys) == (
-        "trainscale: error: workload 'spiral-mlp' has a PyTorch model only: --framework jax "
-        "trains the built-in workloads (docs/custom-workloads.md)"
+        "trainscale: error: workload 'spiral-mlp' has no jax model, only pytorch "
+        "(docs/frameworks.md)"
     )
 
 

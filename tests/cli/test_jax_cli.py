@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,9 @@ pytest.importorskip("jax")
 
 from trainscale.results.store import RunStore  # noqa: E402
 
-from tests.helpers.cli import run_cli  # noqa: E402
+from tests.helpers.cli import one_error_line, run_cli  # noqa: E402
+
+TWIN_WORKLOAD = f"{Path(__file__).parents[1] / 'helpers' / 'flax_twin_workload.py'}:make_workload"
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +81,20 @@ def test_failing_jax_worker_ends_the_run_and_is_stored_failed(
         (record,) = store.list_runs()
     assert record.status == "failed"
     assert ("injected crash" if fault == "crash" else "Timed out") in record.error
+
+
+def test_a_users_workload_trains_in_jax_through_the_twin_it_names(store_path, capsys):
+    args = ["run", TWIN_WORKLOAD, "--framework", "jax", "--steps", "6", "--batch-size", "32"]
+    code = run_cli([*args, "--store", str(store_path), "--json", "--quiet"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["status"] == "completed" and result["num_steps"] == 6
+    with RunStore(store_path) as store:
+        record = store.get_run(result["run_id"])
+    assert record.config["framework"] == "jax" and record.workload == "flax-twin-mlp"
+
+    args = ["run", TWIN_WORKLOAD, "--framework", "tensorflow", "--store", str(store_path)]
+    assert run_cli(args) == 2
+    assert one_error_line(capsys) == (
+        "trainscale: error: workload 'flax-twin-mlp' has no tensorflow model, only jax, "
+        "pytorch (docs/frameworks.md)"
+    )

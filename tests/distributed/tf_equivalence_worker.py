@@ -6,53 +6,53 @@ from __future__ import annotations
 from typing import Any
 
 
-def dropout_free(build: Any) -> Any:
-    """`build_model` whose models have every dropout rate at 0: the runs compared differ in
-    how samples are spread over replicas, and dropout masks would differ with it."""
+def dropout_free_recorded(build: Any, initial: list) -> Any:
+    """A Keras twin builder whose models have every dropout rate at 0 (the runs compared
+    differ in how samples are spread over replicas, and dropout masks would differ with it),
+    and whose weight copy also keeps the weights it loaded, in `initial`."""
 
-    def build_without_dropout(name: str, meta: Any) -> Any:
+    def build_without_dropout(meta: Any) -> Any:
+        import dataclasses
+
         import keras
 
-        model = build(name, meta)
-        for layer in model._flatten_layers():
+        twin = build(meta)
+        for layer in twin.model._flatten_layers():
             if isinstance(layer, keras.layers.Dropout):
                 layer.rate = 0.0
-        return model
+
+        def copy_and_record(torch_model: Any, model: Any) -> None:
+            twin.copy_torch_weights(torch_model, model)
+            initial.extend(variable.numpy() for variable in model.weights)
+
+        return dataclasses.replace(twin, copy_torch_weights=copy_and_record)
 
     return build_without_dropout
-
-
-def recording(load: Any, initial: list) -> Any:
-    """`load_torch_weights` that also keeps the weights it loaded, in `initial`."""
-
-    def load_and_record(name: str, torch_model: Any, model: Any) -> None:
-        load(name, torch_model, model)
-        initial.extend(variable.numpy() for variable in model.weights)
-
-    return load_and_record
 
 
 def train_and_return_weights(config_dict: dict) -> dict:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import dataclasses
+
     from trainscale.config.options import RunConfig
-    from trainscale.frameworks.tensorflow import models
     from trainscale.frameworks.tensorflow.trainer import train
     from trainscale.parallel.distenv import DistEnv
     from trainscale.parallel.strategy import make_strategy
-    from trainscale.workloads import get_workload
+    from trainscale.workloads import TENSORFLOW, get_workload
 
     from tests.helpers.tf_tiny import learnable_digits
 
     initial: list = []
-    models.build_model = dropout_free(models.build_model)
-    models.load_torch_weights = recording(models.load_torch_weights, initial)
+    workload = get_workload("mnist-cnn")
+    build = dropout_free_recorded(workload.models[TENSORFLOW], initial)
+    workload = dataclasses.replace(workload, models={**workload.models, TENSORFLOW: build})
     config = RunConfig.from_flat(config_dict)
     strategy = make_strategy(config, DistEnv.from_environ())
     strategy.setup()
     try:
-        outcome = train(config, get_workload("mnist-cnn"), learnable_digits(96, 30), strategy)
+        outcome = train(config, workload, learnable_digits(96, 30), strategy)
         return {
             "weights": [variable.numpy() for variable in outcome.model.weights],
             "initial": initial,

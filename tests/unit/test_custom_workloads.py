@@ -155,6 +155,10 @@ def test_two_files_may_not_define_one_name(tmp_path):
             "its name 'has space' must be letters, digits, '.', '_' or '-' (no spaces)",
         ),
         ("models={'tensorflow': lambda meta: None}", "it has no 'pytorch' model builder"),
+        (
+            "models={**make_workload().models, 'flax': lambda meta: None}",
+            "its model builder 'flax' names no framework (pytorch, tensorflow, jax)",
+        ),
         ("target_accuracy=1.5", "its target_accuracy 1.5 is not in (0, 1]"),
         ("synthetic_size=None", "it declares no synthetic_size"),
     ],

@@ -13,6 +13,10 @@ source instead (module-level and function-level imports alike) and sorts each im
   - a module of a framework's package (`FRAMEWORK_PACKAGES`), which nothing imports
     statically: `frameworks.trainer()` imports it after `frameworks.require()` has found
     every module the framework names, or said in one line which extra to install;
+  - a module of a framework's twins of the models (`TWIN_PACKAGES`), imported only inside
+    the functions of a workload's twin builders and of that framework's package: the
+    framework's trainer calls the builders, behind `require()`, and `Workload.build_model`
+    turns a missing module into one line naming the extra for any other caller;
   - a function of an export module (`EXPORT_MODULES`) that checks its extra first with
     `tracking.require_extra()`: function-level only, so importing the module needs nothing;
   each gate is checked below against the code that enforces it;
@@ -75,6 +79,12 @@ FRAMEWORK_PACKAGES = {
     "trainscale.frameworks.jax": "jax",
 }
 """A framework's own package -> its name in `frameworks.FRAMEWORKS` (and its extra)."""
+
+TWIN_PACKAGES = {
+    "trainscale.models.tensorflow": "tensorflow",
+    "trainscale.models.jax": "jax",
+}
+"""A framework's twins of the PyTorch models -> the framework."""
 
 EXPORT_MODULES = {
     "trainscale.reporting.mlflow_export": "mlflow",
@@ -233,7 +243,7 @@ def problems(
     *,
     package: str = "trainscale",
     optional: Mapping[str, OptionalImport] = OPTIONAL,
-    framework_packages: Mapping[str, str] = FRAMEWORK_PACKAGES,
+    framework_packages: Mapping[str, str] = FRAMEWORK_PACKAGES | TWIN_PACKAGES,
     export_modules: Mapping[str, str] = EXPORT_MODULES,
 ) -> list[str]:
     """One line for each import the plain install cannot satisfy or that is unguarded."""
@@ -313,6 +323,27 @@ def test_framework_packages_are_reached_only_through_their_check() -> None:
             and entry.extra == spec.extra
         }
         assert used and used <= set(spec.modules), (used, spec.modules)
+
+
+def test_twin_packages_are_imported_only_where_a_twin_is_built() -> None:
+    imports = package_imports(PACKAGE, "trainscale")
+    for package, framework in TWIN_PACKAGES.items():
+        framework_package = next(p for p, f in FRAMEWORK_PACKAGES.items() if f == framework)
+        importers = [
+            i
+            for i in imports
+            if (i.name == package or i.name.startswith(package + "."))
+            and not i.module.startswith(package)
+        ]
+        assert importers, package  # the builders were seen
+        # The framework's own package is gated itself; a workload builds its twin lazily.
+        misplaced = [
+            i.where()
+            for i in importers
+            if not i.module.startswith(framework_package + ".")
+            and not (i.module.startswith("trainscale.workloads.") and i.in_function)
+        ]
+        assert misplaced == [], misplaced
 
 
 def test_export_modules_check_their_extra_first() -> None:

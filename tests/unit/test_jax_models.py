@@ -14,22 +14,16 @@ jax = pytest.importorskip("jax")
 
 import jax.numpy as jnp  # noqa: E402
 
-from trainscale.errors import ConfigError  # noqa: E402
 from trainscale.frameworks.jax import dbn_pretrain as jax_cd  # noqa: E402
-from trainscale.frameworks.jax.models import (  # noqa: E402
-    build_model,
-    init_variables,
-    variables_from_torch,
-    workload_names,
-)
-from trainscale.frameworks.jax.models.recurrent import Direction  # noqa: E402
-from trainscale.frameworks.jax.models.resnet_cifar import ResNetCifar  # noqa: E402
 from trainscale.models.dbn import DeepBeliefNet  # noqa: E402
+from trainscale.models.jax import FlaxTwin, init_variables  # noqa: E402
+from trainscale.models.jax.recurrent import Direction  # noqa: E402
+from trainscale.models.jax.resnet_cifar import ResNetCifar  # noqa: E402
 from trainscale.parallel.distenv import DistEnv  # noqa: E402
 from trainscale.parallel.sharding import Sharding  # noqa: E402
 from trainscale.parallel.strategy import make_strategy  # noqa: E402
+from trainscale.workloads import JAX, builtin_workload_names, get_workload  # noqa: E402
 from trainscale.workloads import dbn_pretrain as torch_cd  # noqa: E402
-from trainscale.workloads import get_workload  # noqa: E402
 
 from tests.helpers.tiny import tiny_config  # noqa: E402
 
@@ -53,6 +47,19 @@ def meta_of(workload: str) -> dict:
     if workload == "mnist-dbn":
         return {"num_classes": 10, "num_inputs": 784, "layers": [500, 500, 2000]}
     return {"num_classes": 10}
+
+
+def twin(workload: str, meta: dict | None = None) -> FlaxTwin:
+    """The workload's flax twin, as a JAX run gets it (`Workload.models["jax"]`)."""
+    return get_workload(workload).build_model(meta or meta_of(workload), JAX)
+
+
+def build_model(workload: str, meta: dict, dtype=jnp.float32):
+    return twin(workload, meta).module(dtype)
+
+
+def variables_from_torch(workload: str, module, torch_model, sample_x) -> dict:
+    return twin(workload).variables_from_torch(module, torch_model, sample_x)
 
 
 def texts(lengths: list[int], width: int, seed: int = 0) -> np.ndarray:
@@ -252,10 +259,18 @@ def test_bfloat16_computes_in_bfloat16_with_float32_parameters():
     np.testing.assert_allclose(np.asarray(low, np.float32), np.asarray(full), atol=0.05)
 
 
-def test_unknown_workload_is_one_config_error():
-    with pytest.raises(ConfigError, match="no JAX model"):
-        build_model("nope", {})
-    assert workload_names() == sorted(WORKLOADS)
+def test_every_built_in_workload_names_its_flax_twin():
+    assert sorted(builtin_workload_names()) == sorted(WORKLOADS)
+    for workload in WORKLOADS:
+        assert isinstance(twin(workload), FlaxTwin)
+
+
+def test_weights_of_another_architecture_are_refused_by_name():
+    module = build_model("imdb-bigru", TEXT_META)
+    with pytest.raises(ValueError, match="do not match the JAX TextRNN"):
+        twin("mnist-cnn").variables_from_torch(
+            module, get_workload("mnist-cnn").build_model({}), jnp.zeros((1, 5), jnp.int32)
+        )
 
 
 # -- DBN pre-training ---------------------------------------------------------------------

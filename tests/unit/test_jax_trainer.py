@@ -13,11 +13,12 @@ import torch
 
 jax = pytest.importorskip("jax")
 
+import jax.numpy as jnp  # noqa: E402
+
 from trainscale.config.options import RunConfig, RunOptions  # noqa: E402
 from trainscale.data.augment import random_crop_flip  # noqa: E402
 from trainscale.data.tensors import DataRequest, TensorData  # noqa: E402
 from trainscale.frameworks.jax.inputs import bucket_width, nhwc_augment  # noqa: E402
-from trainscale.frameworks.jax.models import build_model, variables_from_torch  # noqa: E402
 from trainscale.frameworks.jax.optim import make_optax, torch_schedule  # noqa: E402
 from trainscale.frameworks.jax.trainer import train as jax_train  # noqa: E402
 from trainscale.parallel.distenv import DistEnv  # noqa: E402
@@ -25,7 +26,7 @@ from trainscale.parallel.strategy import make_strategy  # noqa: E402
 from trainscale.runner.resolve import resolve  # noqa: E402
 from trainscale.train.lr import make_optimisation  # noqa: E402
 from trainscale.train.trainer import train as torch_train  # noqa: E402
-from trainscale.workloads import get_workload  # noqa: E402
+from trainscale.workloads import JAX, get_workload  # noqa: E402
 
 TEXT = {"max_len": "40", "vocab_size": "300"}
 OPTIONS = {
@@ -76,12 +77,12 @@ def torch_twin_variables(workload: str, data: TensorData, seed: int = 0):
     """The flax variables of the seeded torch twin: the weights training starts from."""
     torch.manual_seed(seed)
     model = get_workload(workload).build_model(data.meta)
-    module = build_model(workload, data.meta)
+    twin = get_workload(workload).build_model(data.meta, JAX)
     x = data.train_x[:2]
     if x.dim() == 4:
         x = x.permute(0, 2, 3, 1).contiguous()
     sample = x.numpy() if x.is_floating_point() else x.to(torch.int32).numpy()
-    return variables_from_torch(workload, module, model, sample)
+    return twin.variables_from_torch(twin.module(jnp.float32), model, sample)
 
 
 def leaves(tree) -> list[np.ndarray]:
@@ -148,8 +149,9 @@ def test_jax_training_matches_pytorch_step_for_step(recipe):
     pytorch = config.with_(framework="pytorch")
     in_torch = torch_train(pytorch, workload, data, serial(pytorch))
 
-    module = build_model("mnist-dbn", data.meta)
-    expected = variables_from_torch("mnist-dbn", module, in_torch.model, data.train_x[:2].numpy())
+    twin = workload.build_model(data.meta, JAX)
+    sample = data.train_x[:2].numpy()
+    expected = twin.variables_from_torch(twin.module(jnp.float32), in_torch.model, sample)
     got = in_jax.model.variables["params"]
     flat_expected = jax.tree_util.tree_flatten_with_path(expected["params"])[0]
     flat_got = dict(jax.tree_util.tree_flatten_with_path(got)[0])

@@ -13,14 +13,10 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from trainscale.errors import ConfigError  # noqa: E402
 from trainscale.frameworks.tensorflow import dbn_pretrain as tf_cd  # noqa: E402
-from trainscale.frameworks.tensorflow.models import (  # noqa: E402
-    build_model,
-    load_torch_weights,
-)
+from trainscale.models.tensorflow import KerasTwin  # noqa: E402
+from trainscale.workloads import TENSORFLOW, builtin_workload_names, get_workload  # noqa: E402
 from trainscale.workloads import dbn_pretrain as torch_cd  # noqa: E402
-from trainscale.workloads import get_workload  # noqa: E402
 from trainscale.workloads.dbn_pretrain import CdSettings  # noqa: E402
 
 from tests.helpers.tf_tiny import fix_tensorflow_threads  # noqa: E402
@@ -34,6 +30,15 @@ DBN_META = {"num_classes": 10, "num_inputs": 784, "layers": [24, 16]}
 def torch_twin(workload: str, meta: dict, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     return get_workload(workload).build_model(meta).eval()
+
+
+def keras_twin(workload: str, meta: dict) -> KerasTwin:
+    """The workload's Keras twin, as a TensorFlow run gets it (`Workload.models["tensorflow"]`)."""
+    return get_workload(workload).build_model(meta, TENSORFLOW)
+
+
+def build_model(workload: str, meta: dict):
+    return keras_twin(workload, meta).model
 
 
 def count_torch(model: torch.nn.Module) -> int:
@@ -98,8 +103,9 @@ def copied() -> dict:
             with torch.no_grad():
                 for rbm in torch_model.rbms:  # used by pre-training only; copied all the same
                     rbm.visible_bias.normal_()
-        keras_model = build_model(workload, meta)
-        load_torch_weights(workload, torch_model, keras_model)
+        twin = keras_twin(workload, meta)
+        twin.load_torch_weights(torch_model)
+        keras_model = twin.model
         pairs[workload] = (torch_model, keras_model, torch_x, keras_x)
     return pairs
 
@@ -161,7 +167,7 @@ def test_both_lstm_biases_are_trained_like_torchs(copied):
 @pytest.mark.parametrize("workload", ["imdb-bilstm", "imdb-bigru"])
 def test_backward_direction_starts_at_each_texts_last_real_token(workload, copied):
     """Per-step outputs of both directions, at the real tokens, do not see the padding."""
-    from trainscale.frameworks.tensorflow.models.text_rnn import embed
+    from trainscale.models.tensorflow.text_rnn import embed
 
     _, keras_model, _, _ = copied[workload]
     text = np.array([[5, 9, 2, 7]])
@@ -213,16 +219,15 @@ def test_resnet_copies_batch_norm_running_statistics(copied):
     assert last_keras.momentum == pytest.approx(0.9) and last_keras.epsilon == pytest.approx(1e-5)
 
 
-def test_unknown_workload_is_a_config_error():
-    with pytest.raises(ConfigError, match="no TensorFlow model"):
-        build_model("no-such-workload", {})
+def test_every_built_in_workload_has_a_keras_twin():
+    assert sorted(builtin_workload_names()) == sorted(WORKLOADS)
 
 
 def test_mismatched_shapes_are_refused(copied):
     torch_model, _, _, _ = copied["imdb-bigru"]
-    other = build_model("imdb-bigru", {"vocab_size": 60, "num_classes": 2})
+    other = keras_twin("imdb-bigru", {"vocab_size": 60, "num_classes": 2})
     with pytest.raises(ValueError, match="torch shape"):
-        load_torch_weights("imdb-bigru", torch_model, other)
+        other.load_torch_weights(torch_model)
 
 
 # -- CD pre-training ------------------------------------------------------------------------
@@ -255,8 +260,9 @@ def test_mean_field_cd_updates_equal_the_torch_ones(k):
     data = pixels()
     settings = CdSettings(epochs=2, lr=0.1, k=k, sample=False, seed=3)
     torch_model = torch_twin("mnist-dbn", DBN_META)
-    keras_model = build_model("mnist-dbn", DBN_META)
-    load_torch_weights("mnist-dbn", torch_model, keras_model)
+    twin = keras_twin("mnist-dbn", DBN_META)
+    twin.load_torch_weights(torch_model)
+    keras_model = twin.model
     torch_rbm, rbm = torch_model.rbms[0], keras_model.rbms[0]
     torch_cd.init_visible_bias(torch_rbm, torch.from_numpy(data))
     tf_cd.init_visible_bias(rbm, data)

@@ -10,7 +10,7 @@ import torch
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import ConfigError
 from trainscale.workloads import get_workload, workload_names
-from trainscale.workloads.base import PYTORCH
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW
 
 from tests.helpers.tiny import TinyNet, tiny_workload
 
@@ -18,7 +18,7 @@ from tests.helpers.tiny import TinyNet, tiny_workload
 @pytest.mark.parametrize("name", workload_names())
 def test_every_workload_builds_its_pytorch_model_from_its_data(name):
     workload = get_workload(name)
-    assert workload.frameworks == [PYTORCH]
+    assert workload.frameworks == sorted([PYTORCH, TENSORFLOW, JAX])
     data = workload.make_synthetic(DataRequest(max_train=2, max_test=2))
     model = workload.build_model(data.meta)  # PyTorch unless another framework is named
     assert isinstance(model, torch.nn.Module)
@@ -27,8 +27,23 @@ def test_every_workload_builds_its_pytorch_model_from_its_data(name):
 
 def test_a_framework_without_a_builder_is_one_line_naming_those_there_are():
     with pytest.raises(ConfigError) as error:
-        get_workload("mnist-cnn").build_model({}, framework="jax")
+        tiny_workload().build_model({}, framework="jax")
     assert str(error.value) == "workload 'mnist-cnn' has no jax model; it has: pytorch"
+
+
+def test_a_twin_whose_framework_is_missing_is_one_line_naming_the_extra():
+    def twin_of_a_missing_framework(meta):
+        import flax_that_is_not_installed  # noqa: F401
+
+    spec = replace(
+        tiny_workload(), models={PYTORCH: lambda meta: TinyNet(), JAX: twin_of_a_missing_framework}
+    )
+    with pytest.raises(ConfigError) as error:
+        spec.build_model({}, framework=JAX)
+    assert str(error.value) == (
+        "the jax model of workload 'mnist-cnn' needs flax_that_is_not_installed, which is not "
+        "installed: pip install 'trainscale[jax]'"
+    )
 
 
 def test_builders_are_chosen_by_framework():

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                 "recipe": asdict(w.recipe),
                 "options": dict(w.options),
                 "source": workload_source(w.name),
-                "frameworks": _frameworks_of(w.name, w.frameworks),
+                "frameworks": w.frameworks,
             }
             for w in specs
         ]
@@ -100,19 +100,12 @@ def _print_workloads(console: Any, specs: list[Any]) -> None:
     for w in specs:
         if not is_builtin(w.name):
             source = workload_source(w.name) or "an installed package"
-            console.print(f"  {w.name}: from {source}; trains with PyTorch only", markup=False)
+            frameworks = ", ".join(w.frameworks)
+            console.print(f"  {w.name}: from {source}; trains in {frameworks}", markup=False)
     console.print(
         f"The built-in workloads train in each framework (--framework): {_frameworks_text()}",
         markup=False,  # the extras are in brackets, which rich would read as styles
     )
-
-
-def _frameworks_of(name: str, builders: list[str]) -> list[str]:
-    """The frameworks a workload trains in: the built-in ones have TensorFlow and JAX twins."""
-    from trainscale.frameworks import FRAMEWORKS
-    from trainscale.workloads import is_builtin
-
-    return sorted(FRAMEWORKS) if is_builtin(name) else builders
 
 
 def _frameworks_text() -> str:

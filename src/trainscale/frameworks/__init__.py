@@ -18,6 +18,9 @@ from typing import Any
 
 from trainscale.errors import ConfigError
 
+# The keys of a workload's model builders (`Workload.models`). workloads/base.py names them
+# too: this module is not to import it, as it imports torch, which `trainscale --help`
+# must not load (a test checks that the two agree).
 PYTORCH = "pytorch"
 TENSORFLOW = "tensorflow"
 JAX = "jax"

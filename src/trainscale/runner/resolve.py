@@ -39,7 +39,7 @@ from trainscale.runner.footprint import check_run_memory, estimate_footprint
 from trainscale.train.compile import inductor_cpu_compiler
 from trainscale.train.lr import scaled_lr
 from trainscale.train.plan import check_batch_fits
-from trainscale.workloads import get_workload, is_builtin, workload_source
+from trainscale.workloads import get_workload, workload_source
 from trainscale.workloads.base import Workload
 
 
@@ -162,11 +162,12 @@ def check_framework(opts: RunOptions, device: str) -> None:
 
 
 def _check_framework_model(workload: Workload, framework: str) -> None:
-    """Only the built-in workloads have TensorFlow and JAX twins of their PyTorch model."""
-    if framework != PYTORCH and not is_builtin(workload.name):
+    """A framework trains the workloads that name a model builder for it (`Workload.models`:
+    the built-in ones name all three; a user's workload the ones it declares)."""
+    if framework not in workload.models:
         raise ConfigError(
-            f"workload {workload.name!r} has a PyTorch model only: --framework {framework} "
-            "trains the built-in workloads (docs/custom-workloads.md)"
+            f"workload {workload.name!r} has no {framework} model, only "
+            f"{', '.join(workload.frameworks)} (docs/frameworks.md)"
         )
 
 

@@ -30,11 +30,13 @@ from trainscale.errors import WorkloadError
 from trainscale.workloads import registry
 from trainscale.workloads.architectures import architecture_names, get_architecture
 from trainscale.workloads.arrays import array_workload
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, Workload
 from trainscale.workloads.registry import register
 
 __all__ = [
+    "JAX",
     "PYTORCH",
+    "TENSORFLOW",
     "DataRequest",
     "DataSize",
     "Located",
@@ -143,8 +145,8 @@ def get_workload(name: str) -> Workload:
 
 
 def is_builtin(name: str) -> bool:
-    """Whether `name` is one of trainscale's own reference workloads (which have TensorFlow
-    and JAX twins), not a package's or a user's."""
+    """Whether `name` is one of trainscale's own reference workloads, not a package's or a
+    user's."""
     _ensure_loaded()
     return name in _builtin
 

@@ -20,11 +20,20 @@ from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.errors import ConfigError
 
 ModelBuilder = Callable[[Mapping[str, Any]], Any]
-"""Builds a model from `TensorData.meta` (num_classes, vocab_size, ...), in the object its
-framework trains (a `torch.nn.Module` for PyTorch)."""
+"""Builds a model from `TensorData.meta` (num_classes, vocab_size, ...), as the object its
+framework trains: a `torch.nn.Module` for PyTorch; for TensorFlow and JAX a twin of the
+PyTorch model (`trainscale.models.tensorflow.KerasTwin`, `trainscale.models.jax.FlaxTwin`)
+that also says how the PyTorch model's weights are copied into it. A twin's builder imports
+its framework when called, never at import."""
 
 PYTORCH = "pytorch"
-"""The framework name of PyTorch model builders (the one the trainer runs today)."""
+"""The framework name of PyTorch model builders: every workload has one."""
+TENSORFLOW = "tensorflow"
+"""The framework name of a Keras twin's builder (it returns a `models.tensorflow.KerasTwin`)."""
+JAX = "jax"
+"""The framework name of a flax twin's builder (it returns a `models.jax.FlaxTwin`)."""
+FRAMEWORK_NAMES = (PYTORCH, TENSORFLOW, JAX)
+"""The keys a workload's `models` may have (`trainscale.frameworks.FRAMEWORKS`'s names)."""
 
 
 @dataclass(frozen=True)
@@ -55,10 +64,11 @@ class Workload:
     name: str
     description: str
     models: Mapping[str, ModelBuilder]
-    """The model builders, by framework name: {"pytorch": build}. TensorFlow's and JAX's
-    twins of the model live in their framework's package (`trainscale.frameworks.<name>.
-    models`, keyed by workload name, above this layer) and start from the PyTorch model's
-    weights; everything else in the spec serves every framework."""
+    """The model builders, by framework name: {"pytorch": build, "tensorflow": ...,
+    "jax": ...}; a framework the workload names no builder for is refused before launch.
+    The built-in workloads name all three, their twins living beside the PyTorch models
+    (`trainscale.models.tensorflow`, `trainscale.models.jax`) and starting from the PyTorch
+    model's weights; everything else in the spec serves every framework."""
     locate_real: Callable[[DataRequest], Located]
     """Finds (or, when allowed, downloads) and checks the real dataset; returns where it is
     and how many samples it holds (read from the files it checked, so the parent can plan
@@ -123,8 +133,9 @@ class Workload:
         return sorted(self.models)
 
     def build_model(self, meta: Mapping[str, Any], framework: str = PYTORCH) -> Any:
-        """The model for `framework`, built from the data's `meta`; ConfigError (one line
-        naming the frameworks it has) when the workload has no builder for it."""
+        """The model for `framework`, built from the data's `meta`; ConfigError in one line
+        when the workload has no builder for it (naming the frameworks it has), or when a
+        twin's framework is not installed (naming the extra)."""
         try:
             builder = self.models[framework]
         except KeyError:
@@ -132,7 +143,17 @@ class Workload:
                 f"workload {self.name!r} has no {framework} model; it has: "
                 f"{', '.join(self.frameworks)}"
             ) from None
-        return builder(meta)
+        if framework == PYTORCH:
+            return builder(meta)
+        try:
+            return builder(meta)
+        except ModuleNotFoundError as error:
+            # A twin's builder imports its framework when called; the extras are named
+            # after the frameworks.
+            raise ConfigError(
+                f"the {framework} model of workload {self.name!r} needs {error.name}, which "
+                f"is not installed: pip install 'trainscale[{framework}]'"
+            ) from error
 
     def loss(self, logits: torch.Tensor, target: torch.Tensor, label_smoothing: float = 0.0):
         """Mean cross-entropy: every reference workload is a classifier."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -13,7 +15,7 @@ from trainscale.data.cifar import load_cifar10
 from trainscale.data.synthetic import synthetic_images
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.models.resnet_cifar import resnet_cifar
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, Workload
 from trainscale.workloads.registry import register
 
 DEPTH = 44
@@ -80,12 +82,39 @@ def synthetic_cifar10(request: DataRequest) -> TensorData:
     )
 
 
+def keras_twin(meta: Mapping[str, Any]) -> Any:
+    """The Keras twin of ResNet-44 (TensorFlow imported here, by a TensorFlow run only)."""
+    from trainscale.models.tensorflow import KerasTwin, resnet_cifar
+
+    return KerasTwin(
+        resnet_cifar.build(DEPTH, num_classes=meta.get("num_classes", 10)),
+        resnet_cifar.copy_torch_weights,
+    )
+
+
+def flax_twin(meta: Mapping[str, Any]) -> Any:
+    """The flax twin of ResNet-44 (JAX imported here, by a JAX run only)."""
+    from trainscale.models.jax import FlaxTwin, resnet_cifar, torch_weights
+
+    num_classes = meta.get("num_classes", 10)
+    return FlaxTwin(
+        lambda dtype: resnet_cifar.ResNetCifar(
+            (DEPTH - 2) // 6, num_classes=num_classes, dtype=dtype
+        ),
+        torch_weights.resnet_cifar,
+    )
+
+
 @register("cifar10-resnet44")
 def cifar10_resnet44() -> Workload:
     return Workload(
         name="cifar10-resnet44",
         description="ResNet-44 (He et al. 2016: 6n+2 layers, n=7, 0.66M parameters) on CIFAR-10",
-        models={PYTORCH: lambda meta: resnet_cifar(DEPTH, num_classes=meta.get("num_classes", 10))},
+        models={
+            PYTORCH: lambda meta: resnet_cifar(DEPTH, num_classes=meta.get("num_classes", 10)),
+            TENSORFLOW: keras_twin,
+            JAX: flax_twin,
+        },
         locate_real=locate_cifar10,
         load_real=load_cifar10_tensors,
         make_synthetic=synthetic_cifar10,

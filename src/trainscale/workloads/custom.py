@@ -29,7 +29,7 @@ from types import ModuleType, TracebackType
 from typing import Any, TypeGuard
 
 from trainscale.errors import TrainscaleError, WorkloadError
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import FRAMEWORK_NAMES, PYTORCH, Recipe, Workload
 
 DEFAULT_ATTRIBUTE = "make_workload"
 """The attribute a file reference without `:attr` names."""
@@ -134,6 +134,11 @@ def check_spec(value: Any, shown: str) -> Workload:
         )
     if PYTORCH not in value.models:
         problems.append("it has no 'pytorch' model builder")
+    problems.extend(
+        f"its model builder {framework!r} names no framework ({', '.join(FRAMEWORK_NAMES)})"
+        for framework in value.models
+        if framework not in FRAMEWORK_NAMES
+    )
     if not isinstance(value.recipe, Recipe):
         problems.append("its recipe is not a trainscale Recipe")
     if not 0 < value.target_accuracy <= 1:

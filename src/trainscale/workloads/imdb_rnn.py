@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from trainscale.data import encoded_cache, imdb
 from trainscale.data.imdb import locate_imdb
@@ -16,7 +17,7 @@ from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.data.text import EncodedSplits, load_table_splits
 from trainscale.errors import DataError
 from trainscale.models.text_rnn import TextRNN
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
     TextDefaults,
@@ -140,13 +141,38 @@ def synthetic_imdb(request: DataRequest) -> TensorData:
     )
 
 
+def keras_twin(meta: Mapping[str, Any], cell: str) -> Any:
+    """The Keras twin of TextRNN (TensorFlow imported here, by a TensorFlow run only)."""
+    from trainscale.models.tensorflow import KerasTwin, text_rnn
+
+    return KerasTwin(
+        text_rnn.build(meta["vocab_size"], meta["num_classes"], cell=cell),
+        text_rnn.copy_torch_weights,
+    )
+
+
+def flax_twin(meta: Mapping[str, Any], cell: str) -> Any:
+    """The flax twin of TextRNN (JAX imported here, by a JAX run only)."""
+    from trainscale.models.jax import FlaxTwin, text_rnn, torch_weights
+
+    vocab_size, num_classes = meta["vocab_size"], meta["num_classes"]
+    return FlaxTwin(
+        lambda dtype: text_rnn.TextRNN(vocab_size, num_classes, cell, dtype=dtype),
+        torch_weights.text_rnn,
+    )
+
+
 def imdb_rnn(cell: str) -> Workload:
     """The IMDB workload with a bidirectional `cell` ('lstm' or 'gru') recurrent layer."""
     name = f"imdb-bi{cell}"
     return Workload(
         name=name,
         description=f"Embedding + bidirectional {cell.upper()} + max/mean pooling, IMDB reviews",
-        models={PYTORCH: lambda meta: TextRNN(meta["vocab_size"], meta["num_classes"], cell=cell)},
+        models={
+            PYTORCH: lambda meta: TextRNN(meta["vocab_size"], meta["num_classes"], cell=cell),
+            TENSORFLOW: lambda meta: keras_twin(meta, cell),
+            JAX: lambda meta: flax_twin(meta, cell),
+        },
         locate_real=locate_imdb_data,
         load_real=load_imdb_tensors,
         make_synthetic=synthetic_imdb,

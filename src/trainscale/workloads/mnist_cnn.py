@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,7 +13,7 @@ from trainscale.data.mnist import MNIST, load_idx_dataset
 from trainscale.data.synthetic import synthetic_images
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.models.mnist_cnn import MnistCnn
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, Workload
 from trainscale.workloads.registry import register
 
 # The customary MNIST normalisation constants (mean and std of the training pixels).
@@ -62,12 +64,36 @@ def synthetic_mnist(request: DataRequest) -> TensorData:
     )
 
 
+def keras_twin(meta: Mapping[str, Any]) -> Any:
+    """The Keras twin of MnistCnn (TensorFlow imported here, by a TensorFlow run only)."""
+    from trainscale.models.tensorflow import KerasTwin, mnist_cnn
+
+    return KerasTwin(
+        mnist_cnn.build(num_classes=meta.get("num_classes", 10)), mnist_cnn.copy_torch_weights
+    )
+
+
+def flax_twin(meta: Mapping[str, Any]) -> Any:
+    """The flax twin of MnistCnn (JAX imported here, by a JAX run only)."""
+    from trainscale.models.jax import FlaxTwin, mnist_cnn, torch_weights
+
+    num_classes = meta.get("num_classes", 10)
+    return FlaxTwin(
+        lambda dtype: mnist_cnn.MnistCnn(num_classes=num_classes, dtype=dtype),
+        torch_weights.mnist_cnn,
+    )
+
+
 @register("mnist-cnn")
 def mnist_cnn() -> Workload:
     return Workload(
         name="mnist-cnn",
         description="Classic MNIST CNN (conv32-conv64-pool-dropout-fc128-fc10) on MNIST",
-        models={PYTORCH: lambda meta: MnistCnn(num_classes=meta.get("num_classes", 10))},
+        models={
+            PYTORCH: lambda meta: MnistCnn(num_classes=meta.get("num_classes", 10)),
+            TENSORFLOW: keras_twin,
+            JAX: flax_twin,
+        },
         locate_real=locate_mnist,
         load_real=load_mnist_tensors,
         make_synthetic=synthetic_mnist,

@@ -21,7 +21,7 @@ from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.errors import ConfigError
 from trainscale.hardware.resources import BYTES_PER_PARAMETER, STATE_COPIES, format_bytes
 from trainscale.models.dbn import DeepBeliefNet
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, Workload
 from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
 from trainscale.workloads.mnist_cnn import MNIST_SIZE, locate_mnist
 from trainscale.workloads.registry import register
@@ -188,12 +188,38 @@ def synthetic_mnist(request: DataRequest) -> TensorData:
     )
 
 
+def _sizes(meta: Mapping[str, Any]) -> tuple[int, tuple[int, ...], int]:
+    """Inputs, hidden layers and classes from the data's meta: the run's options reach the
+    model through it, the same for every framework's twin."""
+    return (
+        meta.get("num_inputs", NUM_PIXELS),
+        tuple(meta.get("layers", DbnOptions().layers)),
+        meta.get("num_classes", NUM_CLASSES),
+    )
+
+
 def build_model(meta: Mapping[str, Any]) -> torch.nn.Module:
     """The unrolled DBN for the sizes in the data's meta."""
-    return DeepBeliefNet(
-        meta.get("num_inputs", NUM_PIXELS),
-        meta.get("layers", DbnOptions().layers),
-        meta.get("num_classes", NUM_CLASSES),
+    return DeepBeliefNet(*_sizes(meta))
+
+
+def keras_twin(meta: Mapping[str, Any]) -> Any:
+    """The Keras twin of the DBN (TensorFlow imported here, by a TensorFlow run only)."""
+    from trainscale.models.tensorflow import KerasTwin, dbn
+
+    return KerasTwin(dbn.build(*_sizes(meta)), dbn.copy_torch_weights)
+
+
+def flax_twin(meta: Mapping[str, Any]) -> Any:
+    """The flax twin of the DBN (JAX imported here, by a JAX run only)."""
+    from trainscale.models.jax import FlaxTwin, dbn, torch_weights
+
+    inputs, layers, classes = _sizes(meta)
+    return FlaxTwin(
+        lambda dtype: dbn.DeepBeliefNet(
+            num_inputs=inputs, hidden_sizes=layers, num_classes=classes, dtype=dtype
+        ),
+        torch_weights.dbn,
     )
 
 
@@ -225,7 +251,7 @@ def mnist_dbn() -> Workload:
         name="mnist-dbn",
         description="Deep belief network (RBMs 784-500-500-2000, CD-k pre-training, "
         "backprop fine-tuning) on MNIST",
-        models={PYTORCH: build_model},
+        models={PYTORCH: build_model, TENSORFLOW: keras_twin, JAX: flax_twin},
         locate_real=locate_mnist,  # the same files as mnist-cnn
         load_real=load_mnist,
         make_synthetic=synthetic_mnist,

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from trainscale.data import encoded_cache, search
 from trainscale.data.tensors import DataRequest, DataSize, Located, TensorData
 from trainscale.data.text import EncodedSplits, load_table_splits
 from trainscale.models.text_cnn import TextCNN
-from trainscale.workloads.base import PYTORCH, Recipe, Workload
+from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, Workload
 from trainscale.workloads.registry import register
 from trainscale.workloads.text_common import (
     TextDefaults,
@@ -131,12 +132,36 @@ def synthetic_tweets(request: DataRequest) -> TensorData:
     )
 
 
+def keras_twin(meta: Mapping[str, Any]) -> Any:
+    """The Keras twin of TextCNN (TensorFlow imported here, by a TensorFlow run only)."""
+    from trainscale.models.tensorflow import KerasTwin, text_cnn
+
+    return KerasTwin(
+        text_cnn.build(meta["vocab_size"], meta["num_classes"]), text_cnn.copy_torch_weights
+    )
+
+
+def flax_twin(meta: Mapping[str, Any]) -> Any:
+    """The flax twin of TextCNN (JAX imported here, by a JAX run only)."""
+    from trainscale.models.jax import FlaxTwin, text_cnn, torch_weights
+
+    vocab_size, num_classes = meta["vocab_size"], meta["num_classes"]
+    return FlaxTwin(
+        lambda dtype: text_cnn.TextCNN(vocab_size, num_classes, dtype=dtype),
+        torch_weights.text_cnn,
+    )
+
+
 @register("tweets-text")
 def tweets_text() -> Workload:
     return Workload(
         name="tweets-text",
         description="Embedding + CNN (widths 3-4-5, max pooling) on tweet sentiment",
-        models={PYTORCH: lambda meta: TextCNN(meta["vocab_size"], meta["num_classes"])},
+        models={
+            PYTORCH: lambda meta: TextCNN(meta["vocab_size"], meta["num_classes"]),
+            TENSORFLOW: keras_twin,
+            JAX: flax_twin,
+        },
         locate_real=locate_tweets,
         load_real=load_tweets_tensors,
         make_synthetic=synthetic_tweets,

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trainscale.frameworks.jax.models.dbn import RBM_COLLECTION, rbm_name
+from trainscale.models.jax.dbn import RBM_COLLECTION, rbm_name
 from trainscale.workloads.dbn_pretrain import CdSettings
 
 Batches = Callable[[int, int], np.ndarray]

@@ -29,6 +29,7 @@ from trainscale.frameworks.jax.distribute import (
     join,
     pool_threads,
 )
+from trainscale.frameworks.twin import check_twin
 from trainscale.parallel.breadcrumbs import clear_phase, note_phase
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
@@ -36,7 +37,7 @@ from trainscale.train.flops import seeded_torch_model
 from trainscale.train.plan import plan_steps
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.trainer import SetupFigures, TrainOutcome, measure_training
-from trainscale.workloads.base import Workload
+from trainscale.workloads.base import JAX, Workload
 
 
 def train(
@@ -80,10 +81,10 @@ def _train(
         is_token_set,
         to_nhwc,
     )
-    from trainscale.frameworks.jax.models import build_model, variables_from_torch
     from trainscale.frameworks.jax.optim import make_optax, torch_schedule
     from trainscale.frameworks.jax.pretrain import run_pretraining
     from trainscale.frameworks.jax.step import JaxStep
+    from trainscale.models.jax import FlaxTwin
 
     opt = config.optimisation
     # A process's rows of each step: its worker's batch, or every replica's in one process.
@@ -95,8 +96,10 @@ def _train(
 
     train_x, test_x = to_nhwc(data.train_x), to_nhwc(data.test_x)
     dtype = jnp.bfloat16 if opt.precision == "bf16" else jnp.float32
-    module = build_model(workload.name, data.meta, dtype)
-    variables = variables_from_torch(workload.name, module, torch_model, host_batch(train_x[:2]))
+    twin = workload.build_model(data.meta, JAX)
+    check_twin(workload, JAX, twin, FlaxTwin)
+    module = twin.module(dtype)
+    variables = twin.variables_from_torch(module, torch_model, host_batch(train_x[:2]))
     variables, pretraining = run_pretraining(
         config, workload, data, variables, strategy, distribution, local_batch, progress
     )

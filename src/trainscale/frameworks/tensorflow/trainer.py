@@ -23,6 +23,7 @@ from trainscale.frameworks.tensorflow.inputs import model_shape, training_layout
 from trainscale.frameworks.tensorflow.optim import torch_schedule
 from trainscale.frameworks.tensorflow.pretrain import run_pretraining
 from trainscale.frameworks.tensorflow.step import TfStep
+from trainscale.frameworks.twin import check_twin
 from trainscale.parallel.breadcrumbs import clear_phase, note_phase
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.batches import WorkerBatches
@@ -30,7 +31,7 @@ from trainscale.train.flops import seeded_torch_model
 from trainscale.train.plan import plan_steps
 from trainscale.train.progress import NullProgress, ProgressSink
 from trainscale.train.trainer import SetupFigures, TrainOutcome, measure_training
-from trainscale.workloads.base import Workload
+from trainscale.workloads.base import TENSORFLOW, Workload
 
 MIXED_BF16 = "mixed_bfloat16"
 """Keras's bf16 policy: bf16 compute, float32 variables (torch autocast's split)."""
@@ -108,16 +109,17 @@ def build_keras_model(
     mixed policy."""
     import keras
 
-    from trainscale.frameworks.tensorflow.models import build_model, load_torch_weights
+    from trainscale.models.tensorflow import KerasTwin
 
     previous = keras.mixed_precision.global_policy()
     if config.optimisation.precision == "bf16":
         keras.mixed_precision.set_global_policy(MIXED_BF16)
     try:
         with distribution.strategy.scope():
-            model = build_model(workload.name, data.meta)
+            twin = workload.build_model(data.meta, TENSORFLOW)
     finally:
         # The layers keep the policy they were built with; later models start afresh.
         keras.mixed_precision.set_global_policy(previous)
-    load_torch_weights(workload.name, torch_model, model)
-    return model
+    check_twin(workload, TENSORFLOW, twin, KerasTwin)
+    twin.load_torch_weights(torch_model)
+    return twin.model

@@ -7,7 +7,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from trainscale.frameworks.tensorflow.models.weights import (
+from trainscale.models.tensorflow.weights import (
     assign,
     conv2d_kernel,
     copy_dense,

@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from trainscale.frameworks.tensorflow.models.text_rnn import embed, trim_to_longest
-from trainscale.frameworks.tensorflow.models.weights import (
+from trainscale.models.tensorflow.text_rnn import embed, trim_to_longest
+from trainscale.models.tensorflow.weights import (
     assign,
     conv1d_kernel,
     copy_dense,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainscale.frameworks.jax.models.dbn import RBM_COLLECTION, rbm_name
+from trainscale.models.jax.dbn import RBM_COLLECTION, rbm_name
 
 Tree = dict[str, Any]
 

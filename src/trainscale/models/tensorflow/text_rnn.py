@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from trainscale.frameworks.tensorflow.models.weights import assign, copy_dense, to_numpy
+from trainscale.models.tensorflow.weights import assign, copy_dense, to_numpy
 from trainscale.models.text_rnn import PAD_ID
 
 CELLS = ("lstm", "gru")

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from trainscale.frameworks.tensorflow.models.weights import assign, copy_dense, to_numpy
+from trainscale.models.tensorflow.weights import assign, copy_dense, to_numpy
 
 
 class Rbm(keras.layers.Layer):

@@ -17,13 +17,13 @@ import keras
 import numpy as np
 from keras import ops
 
-from trainscale.frameworks.tensorflow.models.weights import (
+from trainscale.models.resnet_cifar import STAGE_WIDTHS, blocks_for_depth
+from trainscale.models.tensorflow.weights import (
     assign,
     conv2d_kernel,
     copy_batch_norm,
     copy_dense,
 )
-from trainscale.models.resnet_cifar import STAGE_WIDTHS, blocks_for_depth
 
 IMAGE_SHAPE = (32, 32, 3)
 BN_EPSILON = 1e-5

@@ -15,8 +15,8 @@ from typing import Any
 import jax.numpy as jnp
 from flax import linen as nn
 
-from trainscale.frameworks.jax.models.recurrent import CELLS, Direction
-from trainscale.frameworks.jax.models.text_common import PadEmbed, text_lengths, valid_mask
+from trainscale.models.jax.recurrent import CELLS, Direction
+from trainscale.models.jax.text_common import PadEmbed, text_lengths, valid_mask
 
 
 class TextRNN(nn.Module):

@@ -15,7 +15,7 @@ from typing import Any
 import jax.numpy as jnp
 from flax import linen as nn
 
-from trainscale.frameworks.jax.models.text_common import PAD_ID, PadEmbed, text_lengths
+from trainscale.models.jax.text_common import PAD_ID, PadEmbed, text_lengths
 
 
 class TextCNN(nn.Module):
