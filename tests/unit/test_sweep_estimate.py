@@ -3,18 +3,27 @@ was measured to need to reach it, not its whole recipe."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainscale.sweeps import estimate, recipes
-from trainscale.sweeps.estimate import (
-    EPOCH_S_2_CORES,
-    RUN_OVERHEAD_S,
-    SAMPLES_TO_TARGET,
-    estimate_sweep,
-)
+from trainscale.sweeps.estimate import RUN_OVERHEAD_S, UNMEASURED_EPOCH_S, estimate_sweep
 from trainscale.sweeps.recipes import recipe_spec
 from trainscale.sweeps.spec import parse_spec
 from trainscale.workloads import get_workload
+
+from tests.helpers.tiny import tiny_workload
+
+
+def epoch_s(name: str) -> float:
+    return get_workload(name).rough_cost.epoch_s_2_cores  # type: ignore[union-attr]
+
+
+def samples_to_target(name: str) -> int:
+    to_target = get_workload(name).rough_cost.samples_to_target  # type: ignore[union-attr]
+    assert to_target is not None
+    return to_target
 
 
 @pytest.fixture
@@ -28,7 +37,7 @@ def _seconds_to_target(name: str, samples_to_target: int) -> float:
     workload = get_workload(name)
     num_train = workload.synthetic_size.num_train  # type: ignore[union-attr]
     planned = workload.recipe.epochs * num_train
-    return RUN_OVERHEAD_S + min(planned, samples_to_target) * EPOCH_S_2_CORES[name] / num_train
+    return RUN_OVERHEAD_S + min(planned, samples_to_target) * epoch_s(name) / num_train
 
 
 def test_the_platform_study_is_estimated_from_the_samples_to_each_target(platforms):
@@ -36,19 +45,34 @@ def test_the_platform_study_is_estimated_from_the_samples_to_each_target(platfor
     assert whole.runs == 24
     # 3 CPU settings x 2 rounds of each workload, each trained to its target only.
     expected = sum(
-        6 * _seconds_to_target(name, SAMPLES_TO_TARGET[name]) for name in recipes.PLATFORM_WORKLOADS
+        6 * _seconds_to_target(name, samples_to_target(name)) for name in recipes.PLATFORM_WORKLOADS
     )
     assert whole.seconds == pytest.approx(expected)
     assert whole.seconds < 5 * 3600  # the whole recipes were about 13 h
     assert whole.text().startswith("24 runs, about ")
 
 
-def test_the_table_drives_the_estimate(platforms, monkeypatch):
+def test_the_workloads_rough_cost_drives_the_estimate(platforms, monkeypatch):
     before = estimate_sweep(platforms).seconds
-    monkeypatch.setitem(estimate.SAMPLES_TO_TARGET, "imdb-bigru", 2 * 25_000)
+    bigru = get_workload("imdb-bigru")
+    slower = dataclasses.replace(
+        bigru, rough_cost=dataclasses.replace(bigru.rough_cost, samples_to_target=2 * 25_000)
+    )
+    monkeypatch.setattr(
+        estimate,
+        "get_workload",
+        lambda name: slower if name == "imdb-bigru" else get_workload(name),
+    )
     after = estimate_sweep(platforms).seconds
     # Six runs of the BiGRU, each now two epochs of its 1,158 s instead of one.
-    assert after - before == pytest.approx(6 * EPOCH_S_2_CORES["imdb-bigru"])
+    assert after - before == pytest.approx(6 * epoch_s("imdb-bigru"))
+
+
+def test_a_workload_without_a_rough_cost_is_given_a_round_epoch(monkeypatch):
+    unmeasured = dataclasses.replace(tiny_workload(), rough_cost=None)
+    monkeypatch.setattr(estimate, "get_workload", lambda name: unmeasured)
+    spec = parse_spec({"base": {"workload": "mnist-cnn", "epochs": 2}}, "t")
+    assert estimate_sweep(spec).seconds == pytest.approx(RUN_OVERHEAD_S + 2 * UNMEASURED_EPOCH_S)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +90,7 @@ def test_runs_the_table_does_not_describe_count_their_planned_samples(changes):
     workload = get_workload(name)
     num_train = workload.synthetic_size.num_train  # type: ignore[union-attr]
     planned = workload.recipe.epochs * num_train
-    expected = RUN_OVERHEAD_S + planned * EPOCH_S_2_CORES[name] / num_train
+    expected = RUN_OVERHEAD_S + planned * epoch_s(name) / num_train
     assert estimate_sweep(spec).seconds == pytest.approx(expected)
 
 
@@ -74,5 +98,5 @@ def test_a_recipe_shorter_than_the_samples_to_target_counts_its_own():
     spec = parse_spec(
         {"base": {"workload": "imdb-bigru", "stop_at_target": True, "epochs": 0.25}}, "t"
     )
-    expected = RUN_OVERHEAD_S + 0.25 * EPOCH_S_2_CORES["imdb-bigru"]
+    expected = RUN_OVERHEAD_S + 0.25 * epoch_s("imdb-bigru")
     assert estimate_sweep(spec).seconds == pytest.approx(expected)

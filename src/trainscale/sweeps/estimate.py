@@ -7,7 +7,8 @@ The estimate is arithmetic, not a measurement of this machine: each configuratio
 training samples (steps x global batch, or epochs x training-set size; for a run that stops
 at its target, the samples its workload was measured to need to reach it, where known)
 times repeats, multiplied by the seconds per sample measured for its workload on a 2-core
-machine with 1 process x 2 threads (docs/workloads.md, "Per-workload epoch times"), plus a
+machine with 1 process x 2 threads (docs/workloads.md, "Per-workload epoch times"; both
+figures are the workload's `rough_cost`, declared beside its recipe), plus a
 fixed start-up cost per run (worker launch, data loading, warm-up). Evaluation passes (a
 run that stops at its target evaluates on its way there too), DBN pre-training and a faster
 or slower machine are not modelled, so read it as "minutes or hours", within a factor of
@@ -24,35 +25,9 @@ from trainscale.errors import TrainscaleError
 from trainscale.sweeps.spec import SweepSpec
 from trainscale.workloads import get_workload
 
-EPOCH_S_2_CORES = {
-    "mnist-cnn": 92.0,
-    "mnist-dbn": 11.0,
-    "cifar10-resnet44": 390.0,
-    "imdb-bilstm": 736.0,
-    "imdb-bigru": 1158.0,
-    "tweets-text": 22.0,
-}
-"""Seconds of one training epoch, 1 process x 2 threads on the 2-core machine of
-docs/workloads.md (synthetic data of the real shapes; mnist-dbn: fine-tuning only)."""
-
-SAMPLES_TO_TARGET = {
-    # docs/workloads.md, "mnist-cnn: the search": the default recipe crossed 99.0% after
-    # 90-105k samples (1.5-1.75 epochs) in three seeds; the slowest seed's.
-    "mnist-cnn": 105_000,
-    # benchmarks/results/bf16_accuracy.json (docs/workloads.md, "Accuracy in bf16"): 98.5%
-    # at about 210k fine-tuning samples (3.5 of the 5 epochs) in both seeds: time to target
-    # less pre-training (train time less 300k samples at the run's samples/s), at the
-    # run's rate. Rounded up to 4 epochs.
-    "mnist-dbn": 240_000,
-    # docs/text-workloads.md, "On the real IMDB set": the BiLSTM crossed 86% after
-    # 18,624 and 24,800 samples (seeds 1 and 0), the BiGRU at 24,960 (seed 0); the slowest,
-    # rounded up to a whole epoch of the 25,000 training reviews.
-    "imdb-bilstm": 25_000,
-    "imdb-bigru": 25_000,
-}
-"""Training samples a workload's default recipe needed to first reach its own target,
-measured on real data: what a run with `stop_at_target` trains, at most its planned
-samples. Workloads not listed (or another target) count their planned samples."""
+UNMEASURED_EPOCH_S = 100.0
+"""Seconds an epoch is assumed to take for a workload that declares no `rough_cost` (a
+user's)."""
 
 RUN_OVERHEAD_S = 8.0
 """Seconds a run costs besides its timed steps: starting the workers, loading the data,
@@ -154,7 +129,8 @@ def _run_seconds(fields: Mapping[str, Any]) -> float:
     workload = get_workload(str(fields["workload"]))
     size = workload.synthetic_size
     num_train = size.num_train if size is not None else 60_000
-    epoch_s = EPOCH_S_2_CORES.get(workload.name, 100.0)
+    cost = workload.rough_cost
+    epoch_s = cost.epoch_s_2_cores if cost is not None else UNMEASURED_EPOCH_S
     workers = int(fields.get("workers") or 1)
     if fields.get("global_batch_size"):
         global_batch = int(fields["global_batch_size"])
@@ -166,7 +142,7 @@ def _run_seconds(fields: Mapping[str, Any]) -> float:
         samples = (int(fields["steps"]) + warmup) * global_batch
     else:
         samples = float(fields.get("epochs") or workload.recipe.epochs) * num_train
-    to_target = SAMPLES_TO_TARGET.get(workload.name)
+    to_target = cost.samples_to_target if cost is not None else None
     if to_target is not None and _stops_at_its_target(fields, workload.target_accuracy):
         samples = min(samples, to_target)
     return RUN_OVERHEAD_S + samples * epoch_s / num_train

@@ -58,6 +58,22 @@ class Recipe:
 
 
 @dataclass(frozen=True)
+class RoughCost:
+    """What a sweep's duration estimate (`sweeps/estimate.py`) assumes of a run of the
+    workload before anything runs: figures measured once, kept beside the recipe they were
+    measured with. A rough guide ("minutes or hours"), not a measurement of this machine."""
+
+    epoch_s_2_cores: float
+    """Seconds of one training epoch, 1 process x 2 threads on the 2-core machine of
+    docs/workloads.md ("Per-workload epoch times"; synthetic data of the real shapes)."""
+    samples_to_target: int | None = None
+    """Training samples the default recipe needed to first reach the workload's target on
+    real data (the slowest seed's, rounded up): what a run that stops at its target trains,
+    at most its planned samples. None where not measured: such a run counts its planned
+    samples."""
+
+
+@dataclass(frozen=True)
 class Workload:
     """Everything the trainer needs to know about one reference workload."""
 
@@ -83,6 +99,9 @@ class Workload:
     synthetic_size: DataSize | None = None
     """Samples in `make_synthetic`'s full set, known without building it (every registered
     workload declares it, so a synthetic run is planned as a real one is)."""
+    rough_cost: RoughCost | None = None
+    """What a sweep's estimate assumes of its runs; None (a user's workload): 100 s an
+    epoch, its planned samples."""
     metric: str = "accuracy"
     channels_last: bool = False
     """Whether convolutions run faster in channels_last memory format (true on CPU and GPU)."""
