@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import pytest
 
+from trainscale import frameworks
 from trainscale.config.options import RunOptions
+from trainscale.errors import ConfigError
 from trainscale.frameworks import FRAMEWORKS, missing_modules, require
 from trainscale.results.store import RunStore
 
@@ -89,6 +92,20 @@ def test_require_passes_for_pytorch_and_names_every_missing_module(monkeypatch):
     assert require("pytorch").name == "pytorch"
     _pretend_missing(monkeypatch, "flax", "optax")
     assert missing_modules("jax") == ["flax", "optax"]
+
+
+def test_the_trainer_is_loaded_only_once_the_framework_is_found_installed(monkeypatch):
+    loaded = []
+    jax = dataclasses.replace(FRAMEWORKS["jax"], load_trainer=lambda: loaded.append("jax"))
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "jax", jax)
+    _pretend_missing(monkeypatch, "optax")
+    with pytest.raises(ConfigError, match=r"needs optax, which is not installed"):
+        frameworks.trainer("jax")
+    assert loaded == []
+    monkeypatch.undo()
+    monkeypatch.setitem(frameworks.FRAMEWORKS, "jax", jax)
+    frameworks.trainer("jax")
+    assert loaded == ["jax"]
 
 
 def test_the_framework_is_part_of_a_runs_settings_but_pytorch_hashes_as_before():

@@ -10,9 +10,10 @@ source instead (module-level and function-level imports alike) and sorts each im
 - an optional module (`OPTIONAL`, listed per extra): fine only where guarded, by one of
   - a `try:` whose `except` catches ImportError (the module's absence is handled there);
   - `if TYPE_CHECKING:` (never imported at run time);
-  - a module of a framework's package (`FRAMEWORK_PACKAGES`), which nothing imports
-    statically: `frameworks.trainer()` imports it after `frameworks.require()` has found
-    every module the framework names, or said in one line which extra to install;
+  - a module of a framework's package (`FRAMEWORK_PACKAGES`), which nothing outside it
+    imports but the framework's trainer loader (`Framework.load_trainer`, in a function):
+    `frameworks.trainer()` calls it after `frameworks.require()` has found every module the
+    framework names, or said in one line which extra to install;
   - a module of a framework's twins of the models (`TWIN_PACKAGES`), imported only inside
     the functions of a workload's twin builders and of that framework's package: the
     framework's trainer calls the builders, behind `require()`, and `Workload.build_model`
@@ -305,15 +306,17 @@ def test_framework_packages_are_reached_only_through_their_check() -> None:
     imports = package_imports(PACKAGE, "trainscale")
     for package, framework in FRAMEWORK_PACKAGES.items():
         spec = FRAMEWORKS[framework]
-        # The trainer is the only way in, and `frameworks.trainer()` calls `require()` first.
-        assert spec.trainer.startswith(package + "."), spec.trainer
+        # The trainer loader is the only way in, and `frameworks.trainer()` calls
+        # `require()` before it (tests/cli/test_frameworks_cli.py).
         outside = [
-            i.where()
+            i
             for i in imports
             if not (i.module == package or i.module.startswith(package + "."))
             and (i.name == package or i.name.startswith(package + "."))
         ]
-        assert outside == [], outside
+        assert [i.name for i in outside] == [f"{package}.trainer"], outside
+        (loader,) = outside
+        assert loader.module == spec.load_trainer.__module__ and loader.in_function
         # `require()` looks for every optional module the package imports.
         used = {
             entry.needs

@@ -6,6 +6,7 @@ import pytest
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.frameworks import FRAMEWORKS
 from trainscale.hardware.facts import cpu_bf16_native
 from trainscale.hardware.precision_choice import choose_precision
 from trainscale.runner.resolve import _resolve_optimisation, precision_line, resolve
@@ -28,12 +29,26 @@ def test_auto_is_bf16_only_where_the_device_computes_it_natively(device, native,
     assert ("no native bf16" in choice.reason) is (not native)
 
 
+def auto_fp32(framework: str, device: str) -> str | None:
+    return FRAMEWORKS[framework].auto_fp32.get(device)
+
+
 def test_auto_keeps_jax_in_fp32_and_lets_tensorflow_use_native_bf16():
-    jax = choose_precision("auto", "cpu", framework="jax", cpu_bf16=True)
+    jax = choose_precision("auto", "cpu", fp32_reason=auto_fp32("jax", "cpu"), cpu_bf16=True)
     assert jax.precision == "fp32" and "jax" in jax.reason
-    tensorflow = choose_precision("auto", "cpu", framework="tensorflow", cpu_bf16=True)
+    tensorflow = choose_precision(
+        "auto", "cpu", fp32_reason=auto_fp32("tensorflow", "cpu"), cpu_bf16=True
+    )
     assert tensorflow.precision == "bf16"
-    assert choose_precision("bf16", "cpu", framework="jax").precision == "bf16"
+    assert choose_precision("bf16", "cpu", fp32_reason=auto_fp32("jax", "cpu")).precision == "bf16"
+
+
+def test_a_jax_run_resolves_to_fp32_with_its_reason():
+    pytest.importorskip("jax")  # resolving a JAX run checks that it is installed
+    options = RunOptions.of("mnist-cnn", data="synthetic", framework="jax")
+    config = resolve(options, available_cores=[0])
+    assert config.optimisation.precision == "fp32"
+    assert config.optimisation.precision_reason == auto_fp32("jax", "cpu")
 
 
 @pytest.mark.parametrize("asked", ["fp32", "bf16", "fp16"])
@@ -93,7 +108,7 @@ def test_this_machine_gets_what_its_flags_say():
 
 
 def test_auto_keeps_jax_in_fp32_on_a_gpu_without_blaming_the_cpu():
-    choice = choose_precision("auto", "cuda", framework="jax", cuda_bf16=True)
+    choice = choose_precision("auto", "cuda", fp32_reason=auto_fp32("jax", "cuda"), cuda_bf16=True)
     assert choice.precision == "fp32" and "CPU" not in choice.reason
 
 

@@ -149,17 +149,13 @@ def gpu_rungs(
     bf16 rung: `SCRIPT_PRECISION`)."""
     if not num_gpus:
         return [Skipped("1 GPU", "no GPU on this machine")]
-    framework = base.parallel.framework
-    trains = get_framework(framework)
+    trains = get_framework(base.parallel.framework)
     if not trains.cuda:
         return [Skipped("1 GPU", trains.cpu_only_reason)]
     rungs: list[Rung | Skipped] = []
     for workers in sorted({1, num_gpus}):
-        if workers == 1:
-            name = "1 GPU"
-        else:
-            comm = "DDP" if framework == "pytorch" else "jax.distributed"
-            name = f"{workers} GPUs, {comm} over NCCL"
+        comm = f"{trains.data_parallelism} over NCCL"
+        name = "1 GPU" if workers == 1 else f"{workers} GPUs, {comm}"
         on_gpus = base.with_(
             device="cuda",
             workers=workers,

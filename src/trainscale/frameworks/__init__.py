@@ -9,11 +9,10 @@ and hands the worker the framework's trainer.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.errors import ConfigError
@@ -26,9 +25,24 @@ TENSORFLOW = "tensorflow"
 JAX = "jax"
 
 
+TrainFunction = Callable[..., Any]
+"""A framework's train function, with `trainscale.train.trainer.train`'s signature."""
+
+# The PyTorch step's own settings, which another framework's step has no use for: the
+# reason each is PyTorch's, for the line that refuses it.
+PYTORCH_STEP_SETTINGS = {
+    "--compile": "it compiles its step anyway (tf.function / jax.jit)",
+    "--grad-accum": "micro-batches are DDP's no_sync",
+    "--bucket-cap-mb": "buckets are DDP's",
+    "--profile": "it records PyTorch's operators",
+}
+
+
 @dataclass(frozen=True)
 class Framework:
-    """One framework as trainscale uses it."""
+    """One framework as trainscale uses it: what it is, and what it can do, asked by the run's
+    checks (`runner/resolve.py`), the precision rule, the bench ladder and the CLI instead of
+    comparing framework names."""
 
     name: str
     label: str
@@ -39,11 +53,21 @@ class Framework:
     """The package whose version is stored with a run."""
     extra: str | None
     """The pip extra that installs it (None: a core dependency)."""
-    trainer: str
-    """'module:function' of its trainer, with `trainscale.train.trainer.train`'s signature."""
+    load_trainer: Callable[[], TrainFunction]
+    """Imports its trainer and returns its train function (`trainer(name)` checks first
+    that the framework is installed)."""
+    data_parallelism: str
+    """What its workers share gradients with, as bench rungs name it."""
     cuda: bool = True
     """Whether it trains on CUDA GPUs. TensorFlow does not here: the GPU machines it would be
     tested on cannot install it (only tensorflow-cpu), so it is never run there."""
+    single_process: bool = False
+    """Whether it can train N replicas in one process (`--single-process`)."""
+    refused_settings: Mapping[str, str] = field(default_factory=dict)
+    """Run settings it has no use for -> why (each refused in one line)."""
+    auto_fp32: Mapping[str, str] = field(default_factory=dict)
+    """Devices where `--precision auto` means fp32 whatever the hardware -> the reason
+    stored with the run (measured: docs/frameworks.md)."""
 
     @property
     def cpu_only_reason(self) -> str:
@@ -51,9 +75,33 @@ class Framework:
         return f"{self.label} trains on the CPU only (docs/frameworks.md)"
 
 
+def _pytorch_trainer() -> TrainFunction:
+    from trainscale.train.trainer import train
+
+    return train
+
+
+def _tensorflow_trainer() -> TrainFunction:
+    from trainscale.frameworks.tensorflow.trainer import train
+
+    return train
+
+
+def _jax_trainer() -> TrainFunction:
+    from trainscale.frameworks.jax.trainer import train
+
+    return train
+
+
 FRAMEWORKS: dict[str, Framework] = {
     PYTORCH: Framework(
-        PYTORCH, "PyTorch", ("torch",), "torch", None, "trainscale.train.trainer:train"
+        PYTORCH,
+        "PyTorch",
+        ("torch",),
+        "torch",
+        None,
+        _pytorch_trainer,
+        data_parallelism="DDP",
     ),
     TENSORFLOW: Framework(
         TENSORFLOW,
@@ -61,8 +109,11 @@ FRAMEWORKS: dict[str, Framework] = {
         ("tensorflow", "keras"),
         "tensorflow",
         "tensorflow",
-        "trainscale.frameworks.tensorflow.trainer:train",
+        _tensorflow_trainer,
+        data_parallelism="MultiWorkerMirroredStrategy",
         cuda=False,
+        single_process=True,
+        refused_settings=PYTORCH_STEP_SETTINGS,
     ),
     JAX: Framework(
         JAX,
@@ -70,7 +121,15 @@ FRAMEWORKS: dict[str, Framework] = {
         ("jax", "flax", "optax"),
         "jax",
         "jax",
-        "trainscale.frameworks.jax.trainer:train",
+        _jax_trainer,
+        data_parallelism="jax.distributed",
+        single_process=True,
+        refused_settings=PYTORCH_STEP_SETTINGS,
+        auto_fp32={
+            # bf16 with JAX is measured on the CPU only: no claim on GPUs.
+            "cuda": "auto: fp32 with jax (--precision bf16 asks for bf16 on the GPU)",
+            "cpu": "auto: fp32 with jax, whose CPU backend (XLA) runs bf16 slower than fp32",
+        },
     ),
 }
 
@@ -113,7 +172,6 @@ def version(name: str) -> str | None:
     return None
 
 
-def trainer(name: str) -> Callable[..., Any]:
-    """The framework's train function (imports the framework)."""
-    module, _, function = require(name).trainer.partition(":")
-    return getattr(importlib.import_module(module), function)
+def trainer(name: str) -> TrainFunction:
+    """The framework's train function (imports the framework, once found installed)."""
+    return require(name).load_trainer()

@@ -4,7 +4,8 @@ bf16 autocast where the device computes bf16 natively (a GPU with bf16 tensor co
 with AVX512-BF16 or AMX), fp32 elsewhere: on a CPU without those instructions oneDNN
 emulates bf16 through fp32 and it runs slower than fp32. The same holds for TensorFlow
 (Keras' mixed_bfloat16 policy, oneDNN); JAX stays in fp32, as XLA's CPU backend ran bf16
-slower than fp32 even on a CPU with native bf16. The accuracy cost of bf16 is measured per
+slower than fp32 even on a CPU with native bf16 (its `Framework.auto_fp32`, which the
+caller passes in). The accuracy cost of bf16 is measured per
 workload in docs/workloads.md; `--precision fp32` asks for fp32 anywhere.
 """
 
@@ -32,25 +33,21 @@ def choose_precision(
     requested: str,
     device: str,
     *,
-    framework: str = "pytorch",
+    fp32_reason: str | None = None,
     cpu_bf16: bool | None = None,
     cuda_bf16: bool | None = None,
 ) -> PrecisionChoice:
     """Resolve `requested` ('auto' or a precision) on `device` ('cpu' or 'cuda').
 
-    `cpu_bf16` / `cuda_bf16` say whether the device computes bf16 natively; None reads the
-    machine (the CPU's flags; torch's answer for the GPU).
+    `fp32_reason`: the framework's reason for fp32 on this device whatever the hardware
+    (`Framework.auto_fp32`), None where the hardware decides. `cpu_bf16` / `cuda_bf16` say
+    whether the device computes bf16 natively; None reads the machine (the CPU's flags;
+    torch's answer for the GPU).
     """
     if requested != "auto":
         return PrecisionChoice(requested, f"--precision {requested}")  # type: ignore[arg-type]
-    if framework == "jax":  # measured: docs/frameworks.md
-        if device == "cuda":  # bf16 with JAX is measured on the CPU only: no claim on GPUs
-            return PrecisionChoice(
-                "fp32", "auto: fp32 with jax (--precision bf16 asks for bf16 on the GPU)"
-            )
-        return PrecisionChoice(
-            "fp32", "auto: fp32 with jax, whose CPU backend (XLA) runs bf16 slower than fp32"
-        )
+    if fp32_reason is not None:
+        return PrecisionChoice("fp32", fp32_reason)
     if device == "cuda":
         if cuda_bf16 is None:
             cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported(

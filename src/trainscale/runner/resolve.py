@@ -27,7 +27,7 @@ from trainscale.config.options import (
 )
 from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
-from trainscale.frameworks import PYTORCH, get_framework, require
+from trainscale.frameworks import FRAMEWORKS, get_framework, require
 from trainscale.hardware import resources
 from trainscale.hardware.facts import read_numa_nodes
 from trainscale.hardware.precision_choice import choose_precision
@@ -119,40 +119,38 @@ def resolve_parallel(
 
 def check_framework(opts: RunOptions, device: str) -> None:
     """Refuse, in one line, a framework that is not installed or a setting it does not have."""
-    par, name = opts.parallel, opts.parallel.framework
-    if par.single_process and name == PYTORCH:
+    par = opts.parallel
+    framework = get_framework(par.framework)
+    label = framework.label
+    if par.single_process and not framework.single_process:
+        able = " or ".join(f.name for f in FRAMEWORKS.values() if f.single_process)
         raise ConfigError(
-            "--single-process needs --framework tensorflow or jax (PyTorch data parallelism "
-            "is one process per worker: DDP)"
+            f"--single-process needs --framework {able} ({label} data parallelism is one "
+            f"process per worker: {framework.data_parallelism})"
         )
     if par.single_process and (par.workers < 2 or opts.nodes.nnodes > 1):
         raise ConfigError(
             "--single-process puts --workers N > 1 replicas in one process, on one node"
         )
-    if name == PYTORCH:
-        if opts.optimisation.compile and device == "cpu":
-            check_cpu_compiler()
-        return
-    label = get_framework(name).label
-    torch_only = {
-        "--compile": (
-            opts.optimisation.compile,
-            "it compiles its step anyway (tf.function / jax.jit)",
-        ),
-        "--grad-accum": (par.grad_accum != 1, "micro-batches are DDP's no_sync"),
-        "--bucket-cap-mb": (par.bucket_cap_mb is not None, "buckets are DDP's"),
-        "--profile": (opts.measurement.profile is not None, "it records PyTorch's operators"),
+    given = {
+        "--compile": opts.optimisation.compile,
+        "--grad-accum": par.grad_accum != 1,
+        "--bucket-cap-mb": par.bucket_cap_mb is not None,
+        "--profile": opts.measurement.profile is not None,
     }
-    for flag, (given, why) in torch_only.items():
-        if given:
+    for flag, why in framework.refused_settings.items():
+        if given[flag]:
             raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
-    framework = require(name)
+    if opts.optimisation.compile and device == "cpu":
+        check_cpu_compiler()
+    require(framework.name)
     if device != "cuda":
         return
     if not framework.cuda:
+        on_gpus = " or ".join(f.name for f in FRAMEWORKS.values() if f.cuda)
         raise ConfigError(
-            f"--device cuda with --framework {name}: this version trains {label} on the CPU "
-            "only (docs/frameworks.md); on GPUs use --framework pytorch or jax"
+            f"--device cuda with --framework {framework.name}: this version trains {label} on "
+            f"the CPU only (docs/frameworks.md); on GPUs use --framework {on_gpus}"
         )
     if par.single_process:
         raise ConfigError(
@@ -204,7 +202,8 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
         # A scaled-up lr needs a gradual warm-up to be stable (Goyal et al. 2017).
         if opt.lr_scaling != "none" and global_batch > recipe.batch_size:
             warmup = max(warmup, 0.1)
-    choice = choose_precision(opt.precision, device, framework=opts.parallel.framework)
+    auto_fp32 = get_framework(opts.parallel.framework).auto_fp32.get(device)
+    choice = choose_precision(opt.precision, device, fp32_reason=auto_fp32)
     reason = choice.reason
     if workload.recurrent and device == "cuda" and choice.precision == "bf16":
         # The stored precision must say what computed: cuDNN's RNNs stay in fp32 here.
