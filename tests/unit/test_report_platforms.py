@@ -19,6 +19,7 @@ from trainscale.reporting.platforms import (
     platform_table_applies,
 )
 from trainscale.reporting.plots import PLOT_TITLES, draw_figure, png_bytes
+from trainscale.results.stored_figures import StoredFigures
 from trainscale.results.stored_settings import StoredSettings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -231,7 +232,7 @@ def test_time_per_epoch_counts_the_epochs_runs_trained_before_their_target() -> 
 
 def test_the_epochs_trained_are_the_runs_share_of_their_planned_steps() -> None:
     def run(**summary: Any) -> Any:
-        return SimpleNamespace(summary=summary)
+        return SimpleNamespace(figures=StoredFigures.of(summary))
 
     settings = StoredSettings.of({"epochs": 4.0, "steps": None})
     stopped = [run(num_steps=97, planned_steps=388), run(num_steps=194, planned_steps=388)]

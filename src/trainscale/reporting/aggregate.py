@@ -31,7 +31,7 @@ processing-time table.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from trainscale.frameworks import FRAMEWORKS
@@ -62,7 +62,8 @@ from trainscale.reporting.model import (
 )
 from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, disagreement_text
 from trainscale.results.records import RunRecord
-from trainscale.results.stored_settings import StoredSettings, is_number
+from trainscale.results.stored_figures import StoredFigures
+from trainscale.results.stored_settings import StoredSettings
 
 BREAKDOWN_PARTS = ("data", "forward", "backward", "optimizer", "exposed_comm")
 """The usual parts of `summary["breakdown_s"]` (median seconds per step), in stacking order;
@@ -193,29 +194,21 @@ def _configuration(
     threads = first.threads_per_worker or settings.threads_per_worker
     total_threads, cores, oversubscribed = _cores(first, workers, threads)
 
-    def numbers(name: str, records: Iterable[RunRecord] = runs) -> list[float]:
-        return [v for r in records if is_number(v := r.summary.get(name))]
+    def numbers(
+        figure: Callable[[StoredFigures], float | None], records: Iterable[RunRecord] = runs
+    ) -> list[float]:
+        return [v for r in records if (v := figure(r.figures)) is not None]
 
-    rates = numbers("samples_per_s")
-    steps = numbers("step_time_s_median")
-    step_spreads = [
-        r.summary["step_time_s_iqr"] / r.summary["step_time_s_median"]
-        for r in runs
-        if is_number(r.summary.get("step_time_s_iqr"))
-        and is_number(r.summary.get("step_time_s_median"))
-        and r.summary["step_time_s_median"] > 0
-    ]
+    rates = numbers(lambda f: f.samples_per_s)
+    steps = numbers(lambda f: f.step_time_s_median)
+    step_spreads = numbers(lambda f: f.step_time_rel_iqr)
     # No accuracy claim from synthetic data, whatever its summary happens to hold.
     real_runs = [r for r in runs if r.data_kind == "real"]
-    evaluated = [r for r in real_runs if _evaluated(r)]
-    reached = [
-        r.summary["time_to_target_s"]
-        for r in evaluated
-        if is_number(r.summary.get("time_to_target_s"))
-    ]
-    accuracies = numbers("test_accuracy", evaluated)
-    memory = [m for r in runs if (m := _peak_memory(r)) is not None]
-    targets = numbers("target_accuracy", evaluated)
+    evaluated = [r for r in real_runs if r.figures.evaluated]
+    reached = numbers(lambda f: f.time_to_target_s, evaluated)
+    accuracies = numbers(lambda f: f.test_accuracy, evaluated)
+    memory = numbers(lambda f: f.peak_memory_bytes)
+    targets = numbers(lambda f: f.target_accuracy, evaluated)
     time_to_target_s = stats.median(reached) if reached else None
     return Configuration(
         key=key,
@@ -238,45 +231,51 @@ def _configuration(
         samples_per_s=rates,
         samples_per_s_median=stats.median(rates) if rates else None,
         samples_per_s_iqr=stats.iqr(rates) if len(rates) > 1 else None,
-        samples_per_s_by_round=_by_round(runs, "samples_per_s"),
-        time_to_target_s_by_round=_by_round(evaluated, "time_to_target_s"),
+        samples_per_s_by_round=_by_round(runs, lambda f: f.samples_per_s),
+        time_to_target_s_by_round=_by_round(evaluated, lambda f: f.time_to_target_s),
         busy_rounds=frozenset(_round_key(r) for r in runs if ran_busy(r.summary)),
         step_time_s_median=stats.median(steps) if steps else None,
         step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
-        unequal_steps=any(r.summary.get("unequal_steps") for r in runs),
-        train_time_s=stats.median(t) if (t := numbers("train_time_s")) else None,
+        unequal_steps=any(r.figures.unequal_steps for r in runs),
+        train_time_s=stats.median(t) if (t := numbers(lambda f: f.train_time_s)) else None,
         test_accuracy=stats.median(accuracies) if accuracies else None,
         target_accuracy=targets[0] if targets else None,
         time_to_target_s=time_to_target_s,
         num_reached=len(reached),
         num_evaluated=len(evaluated),
         peak_memory_bytes=stats.median(memory) if memory else None,
-        accuracy_curves=[curve for r in evaluated if (curve := _curve(r))],
+        accuracy_curves=[
+            list(r.figures.accuracy_curve) for r in evaluated if r.figures.accuracy_curve
+        ],
         breakdown_s=_breakdown(runs),
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
         # The median step the row shows, not the stalled run's own: note and row agree.
         stalls=stalls_note([r.summary for r in runs], stats.median(steps) if steps else None),
         busy_runs=sum(ran_busy(r.summary) for r in runs),
         framework=first.framework,
-        data_wait_share=stats.median(w) if (w := numbers("data_wait_share")) else None,
-        data_wait_s_median=stats.median(w) if (w := numbers("data_wait_s_median")) else None,
+        data_wait_share=stats.median(w) if (w := numbers(lambda f: f.data_wait_share)) else None,
+        data_wait_s_median=(
+            stats.median(w) if (w := numbers(lambda f: f.data_wait_s_median)) else None
+        ),
         disagreements=list(dict.fromkeys(d for r in runs if (d := disagreement_text(r.summary)))),
         epochs_trained=_epochs_trained(runs, settings),
         **configuration_figures(runs, cores, time_to_target_s, prices),
     )
 
 
-def _by_round(runs: Sequence[RunRecord], figure: str) -> dict[str, float]:
+def _by_round(
+    runs: Sequence[RunRecord], figure: Callable[[StoredFigures], float | None]
+) -> dict[str, float]:
     """A summary figure (samples/s, time to target) per round: runs with a repeat index,
     keyed by their sweep (or, outside a sweep, their tag: a bench's) and repeat index, so
     that rounds of different sweeps or benches reported together are never paired with each
     other; the median where a round holds several runs."""
     per_round: dict[str, list[float]] = {}
     for record in runs:
-        value = record.summary.get(figure)
-        if record.repeat_index is None or not is_number(value) or value <= 0:
+        value = figure(record.figures)
+        if record.repeat_index is None or value is None or value <= 0:
             continue
-        per_round.setdefault(_round_key(record), []).append(float(value))
+        per_round.setdefault(_round_key(record), []).append(value)
     return {key: stats.median(values) for key, values in per_round.items()}
 
 
@@ -293,12 +292,7 @@ def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, i
     usable cores. More threads than that is oversubscription.
     """
     total = workers * (threads or 1)
-    facts = record.summary.get("workers")
-    core_ids: set[int] = set()
-    if isinstance(facts, list):
-        for fact in facts:
-            if isinstance(fact, dict) and isinstance(fact.get("cores"), list):
-                core_ids.update(c for c in fact["cores"] if isinstance(c, int))
+    core_ids = set(record.figures.worker_cores)
     if not core_ids:
         for cores in record.settings.core_sets:
             core_ids.update(cores)
@@ -310,37 +304,12 @@ def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, i
     return total, min(total, len(core_ids)), oversubscribed
 
 
-def _evaluated(record: RunRecord) -> bool:
-    return bool(record.summary.get("accuracy_curve")) or is_number(
-        record.summary.get("test_accuracy")
-    )
-
-
-def _curve(record: RunRecord) -> list[tuple[float, float]]:
-    points = record.summary.get("accuracy_curve") or []
-    return [
-        (float(p[0]), float(p[1]))
-        for p in points
-        if isinstance(p, (list, tuple)) and len(p) == 2 and all(is_number(v) for v in p)
-    ]
-
-
-def _peak_memory(record: RunRecord) -> float | None:
-    value = record.summary.get("peak_memory_bytes_per_worker")
-    if isinstance(value, list):
-        numbers = [v for v in value if is_number(v)]
-        return float(max(numbers)) if numbers else None
-    return float(value) if is_number(value) else None
-
-
 def _breakdown(runs: Sequence[RunRecord]) -> dict[str, float] | None:
     per_part: dict[str, list[float]] = {}
     for record in runs:
-        parts = record.summary.get("breakdown_s")
-        if isinstance(parts, dict):
-            for name, seconds in parts.items():
-                if is_number(seconds) and name not in BREAKDOWN_NOT_SECONDS:
-                    per_part.setdefault(str(name), []).append(float(seconds))
+        for name, seconds in record.figures.breakdown_s.items():
+            if name not in BREAKDOWN_NOT_SECONDS:
+                per_part.setdefault(name, []).append(seconds)
     if not per_part:
         return None
     order = [p for p in BREAKDOWN_PARTS if p in per_part] + sorted(
@@ -356,9 +325,9 @@ def _epochs_trained(runs: Sequence[RunRecord], settings: StoredSettings) -> floa
         return None
     trained = []
     for record in runs:
-        steps, planned = record.summary.get("num_steps"), record.summary.get("planned_steps")
+        steps, planned = record.figures.num_steps, record.figures.planned_steps
         # A run stored before planned steps were recorded trained its whole length.
-        share = steps / planned if is_number(steps) and is_number(planned) and planned else 1
+        share = steps / planned if steps is not None and planned else 1
         trained.append(epochs * share)
     return stats.median(trained) if trained else None
 

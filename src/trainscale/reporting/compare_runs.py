@@ -227,7 +227,7 @@ def load_steps(store: RunStore, group: Group) -> None:
     """Fill `group.step_times` with each run's timed steps; TrainscaleError if one has none."""
     group.step_times = []
     for record in group.runs:
-        warmup = record.summary.get("warmup_steps_excluded", 0) or 0
+        warmup = record.figures.warmup_steps_excluded
         steps = [t for t in timed_steps(store.step_times(record.run_id), warmup) if t > 0]
         if not steps:
             raise TrainscaleError(f"run {record.short_id} has no timed steps to compare")

@@ -114,7 +114,7 @@ def run_cells(record: RunRecord) -> list[str]:
         text(record.data_kind),
         f"{text(record.world_size)} x {text(record.threads_per_worker)}",
         text(record.precision),
-        number(record.summary.get("samples_per_s"), ".1f"),
+        number(record.figures.samples_per_s, ".1f"),
         accuracy_cell(record),
         time_to_target_cell(record),
         _note_cell(record.summary),
@@ -379,15 +379,15 @@ def accuracy_cell(record: RunRecord) -> str:
     # No accuracy claim from synthetic data (see the measurement rules).
     if record.data_kind == "synthetic":
         return "-"
-    return number(record.summary.get("test_accuracy"), ".4f")
+    return number(record.figures.test_accuracy, ".4f")
 
 
 def time_to_target_cell(record: RunRecord) -> str:
     if record.data_kind == "synthetic" or record.status != "completed":
         return "-"
-    seconds = record.summary.get("time_to_target_s")
-    if seconds is None:
+    figures = record.figures
+    if figures.time_to_target_s is None:
         # "missed" only where the run was evaluated: a --no-eval run never looked.
-        evaluated = record.summary.get("test_accuracy") is not None
-        return "missed" if evaluated and record.summary.get("target_accuracy") is not None else "-"
-    return number(seconds, ".1f")
+        evaluated = figures.test_accuracy is not None
+        return "missed" if evaluated and figures.target_accuracy is not None else "-"
+    return number(figures.time_to_target_s, ".1f")

@@ -15,6 +15,7 @@ from typing import Any
 
 from trainscale.errors import StoreError
 from trainscale.results.owner import Owner, decode_host
+from trainscale.results.stored_figures import StoredFigures
 from trainscale.results.stored_settings import StoredSettings
 
 
@@ -111,6 +112,12 @@ class RunRecord:
     def settings(self) -> StoredSettings:
         """Its settings as readers ask about them, typed (`results.stored_settings`)."""
         return StoredSettings.of(self.config)
+
+    @cached_property
+    def figures(self) -> StoredFigures:
+        """Its summary's figures as readers compute with them, typed
+        (`results.stored_figures`)."""
+        return StoredFigures.of(self.summary)
 
     @property
     def framework(self) -> str:

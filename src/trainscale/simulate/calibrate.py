@@ -130,11 +130,11 @@ def is_emulation(record: RunRecord) -> bool:
 
 def is_measured(record: RunRecord) -> bool:
     """A completed training run with a measured step time (not an emulation)."""
-    median = record.summary.get("step_time_s_median")
+    median = record.figures.step_time_s_median
     return (
         record.status == "completed"
         and not is_emulation(record)
-        and isinstance(median, (int, float))
+        and median is not None
         and median > 0
     )
 
@@ -183,13 +183,13 @@ def cores_per_worker(record: RunRecord) -> tuple[int, bool]:
 def run_breakdown(record: RunRecord) -> dict[str, float] | None:
     """A run's step split into data, forward, backward and optimizer (seconds), adding up to
     its rated step time (`stored_step_time`); None without a recorded breakdown."""
-    parts = record.summary.get("breakdown_s") or {}
+    parts = record.figures.breakdown_s
     values: dict[str, float] = {}
     for key in ("data", "forward", "backward", "optimizer"):
         value = parts.get(key)
-        if not isinstance(value, (int, float)) or value < 0:
+        if value is None or value < 0:
             return None
-        values[key] = float(value)
+        values[key] = value
     total = sum(values.values())
     if total <= 0:
         return None
@@ -199,11 +199,10 @@ def run_breakdown(record: RunRecord) -> dict[str, float] | None:
 
 def run_sigma(record: RunRecord) -> float | None:
     """Lognormal sigma of a run's step times, from its median and IQR."""
-    median = record.summary.get("step_time_s_median")
-    iqr = record.summary.get("step_time_s_iqr")
-    if not isinstance(median, (int, float)) or not isinstance(iqr, (int, float)) or median <= 0:
+    median, iqr = record.figures.step_time_s_median, record.figures.step_time_s_iqr
+    if median is None or iqr is None or median <= 0:
         return None
-    return sigma_from_spread(float(median), max(0.0, float(iqr)))
+    return sigma_from_spread(median, max(0.0, iqr))
 
 
 def per_worker_batch(record: RunRecord) -> int:
@@ -258,10 +257,9 @@ def _point(record: RunRecord) -> _Point:
     step = stored_step_time(record.summary)
     accum = record.settings.grad_accum
     parts = run_breakdown(record)
-    flops = record.summary.get("flops_per_sample")
-    flops = float(flops) if isinstance(flops, (int, float)) and flops > 0 else None
-    wait = record.summary.get("data_wait_s_median")
-    if parts is None and isinstance(wait, (int, float)) and 0 <= wait < step:
+    flops = record.figures.flops_per_sample
+    wait = record.figures.data_wait_s_median
+    if parts is None and wait is not None and 0 <= wait < step:
         # A script run has no breakdown, but its meter measured the wait for each batch:
         # that much of the step is data, the rest compute (split as DEFAULT_BACKWARD_SHARE).
         compute = step - float(wait)
@@ -550,9 +548,9 @@ def matching_serial_runs(
 def training_flops_per_sample(workload: str, records: Iterable[RunRecord] = ()) -> float:
     """Training FLOPs per sample: from a stored run of the workload, else counted now."""
     for record in records:
-        flops = record.summary.get("flops_per_sample")
-        if record.workload == workload and isinstance(flops, (int, float)) and flops > 0:
-            return float(flops)
+        flops = record.figures.flops_per_sample
+        if record.workload == workload and flops is not None:
+            return flops
 
     spec = get_workload(workload)
     data = spec.make_synthetic(DataRequest(max_train=2, max_test=2))

@@ -93,8 +93,7 @@ def fitting_runs(
     for record in records:
         if record.workload == workload:
             continue
-        flops = record.summary.get("flops_per_sample")
-        if not is_measured(record) or not (isinstance(flops, (int, float)) and flops > 0):
+        if not is_measured(record) or record.figures.flops_per_sample is None:
             continue
         if ran_busy(record.summary):  # its step is its neighbours' as much as the device's
             continue
@@ -135,9 +134,10 @@ def calibrate_from_other_workloads(
     points, used = [], []
     for record in candidates:
         ops = ops_of(record.workload) if record.workload else None
-        if not ops:
+        run_flops = record.figures.flops_per_sample  # there: `fitting_runs` asks for them
+        if not ops or run_flops is None:
             continue
-        flops = float(record.summary["flops_per_sample"]) * per_worker_batch(record)
+        flops = run_flops * per_worker_batch(record)
         step = stored_step_time(record.summary)
         if not (math.isfinite(step) and step > 0):
             continue

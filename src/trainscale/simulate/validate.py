@@ -442,8 +442,7 @@ def _predict_run(
     notes = []
     if over:
         notes.append("oversubscribed: more threads than cores, which the model does not model")
-    breakdown = record.summary.get("breakdown_s") or {}
-    exposed = breakdown.get("exposed_comm")
+    exposed = record.figures.breakdown_s.get("exposed_comm")
     summary = record.summary
     return ValidationRow(
         run_id=record.run_id,
@@ -457,7 +456,7 @@ def _predict_run(
         predicted_step_s=predicted.step_time_s,
         measured_samples_per_s=measured_throughput(record),
         predicted_samples_per_s=predicted.samples_per_s,
-        measured_exposed_comm_s=float(exposed) if isinstance(exposed, (int, float)) else None,
+        measured_exposed_comm_s=exposed,
         predicted_exposed_comm_s=predicted.exposed_comm_s,
         calibration_runs=calibration.run_ids,
         notes=tuple(notes),

@@ -53,10 +53,9 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
     rows = []
     for config_hash, label in dict.fromkeys((p["config_hash"], p["label"]) for p in sweep.plan):
         done = groups.get(config_hash, [])
-        rates = [r.summary.get("samples_per_s") for r in done]
-        rates = [r for r in rates if isinstance(r, (int, float))]
-        accuracies = [r.summary.get("test_accuracy") for r in done if r.data_kind == "real"]
-        accuracies = [a for a in accuracies if isinstance(a, (int, float))]
+        rates = [r for run in done if (r := run.figures.samples_per_s) is not None]
+        real = [run for run in done if run.data_kind == "real"]
+        accuracies = [a for run in real if (a := run.figures.test_accuracy) is not None]
         busy = sum(ran_busy(r.summary) for r in done)
         rows.append(
             [

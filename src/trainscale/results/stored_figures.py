@@ -1,0 +1,150 @@
+"""A stored run's figures as the readers of the store ask about them: typed, each with the one
+meaning a missing or unreadable value has.
+
+A run's summary is JSON that the trainscale of its day wrote (`RunResult.summary()`): runs
+stored before a figure existed lack it, a failed run has few, and a store may have been
+edited by hand. Rather than every report, the simulator and the sweep summary asking
+`record.summary.get("test_accuracy")` and checking its type their own way, `StoredFigures.of`
+says once what each value means when it is absent or not of its type: not measured (None, or
+empty). The summary stays the store's record of everything a run measured; this is the part
+its readers compute with. (`results/schema.py` migrates the JSON itself and reads it raw;
+`metrics/` judges summaries as written, beneath this layer.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainscale.results.stored_settings import is_number
+
+
+@dataclass(frozen=True)
+class StoredFigures:
+    """The figures of one stored run that reports, the simulator and sweeps read."""
+
+    samples_per_s: float | None = None
+    """Global training throughput."""
+    step_time_s_median: float | None = None
+    step_time_s_mean: float | None = None
+    step_time_s_iqr: float | None = None
+    train_time_s: float | None = None
+    """Seconds on the training clock."""
+    test_accuracy: float | None = None
+    """The last evaluation's accuracy; None where the run never evaluated."""
+    target_accuracy: float | None = None
+    time_to_target_s: float | None = None
+    """Training-clock seconds until the target was first reached; None: not reached (or
+    never evaluated)."""
+    accuracy_curve: tuple[tuple[float, float], ...] = ()
+    """(training-clock seconds, accuracy) of each evaluation."""
+    flops_per_sample: float | None = None
+    """Training FLOPs per sample; None where not counted (or not positive)."""
+    data_wait_s_median: float | None = None
+    """A script run's median wait for its next batch."""
+    data_wait_share: float | None = None
+    """That wait's share of the step."""
+    peak_memory_bytes: float | None = None
+    """The largest worker's peak memory."""
+    num_steps: int | None = None
+    """Optimizer steps trained."""
+    planned_steps: int | None = None
+    """Steps the run was planned to train (runs stored before it: None)."""
+    warmup_steps_excluded: int = 0
+    """Leading steps left out of the step-time statistics."""
+    unequal_steps: bool = False
+    """Whether its steps did unequal work by design (text batched by length)."""
+    breakdown_s: Mapping[str, float] = field(default_factory=dict)
+    """The step's parts (data, forward, backward, optimizer, ...): every numeric entry."""
+    worker_cores: frozenset[int] = frozenset()
+    """The cores its workers reported running on."""
+
+    @classmethod
+    def of(cls, summary: Mapping[str, Any]) -> StoredFigures:
+        """The figures of a stored summary: a value that is missing or not of its type is
+        not measured."""
+        return cls(
+            samples_per_s=_number(summary.get("samples_per_s")),
+            step_time_s_median=_number(summary.get("step_time_s_median")),
+            step_time_s_mean=_number(summary.get("step_time_s_mean")),
+            step_time_s_iqr=_number(summary.get("step_time_s_iqr")),
+            train_time_s=_number(summary.get("train_time_s")),
+            test_accuracy=_number(summary.get("test_accuracy")),
+            target_accuracy=_number(summary.get("target_accuracy")),
+            time_to_target_s=_number(summary.get("time_to_target_s")),
+            accuracy_curve=_curve(summary.get("accuracy_curve")),
+            flops_per_sample=_positive(summary.get("flops_per_sample")),
+            data_wait_s_median=_number(summary.get("data_wait_s_median")),
+            data_wait_share=_number(summary.get("data_wait_share")),
+            peak_memory_bytes=_largest(summary.get("peak_memory_bytes_per_worker")),
+            num_steps=_whole(summary.get("num_steps")),
+            planned_steps=_whole(summary.get("planned_steps")),
+            warmup_steps_excluded=_whole(summary.get("warmup_steps_excluded")) or 0,
+            unequal_steps=bool(summary.get("unequal_steps")),
+            breakdown_s=_numbers_by_name(summary.get("breakdown_s")),
+            worker_cores=_worker_cores(summary.get("workers")),
+        )
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether the run evaluated its model at least once."""
+        return bool(self.accuracy_curve) or self.test_accuracy is not None
+
+    @property
+    def step_time_rel_iqr(self) -> float | None:
+        """The spread of its step times, as the IQR over the median."""
+        median, iqr = self.step_time_s_median, self.step_time_s_iqr
+        if median is None or iqr is None or median <= 0:
+            return None
+        return iqr / median
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if is_number(value) else None
+
+
+def _positive(value: Any) -> float | None:
+    number = _number(value)
+    return number if number is not None and number > 0 else None
+
+
+def _whole(value: Any) -> int | None:
+    # bool is an int to Python, never a count here.
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _largest(value: Any) -> float | None:
+    """A per-worker list's largest number (runs stored before lists: one number)."""
+    if isinstance(value, list):
+        numbers = [float(v) for v in value if is_number(v)]
+        return max(numbers) if numbers else None
+    return _number(value)
+
+
+def _curve(value: Any) -> tuple[tuple[float, float], ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        (float(point[0]), float(point[1]))
+        for point in value
+        if isinstance(point, (list, tuple)) and len(point) == 2 and all(map(is_number, point))
+    )
+
+
+def _numbers_by_name(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(name): float(number) for name, number in value.items() if is_number(number)}
+
+
+def _worker_cores(value: Any) -> frozenset[int]:
+    if not isinstance(value, list):
+        return frozenset()
+    cores: set[int] = set()
+    for facts in value:
+        if isinstance(facts, dict) and isinstance(facts.get("cores"), list):
+            cores.update(c for c in facts["cores"] if _whole(c) is not None)
+    return frozenset(cores)
