@@ -94,14 +94,14 @@ def keras_twin(meta: Mapping[str, Any]) -> Any:
 
 def flax_twin(meta: Mapping[str, Any]) -> Any:
     """The flax twin of ResNet-44 (JAX imported here, by a JAX run only)."""
-    from trainscale.models.jax import FlaxTwin, resnet_cifar, torch_weights
+    from trainscale.models.jax import FlaxTwin, resnet_cifar
 
     num_classes = meta.get("num_classes", 10)
     return FlaxTwin(
         lambda dtype: resnet_cifar.ResNetCifar(
             (DEPTH - 2) // 6, num_classes=num_classes, dtype=dtype
         ),
-        torch_weights.resnet_cifar,
+        resnet_cifar.from_torch,
     )
 
 

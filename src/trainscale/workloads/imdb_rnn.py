@@ -157,12 +157,12 @@ def keras_twin(meta: Mapping[str, Any], cell: str) -> Any:
 
 def flax_twin(meta: Mapping[str, Any], cell: str) -> Any:
     """The flax twin of TextRNN (JAX imported here, by a JAX run only)."""
-    from trainscale.models.jax import FlaxTwin, text_rnn, torch_weights
+    from trainscale.models.jax import FlaxTwin, text_rnn
 
     vocab_size, num_classes = meta["vocab_size"], meta["num_classes"]
     return FlaxTwin(
         lambda dtype: text_rnn.TextRNN(vocab_size, num_classes, cell, dtype=dtype),
-        torch_weights.text_rnn,
+        text_rnn.from_torch,
     )
 
 

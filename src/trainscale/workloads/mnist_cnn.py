@@ -75,12 +75,12 @@ def keras_twin(meta: Mapping[str, Any]) -> Any:
 
 def flax_twin(meta: Mapping[str, Any]) -> Any:
     """The flax twin of MnistCnn (JAX imported here, by a JAX run only)."""
-    from trainscale.models.jax import FlaxTwin, mnist_cnn, torch_weights
+    from trainscale.models.jax import FlaxTwin, mnist_cnn
 
     num_classes = meta.get("num_classes", 10)
     return FlaxTwin(
         lambda dtype: mnist_cnn.MnistCnn(num_classes=num_classes, dtype=dtype),
-        torch_weights.mnist_cnn,
+        mnist_cnn.from_torch,
     )
 
 

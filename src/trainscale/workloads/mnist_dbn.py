@@ -212,14 +212,14 @@ def keras_twin(meta: Mapping[str, Any]) -> Any:
 
 def flax_twin(meta: Mapping[str, Any]) -> Any:
     """The flax twin of the DBN (JAX imported here, by a JAX run only)."""
-    from trainscale.models.jax import FlaxTwin, dbn, torch_weights
+    from trainscale.models.jax import FlaxTwin, dbn
 
     inputs, layers, classes = _sizes(meta)
     return FlaxTwin(
         lambda dtype: dbn.DeepBeliefNet(
             num_inputs=inputs, hidden_sizes=layers, num_classes=classes, dtype=dtype
         ),
-        torch_weights.dbn,
+        dbn.from_torch,
     )
 
 

@@ -143,12 +143,12 @@ def keras_twin(meta: Mapping[str, Any]) -> Any:
 
 def flax_twin(meta: Mapping[str, Any]) -> Any:
     """The flax twin of TextCNN (JAX imported here, by a JAX run only)."""
-    from trainscale.models.jax import FlaxTwin, text_cnn, torch_weights
+    from trainscale.models.jax import FlaxTwin, text_cnn
 
     vocab_size, num_classes = meta["vocab_size"], meta["num_classes"]
     return FlaxTwin(
         lambda dtype: text_cnn.TextCNN(vocab_size, num_classes, dtype=dtype),
-        torch_weights.text_cnn,
+        text_cnn.from_torch,
     )
 
 

@@ -1,10 +1,10 @@
 """The flax.linen twins of the reference models, one module per architecture.
 
 A workload names its twin beside its PyTorch model (`Workload.models["jax"]`, a builder
-returning a `FlaxTwin`): the flax module for a computation dtype, and the converter of
-`torch_weights.py` that copies a PyTorch model's weights exactly, which is how a run starts
-from the same weights in every framework. `init_variables` initialises a module with flax's
-own initialisers instead.
+returning a `FlaxTwin`): the flax module for a computation dtype, and its module's
+`from_torch`, which copies a PyTorch model's weights exactly (with `torch_weights.py`); that
+is how a run starts from the same weights in every framework. `init_variables` initialises a
+module with flax's own initialisers instead.
 
 Every model is called as `module.apply(variables, x, train=...)`: image models take NHWC
 float inputs, text models (N, T) int token ids with 0 = padding at the end. In training mode
@@ -34,7 +34,7 @@ class FlaxTwin:
     """`module(dtype)`: the flax module computing in `dtype` (jnp.bfloat16 for mixed
     precision); parameters stay float32."""
     convert: Callable[[Any], Tree]
-    """The PyTorch model's state as flax variables (a converter of torch_weights.py)."""
+    """The PyTorch model's state as flax variables (its architecture's `from_torch`)."""
 
     def variables_from_torch(self, module: nn.Module, torch_model: Any, sample_x: Any) -> Tree:
         """`module`'s variables holding exactly `torch_model`'s weights (and BN running stats).

@@ -14,7 +14,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import torch
 from flax import linen as nn
+
+from trainscale.models.jax.torch_weights import TorchState, Tree, count_modules
 
 RBM_COLLECTION = "rbm"
 """The variable collection of the RBMs' visible biases (pre-training only)."""
@@ -67,3 +70,20 @@ class DeepBeliefNet(nn.Module):
         for index in range(len(self.hidden_sizes)):
             x = Rbm(sizes[index], sizes[index + 1], dtype=self.dtype, name=rbm_name(index))(x)
         return nn.Dense(self.num_classes, dtype=self.dtype, name="head")(x)
+
+
+def from_torch(model: torch.nn.Module) -> Tree:
+    """DeepBeliefNet: each RBM's weight (hidden x visible), hidden and visible bias; the head."""
+    state = TorchState(model)
+    params: Tree = {}
+    visible: Tree = {}
+    for index in range(count_modules(model, "rbms")):
+        prefix = f"rbms.{index}"
+        params[rbm_name(index)] = {
+            "kernel": state.take(f"{prefix}.weight").T,
+            "bias": state.take(f"{prefix}.hidden_bias"),
+        }
+        visible[rbm_name(index)] = {"visible_bias": state.take(f"{prefix}.visible_bias")}
+    params["head"] = state.linear("head")
+    state.done()
+    return {"params": params, RBM_COLLECTION: visible}

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import torch
 from flax import linen as nn
+
+from trainscale.models.jax.torch_weights import TorchState, Tree
 
 
 class MnistCnn(nn.Module):
@@ -30,3 +33,21 @@ class MnistCnn(nn.Module):
         x = nn.relu(nn.Dense(128, dtype=self.dtype, name="fc1")(x))
         x = nn.Dropout(self.dropout_fc, deterministic=not train)(x)
         return nn.Dense(self.num_classes, dtype=self.dtype, name="fc2")(x)
+
+
+def from_torch(model: torch.nn.Module) -> Tree:
+    """MnistCnn: features.0/2 convolutions, classifier.1/4 dense layers."""
+    state = TorchState(model)
+    fc1 = state.linear("classifier.1")
+    # torch flattens the pooled maps as (C, H, W), flax as (H, W, C): permute the rows.
+    channels, height, width = 64, 12, 12
+    kernel = fc1["kernel"].reshape(channels, height, width, -1)
+    fc1["kernel"] = kernel.transpose(1, 2, 0, 3).reshape(channels * height * width, -1)
+    params = {
+        "conv1": state.conv("features.0"),
+        "conv2": state.conv("features.2"),
+        "fc1": fc1,
+        "fc2": state.linear("classifier.4"),
+    }
+    state.done()
+    return {"params": params}

@@ -13,7 +13,10 @@ from functools import partial
 from typing import Any
 
 import jax.numpy as jnp
+import torch
 from flax import linen as nn
+
+from trainscale.models.jax.torch_weights import TorchState, Tree, count_modules
 
 STAGE_WIDTHS = (16, 32, 64)
 BN_MOMENTUM = 0.9  # torch's momentum 0.1: running = 0.9 running + 0.1 batch
@@ -91,3 +94,24 @@ class ResNetCifar(nn.Module):
                 index += 1
         x = jnp.mean(x, axis=(1, 2))
         return nn.Dense(self.num_classes, dtype=self.dtype, name="fc")(x)
+
+
+def from_torch(model: torch.nn.Module) -> Tree:
+    """ResNetCifar: stem convolution and BN, every block's two convolutions and BNs, fc."""
+    state = TorchState(model)
+    params: Tree = {"conv": state.conv("conv", bias=False)}
+    stats: Tree = {}
+    params["bn"], stats["bn"] = state.batch_norm("bn")
+    for index in range(count_modules(model, "blocks")):
+        prefix = f"blocks.{index}"
+        block_params: Tree = {}
+        block_stats: Tree = {}
+        for layer in ("1", "2"):
+            block_params[f"conv{layer}"] = state.conv(f"{prefix}.conv{layer}", bias=False)
+            block_params[f"bn{layer}"], block_stats[f"bn{layer}"] = state.batch_norm(
+                f"{prefix}.bn{layer}"
+            )
+        params[f"block_{index}"], stats[f"block_{index}"] = block_params, block_stats
+    params["fc"] = state.linear("fc")
+    state.done()
+    return {"params": params, "batch_stats": stats}

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax.numpy as jnp
+import torch
 from flax import linen as nn
 
 from trainscale.models.jax.text_common import PAD_ID, PadEmbed, text_lengths
+from trainscale.models.jax.torch_weights import TorchState, Tree, count_modules, embedding_table
 
 
 class TextCNN(nn.Module):
@@ -50,3 +52,14 @@ class TextCNN(nn.Module):
             pooled.append(jnp.max(jnp.where(valid, features, -jnp.inf), axis=1))
         out = nn.Dropout(self.dropout, deterministic=not train)(jnp.concatenate(pooled, axis=1))
         return nn.Dense(self.num_classes, dtype=self.dtype, name="classifier")(out)
+
+
+def from_torch(model: torch.nn.Module) -> Tree:
+    """TextCNN: embedding, the 1-D convolutions (OIW -> WIO), classifier."""
+    state = TorchState(model)
+    params: Tree = {"embedding": embedding_table(state)}
+    for index in range(count_modules(model, "convs")):
+        params[f"conv_{index}"] = state.conv(f"convs.{index}")
+    params["classifier"] = state.linear("classifier")
+    state.done()
+    return {"params": params}

@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+import torch
 from flax import linen as nn
 
 from trainscale.models.jax.recurrent import CELLS, Direction
 from trainscale.models.jax.text_common import PadEmbed, text_lengths, valid_mask
+from trainscale.models.jax.torch_weights import TorchState, Tree, embedding_table
 
 
 class TextRNN(nn.Module):
@@ -51,3 +53,30 @@ class TextRNN(nn.Module):
             jnp.concatenate([most, mean], axis=1)
         )
         return nn.Dense(self.num_classes, dtype=self.dtype, name="classifier")(pooled)
+
+
+def from_torch(model: torch.nn.Module) -> Tree:
+    """TextRNN: embedding, both directions of the 1-layer LSTM/GRU, classifier.
+
+    torch's W_ih (G*H, E) and W_hh (G*H, H) hold the gates stacked in its order (LSTM i, f,
+    g, o; GRU r, z, n); the JAX cells split their projections in the same order, so the copy
+    is a transpose per matrix, with both biases kept apart as torch keeps them.
+    """
+    state = TorchState(model)
+    params: Tree = {"embedding": embedding_table(state)}
+    for name, suffix in (("forward", ""), ("backward", "_reverse")):
+        params[name] = {
+            "ih": {
+                "kernel": state.take(f"rnn.weight_ih_l0{suffix}").T,
+                "bias": state.take(f"rnn.bias_ih_l0{suffix}"),
+            },
+            "cell": {
+                "hh": {
+                    "kernel": state.take(f"rnn.weight_hh_l0{suffix}").T,
+                    "bias": state.take(f"rnn.bias_hh_l0{suffix}"),
+                }
+            },
+        }
+    params["classifier"] = state.linear("classifier")
+    state.done()
+    return {"params": params}
