@@ -162,11 +162,11 @@ class Workload:
                 f"workload {self.name!r} has no {framework} model; it has: "
                 f"{', '.join(self.frameworks)}"
             ) from None
-        if framework == PYTORCH:
-            return builder(meta)
         try:
             return builder(meta)
         except ModuleNotFoundError as error:
+            if framework == PYTORCH:  # a core dependency: the module is the builder's own
+                raise
             # A twin's builder imports its framework when called; the extras are named
             # after the frameworks.
             raise ConfigError(
