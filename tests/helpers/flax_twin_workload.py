@@ -3,13 +3,12 @@ shows: `trainscale run tests/helpers/flax_twin_workload.py:make_workload --frame
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 from torch import nn
 
-from trainscale.workloads import JAX, PYTORCH, Recipe, Workload, array_workload
+from trainscale.workloads import JAX, Recipe, Workload, array_workload
 
 HIDDEN = 16
 
@@ -51,7 +50,7 @@ def make_workload() -> Workload:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((512, 4)).astype(np.float32)
     y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
-    workload = array_workload(
+    return array_workload(
         name="flax-twin-mlp",
         description="a 4-16-2 MLP with a JAX twin",
         model=torch_mlp,
@@ -59,5 +58,5 @@ def make_workload() -> Workload:
         test=(x[384:], y[384:]),
         recipe=Recipe(optimizer="sgd", lr=0.1, batch_size=32, epochs=1, schedule="constant"),
         target_accuracy=0.9,
+        twins={JAX: flax_mlp},
     )
-    return dataclasses.replace(workload, models={PYTORCH: torch_mlp, JAX: flax_mlp})

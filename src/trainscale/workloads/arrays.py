@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,17 @@ def array_workload(
     description: str = "",
     num_classes: int | None = None,
     channels_last: bool = False,
+    twins: Mapping[str, ModelBuilder] | None = None,
 ) -> Workload:
     """A classifier workload on `train` = (x, y) and `test` = (x, y).
 
     Inputs are float (trained as float32) or integer (token ids, kept int64); labels are
     integer class indices 0..num_classes-1 (default: the largest label + 1). `model(meta)`
     builds a `torch.nn.Module` from `meta` = {'num_classes', 'input_shape', 'num_features',
-    and 'vocab_size' for integer inputs}. Raises DataError (one line) for arrays that do not
-    fit together.
+    and 'vocab_size' for integer inputs}. `twins` names the model's builders in other
+    frameworks, by framework ({"jax": build} returning a `trainscale.models.jax.FlaxTwin`,
+    {"tensorflow": build} a `trainscale.models.tensorflow.KerasTwin`; docs/custom-workloads.md).
+    Raises DataError (one line) for arrays that do not fit together.
     """
     source = _caller_file()
     train_x, train_y = _tensors(name, "train", *train)
@@ -109,7 +113,7 @@ def array_workload(
     return Workload(
         name=name,
         description=description or f"{name}: a classifier on arrays from {Path(source).name}",
-        models={PYTORCH: model},
+        models={**(twins or {}), PYTORCH: model},
         locate_real=locate_real,
         load_real=load_real,
         make_synthetic=make_synthetic,
