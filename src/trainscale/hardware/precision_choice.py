@@ -5,8 +5,8 @@ with AVX512-BF16 or AMX), fp32 elsewhere: on a CPU without those instructions on
 emulates bf16 through fp32 and it runs slower than fp32. The same holds for TensorFlow
 (Keras' mixed_bfloat16 policy, oneDNN); JAX stays in fp32, as XLA's CPU backend ran bf16
 slower than fp32 even on a CPU with native bf16 (its `Framework.auto_fp32`, which the
-caller passes in). The accuracy cost of bf16 is measured per
-workload in docs/workloads.md; `--precision fp32` asks for fp32 anywhere.
+caller passes in). The accuracy cost of bf16 is measured per workload in docs/workloads.md;
+`--precision fp32` asks for fp32 anywhere.
 """
 
 from __future__ import annotations
