@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainscale.results.stored_settings import is_number
+from trainscale.results.stored_settings import as_number, as_whole, is_number
 
 
 @dataclass(frozen=True)
@@ -65,22 +65,22 @@ class StoredFigures:
         """The figures of a stored summary: a value that is missing or not of its type is
         not measured."""
         return cls(
-            samples_per_s=_number(summary.get("samples_per_s")),
-            step_time_s_median=_number(summary.get("step_time_s_median")),
-            step_time_s_mean=_number(summary.get("step_time_s_mean")),
-            step_time_s_iqr=_number(summary.get("step_time_s_iqr")),
-            train_time_s=_number(summary.get("train_time_s")),
-            test_accuracy=_number(summary.get("test_accuracy")),
-            target_accuracy=_number(summary.get("target_accuracy")),
-            time_to_target_s=_number(summary.get("time_to_target_s")),
+            samples_per_s=as_number(summary.get("samples_per_s")),
+            step_time_s_median=as_number(summary.get("step_time_s_median")),
+            step_time_s_mean=as_number(summary.get("step_time_s_mean")),
+            step_time_s_iqr=as_number(summary.get("step_time_s_iqr")),
+            train_time_s=as_number(summary.get("train_time_s")),
+            test_accuracy=as_number(summary.get("test_accuracy")),
+            target_accuracy=as_number(summary.get("target_accuracy")),
+            time_to_target_s=as_number(summary.get("time_to_target_s")),
             accuracy_curve=_curve(summary.get("accuracy_curve")),
             flops_per_sample=_positive(summary.get("flops_per_sample")),
-            data_wait_s_median=_number(summary.get("data_wait_s_median")),
-            data_wait_share=_number(summary.get("data_wait_share")),
+            data_wait_s_median=as_number(summary.get("data_wait_s_median")),
+            data_wait_share=as_number(summary.get("data_wait_share")),
             peak_memory_bytes=_largest(summary.get("peak_memory_bytes_per_worker")),
-            num_steps=_whole(summary.get("num_steps")),
-            planned_steps=_whole(summary.get("planned_steps")),
-            warmup_steps_excluded=_whole(summary.get("warmup_steps_excluded")) or 0,
+            num_steps=as_whole(summary.get("num_steps")),
+            planned_steps=as_whole(summary.get("planned_steps")),
+            warmup_steps_excluded=as_whole(summary.get("warmup_steps_excluded")) or 0,
             unequal_steps=bool(summary.get("unequal_steps")),
             breakdown_s=_numbers_by_name(summary.get("breakdown_s")),
             worker_cores=_worker_cores(summary.get("workers")),
@@ -100,20 +100,9 @@ class StoredFigures:
         return iqr / median
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if is_number(value) else None
-
-
 def _positive(value: Any) -> float | None:
-    number = _number(value)
+    number = as_number(value)
     return number if number is not None and number > 0 else None
-
-
-def _whole(value: Any) -> int | None:
-    # bool is an int to Python, never a count here.
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
 
 
 def _largest(value: Any) -> float | None:
@@ -121,7 +110,7 @@ def _largest(value: Any) -> float | None:
     if isinstance(value, list):
         numbers = [float(v) for v in value if is_number(v)]
         return max(numbers) if numbers else None
-    return _number(value)
+    return as_number(value)
 
 
 def _curve(value: Any) -> tuple[tuple[float, float], ...]:
@@ -146,5 +135,5 @@ def _worker_cores(value: Any) -> frozenset[int]:
     cores: set[int] = set()
     for facts in value:
         if isinstance(facts, dict) and isinstance(facts.get("cores"), list):
-            cores.update(c for c in facts["cores"] if _whole(c) is not None)
+            cores.update(c for c in facts["cores"] if as_whole(c) is not None)
     return frozenset(cores)

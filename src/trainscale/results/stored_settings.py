@@ -66,17 +66,17 @@ class StoredSettings:
             framework=_text(config.get("framework")) or defaults.framework,
             single_process=bool(config.get("single_process")),
             device=_text(config.get("device")) or defaults.device,
-            nnodes=_whole(config.get("nnodes"), minimum=1) or defaults.nnodes,
-            workers=_whole(config.get("workers"), minimum=1),
-            threads_per_worker=_whole(config.get("threads_per_worker"), minimum=1),
+            nnodes=as_whole(config.get("nnodes"), minimum=1) or defaults.nnodes,
+            workers=as_whole(config.get("workers"), minimum=1),
+            threads_per_worker=as_whole(config.get("threads_per_worker"), minimum=1),
             core_sets=_core_sets(config.get("core_sets")),
             oversubscribed=bool(config.get("oversubscribed")),
-            batch_size=_whole(config.get("batch_size"), minimum=1),
-            grad_accum=_whole(config.get("grad_accum"), minimum=1) or defaults.grad_accum,
-            bucket_cap_mb=_number(config.get("bucket_cap_mb")),
+            batch_size=as_whole(config.get("batch_size"), minimum=1),
+            grad_accum=as_whole(config.get("grad_accum"), minimum=1) or defaults.grad_accum,
+            bucket_cap_mb=as_number(config.get("bucket_cap_mb")),
             compile=bool(config.get("compile")),
-            steps=_whole(config.get("steps"), minimum=0),
-            epochs=_number(config.get("epochs")),
+            steps=as_whole(config.get("steps"), minimum=0),
+            epochs=as_number(config.get("epochs")),
             precision_reason=_text(config.get("precision_reason")),
             script=_text(config.get("script")),
             script_sha256=_text(config.get("script_sha256")),
@@ -88,7 +88,8 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _whole(value: Any, *, minimum: int) -> int | None:
+def as_whole(value: Any, *, minimum: int = 0) -> int | None:
+    """A stored count of at least `minimum`, or None where the value is not one."""
     # bool is an int to Python, never a count here.
     if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
         return value
@@ -101,7 +102,8 @@ def is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A stored number as a float, or None where the value is not one (`is_number`)."""
     return float(value) if is_number(value) else None
 
 
