@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.frameworks import FRAMEWORKS
 from trainscale.hardware.facts import usable_cores
 
 
@@ -197,10 +198,6 @@ def platforms(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
     }
 
 
-FRAMEWORK_NAMES = ("pytorch", "tensorflow", "jax")
-"""The frameworks the `frameworks` recipe compares (trainscale.frameworks.FRAMEWORKS)."""
-
-
 def frameworks(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
     """The framework study's shape on this machine: ResNet-44 on CIFAR-10 in each framework,
     1 worker and N pinned workers at the same global batch (throughput, speedup, efficiency
@@ -213,7 +210,7 @@ def frameworks(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
     if cores > 1:
         settings.append({"workers": cores, "threads_per_worker": 1, "affinity": "compact"})
     points: list[dict[str, Any]] = []
-    for framework in FRAMEWORK_NAMES:
+    for framework in FRAMEWORKS:  # each one trainscale has, in its order
         for setting in settings:
             how = f"{setting['workers']} worker(s) x {setting['threads_per_worker']} thread(s)"
             points.append(
