@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import MISSING
 
 import pytest
 
-from trainscale.config.options import RunConfig, RunOptions
+from trainscale.config.options import RunConfig, RunOptions, settings_hash
 from trainscale.errors import ConfigError
 from trainscale.runner.resolve import resolve
 from trainscale.train.lr import scaled_lr
@@ -114,11 +115,7 @@ def test_an_unknown_key_in_a_flat_config_is_refused():
 # -- options declared once -------------------------------------------------------------------
 
 
-def test_the_settings_hash_is_that_of_the_runs_already_stored():
-    # Stores written before the options were grouped match repeats and resumed sweeps by
-    # these hashes: the grouping must not change them (values computed by that code).
-    # Those runs trained in fp32, the default then (auto may choose bf16 on this machine),
-    # with mnist-cnn's recipe of then (2 epochs, 30% warm-up).
+def _two_configs() -> tuple[RunConfig, RunConfig]:
     serial = RunOptions.of(
         "mnist-cnn",
         workers=2,
@@ -128,7 +125,6 @@ def test_the_settings_hash_is_that_of_the_runs_already_stored():
         epochs=2.0,
         warmup_fraction=0.3,
     )
-    assert resolve(serial, available_cores=[0, 1]).settings_hash() == "53bcb0f8d4a226d9"
     nodes = RunOptions.of(
         "mnist-dbn",
         nnodes=2,
@@ -139,7 +135,55 @@ def test_the_settings_hash_is_that_of_the_runs_already_stored():
         workload_options={"cd_k": "3"},
         precision="fp32",
     )
-    assert resolve(nodes, available_cores=[0, 1]).settings_hash() == "5fcd9c5c1f8aee94"
+    return resolve(serial, available_cores=[0, 1]), resolve(nodes, available_cores=[0, 1])
+
+
+def test_the_settings_hash_is_that_of_the_runs_already_stored():
+    # Stores match repeats and resumed sweeps by these hashes (schema 7 on): a change of
+    # the rule or of a default must come with a store migration (results/hash_migration.py).
+    serial, nodes = _two_configs()
+    assert serial.settings_hash() == "0810c8d6db5a393e"
+    assert nodes.settings_hash() == "e56822f1e2db8ba5"
+
+
+def test_a_setting_at_its_default_hashes_as_if_it_did_not_exist():
+    # One rule for every setting, so an option added later keeps earlier runs' hashes while
+    # it keeps the default they trained with.
+    for config in _two_configs():
+        flat = config.flat()
+        at_default = [
+            key
+            for key, leaf in RunConfig.flat_fields().items()
+            if leaf.default() is not MISSING and flat[key] == leaf.default()
+        ]
+        assert {"framework", "single_process", "compile_mode", "profile"} <= set(at_default)
+        for key in at_default:
+            without = {k: v for k, v in flat.items() if k != key}
+            assert settings_hash(without) == config.settings_hash(), key
+
+
+def test_a_setting_away_from_its_default_shapes_the_hash_and_a_label_does_not():
+    serial, _ = _two_configs()
+    assert serial.with_(profile_steps=21).settings_hash() != serial.settings_hash()
+    assert serial.with_(seed=1).settings_hash() != serial.settings_hash()
+    assert serial.with_(tag="other", rdzv_timeout_s=9.0).settings_hash() == serial.settings_hash()
+
+
+def test_the_settings_hash_compares_numbers_by_value_but_not_bools_with_numbers():
+    serial, _ = _two_configs()
+    flat = serial.flat()
+    # A file's `profile_steps = 20.0` is the default of 20.
+    assert settings_hash({**flat, "profile_steps": 20.0}) == settings_hash(flat)
+    # nnodes defaults to 1; True == 1 in Python, but True is no node count.
+    assert settings_hash({**flat, "nnodes": True}) != settings_hash(flat)
+
+
+def test_the_settings_hash_of_a_stored_config_is_that_of_the_live_one():
+    for config in _two_configs():
+        stored = json.loads(json.dumps(config.flat()))
+        assert settings_hash(stored) == config.settings_hash()
+        # A name from an older version is not a setting of this one.
+        assert settings_hash({**stored, "gone_option": 3}) == config.settings_hash()
 
 
 def _run_help() -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from trainscale.config.options import settings_hash
 from trainscale.errors import StoreError
 from trainscale.results.owner import (
     Owner,
@@ -126,7 +127,7 @@ def test_a_schema_3_store_migrates_to_4_keeping_everything(tmp_path: Path) -> No
     conn = sqlite3.connect(path)
     conn.executescript(V3_DUMP.read_text())
     conn.close()
-    assert SCHEMA_VERSION == 6  # v5 and v6 changed no table: v4's columns are all there is
+    assert SCHEMA_VERSION == 7  # v5 to v7 changed no table: v4's columns are all there is
 
     with RunStore(path, fail_stale=True) as store:
         completed = store.get_run("completed-v3")
@@ -135,8 +136,11 @@ def test_a_schema_3_store_migrates_to_4_keeping_everything(tmp_path: Path) -> No
         assert completed.status == "completed" and completed.summary == {"samples_per_s": 321.0}
         assert store.step_times("completed-v3") == [0.1, 0.2, 0.3]
         assert [e["train_loss"] for e in store.epochs("completed-v3")] == [0.5]
-        assert completed.sweep_id == "sweep-v3" and completed.config_hash == "cfg-a"
-        assert store.get_sweep("sweep-v3").plan[0]["label"] == "seed=0"
+        # Schema 7 rehashed the run's settings, and its sweep's plan followed.
+        assert completed.sweep_id == "sweep-v3"
+        assert completed.config_hash == settings_hash({"workload": "mnist-cnn"})
+        planned = store.get_sweep("sweep-v3").plan[0]
+        assert planned["label"] == "seed=0" and planned["config_hash"] == completed.config_hash
         assert store.latest_probe("matmul", host="old-host").result == {"flops_per_s": 1e9}
         assert failed.error == "worker rank 1 failed: injected"
         # An old running row has no owner: nobody can tell it is stale, so it stays.

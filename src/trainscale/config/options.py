@@ -563,19 +563,6 @@ class OptimisationConfig:
     """torch.compile's mode when `compile` (runs stored before it compiled in the default)."""
 
 
-_SETTINGS_FROM_BEFORE: dict[str, Any] = {
-    "nnodes": 1,
-    "framework": "pytorch",
-    "single_process": False,
-    "stop_at_target": False,
-    "compile_mode": "default",
-    "profile": None,
-    "profile_steps": 20,
-}
-"""Settings added after runs were stored, with the value every earlier run had: left out of
-`RunConfig.settings_hash` at that value, so earlier runs keep their hashes."""
-
-
 @dataclass(frozen=True)
 class RunConfig(_Grouped):
     """A fully resolved run: every value concrete. Stored with the result (flat)."""
@@ -601,19 +588,44 @@ class RunConfig(_Grouped):
         return self.nodes.nnodes * self.parallel.workers
 
     def settings_hash(self) -> str:
-        """A short hash of every setting that shapes the run (labels and rendezvous left out).
+        """A short hash of every setting that shapes the run (`settings_hash`)."""
+        return settings_hash(self.flat())
 
-        Two runs with equal hashes trained the same way: sweeps match repeats and resumed
-        runs by it. It hashes the flat form, so it is the same as before options were
-        grouped.
-        """
-        leaves = self.flat_fields()
-        settings = {k: v for k, v in self.flat().items() if leaves[k].is_setting}
-        # A setting added after runs were stored hashes as before while it keeps the value
-        # those runs had (one node, PyTorch, a process per worker, the whole recipe).
-        for key, before in _SETTINGS_FROM_BEFORE.items():
-            value = settings.get(key)
-            if type(value) is type(before) and value == before:
-                del settings[key]
-        text = json.dumps(settings, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+EMULATION_KEY = "emulation"
+"""Where an emulation's stored config holds its own settings, beside its run's."""
+
+
+def settings_hash(flat: Mapping[str, Any]) -> str:
+    """A short hash of how a run trains, from its flat config (live, or as stored).
+
+    Two runs with equal hashes trained the same way: sweeps match repeats and resumed runs
+    by it. It hashes every setting that differs from its declared default, and nothing
+    else: labels and rendezvous fields (`option(setting=False)`) shape no run, and a setting
+    at its default hashes as if it did not exist, so a setting added later leaves the hashes
+    of runs stored before it alone while it keeps the default those runs trained with. An
+    emulation's settings (`EMULATION_KEY`) are hashed as stored; other names that are not
+    RunConfig fields (from a run stored by an older version) are left out.
+    """
+    leaves = RunConfig.flat_fields()
+    settings = {
+        key: value
+        for key, value in flat.items()
+        if key in leaves
+        and leaves[key].is_setting
+        and not _is_default(value, leaves[key].default())
+    }
+    if EMULATION_KEY in flat:
+        settings[EMULATION_KEY] = flat[EMULATION_KEY]
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """Whether a value is its field's default: numbers by value (a file's 20.0 steps are
+    the default 20), but never a bool for a number (True == 1 in Python)."""
+    if default is MISSING or isinstance(value, bool) != isinstance(default, bool):
+        return False
+    if isinstance(value, Mapping) and isinstance(default, Mapping):
+        return dict(value) == dict(default)
+    return bool(value == default)

@@ -8,9 +8,9 @@ times are stored (the emulating process's step times say nothing about N workers
 
 from __future__ import annotations
 
-from trainscale.config.options import RunConfig
+from trainscale.config.options import RunConfig, settings_hash
 from trainscale.emulate.engine import EmulationOutcome
-from trainscale.emulate.spec import EmulationSpec, stored_config, stored_config_hash
+from trainscale.emulate.spec import EmulationSpec, stored_config
 from trainscale.hardware import facts
 from trainscale.results.store import RunStore
 
@@ -43,7 +43,7 @@ def create_emulation_row(
         precision=config.optimisation.precision,
         global_batch_size=spec.samples_per_step,
         tag=config.tag,
-        config_hash=stored_config_hash(stored),
+        config_hash=settings_hash(stored),
     )
 
 

@@ -11,13 +11,11 @@ N-worker run at per-worker batch b.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from trainscale.config.options import RunConfig, RunOptions
+from trainscale.config.options import EMULATION_KEY, RunConfig, RunOptions
 from trainscale.data.tensors import Located
 from trainscale.errors import ConfigError
 from trainscale.hardware import resources
@@ -231,13 +229,7 @@ def check_emulation_memory(
 
 
 def stored_config(config: RunConfig, spec: EmulationSpec) -> dict[str, Any]:
-    """What is stored as the run's config: the resolved config plus the emulation settings."""
-    return {**config.flat(), "emulation": spec.settings()}
-
-
-def stored_config_hash(stored: dict[str, Any]) -> str:
-    """`RunConfig.settings_hash` over the stored config, emulation settings included: two
-    emulations share a hash only when they trained the same way (N and mode included)."""
-    settings = {k: v for k, v in stored.items() if k != "tag"}
-    text = json.dumps(settings, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """What is stored as the run's config: the resolved config plus the emulation settings.
+    Its settings hash (`config.options.settings_hash`) covers both: two emulations share a
+    hash only when they trained the same way (N and mode included)."""
+    return {**config.flat(), EMULATION_KEY: spec.settings()}

@@ -16,7 +16,9 @@ Schema 5 changed no table: it rewrote the throughput of the stored runs, from sa
 the sum of the timed steps (a mean) to the batch over the median timed step, keeping the
 mean-based figures beside it (`migrate_throughput_to_median`). Schema 6 changed no table
 either: the runs of the text workloads, whose steps do unequal work by design, get their
-throughput back over the mean step (`migrate_unequal_steps_to_mean`).
+throughput back over the mean step (`migrate_unequal_steps_to_mean`). Schema 7 recomputed
+the runs' settings hashes, and their sweeps' plans, by the rule that leaves every setting at
+its default out (`migrate_settings_hashes`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from typing import Any
 from trainscale.errors import StoreError
 from trainscale.metrics.stats import is_positive_number
 from trainscale.metrics.throughput import throughput
+from trainscale.results.hash_migration import migrate_settings_hashes
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code reads and writes; bump it and extend `migrate` together."""
 
 RUN_STATUSES = ("running", "completed", "failed")
@@ -214,6 +217,9 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
     if from_version < 6:
         # v6: ... except where the workload's steps do unequal work: over the mean step.
         migrate_unequal_steps_to_mean(conn)
+    if from_version < 7:
+        # v7: a settings hash leaves out every setting at its default (one rule).
+        migrate_settings_hashes(conn)
 
 
 THROUGHPUT_PROPORTIONAL = ("achieved_tflops", "mfu", "mfu_vs_probe")
