@@ -12,7 +12,8 @@ import torch
 from trainscale.cli import main
 from trainscale.errors import ConfigError
 from trainscale.hardware.facts import usable_cores
-from trainscale.probe.run import ProbeOptions, parse_bytes, plan_probe
+from trainscale.probe.options import ProbeOptions, parse_bytes
+from trainscale.probe.run import plan_probe
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
 
@@ -180,7 +181,7 @@ def test_schema_2_store_migrates_to_3_keeping_its_runs(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     conn.close()
-    assert int(version) == SCHEMA_VERSION == 6
+    assert int(version) == SCHEMA_VERSION == 7
 
 
 def test_a_size_too_slow_for_the_budget_is_skipped_and_says_so() -> None:

@@ -9,11 +9,11 @@ from trainscale.config.options import RunOptions
 from trainscale.emulate.async_ps import compute_time
 from trainscale.emulate.engine import emulate, plan_global_steps
 from trainscale.emulate.local_sgd import LocalSGD
+from trainscale.emulate.options import EmulationOptions
 from trainscale.emulate.record import complete_emulation, create_emulation_row, emulation_tag
 from trainscale.emulate.spec import (
     EmulationSpec,
     emulation_config,
-    parse_workers,
     resolve_spec,
 )
 from trainscale.emulate.streams import make_streams
@@ -131,11 +131,11 @@ def test_synthetic_data_is_refused():
         emulate(config, spec, tiny_workload(), synthetic)
 
 
-def test_parse_workers():
-    assert parse_workers("1,2, 4,8") == [1, 2, 4, 8]
-    for bad in ("0", "2,x", "2,2", "-1", ""):
+def test_the_worker_counts_are_distinct_whole_numbers():
+    assert EmulationOptions(workers=(1, 2, 4, 8), mode="sync").workers == (1, 2, 4, 8)
+    for bad in ((0,), (2, 2), (-1,), (), (2.5,), (True,)):
         with pytest.raises(ConfigError, match="--workers"):
-            parse_workers(bad)
+            EmulationOptions(workers=bad, mode="sync")
 
 
 def test_batch_larger_than_a_workers_share_is_refused():

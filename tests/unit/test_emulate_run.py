@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainscale.config.options import RunOptions
+from trainscale.emulate.options import EmulationOptions
 from trainscale.emulate.run import EmulationListener, EmulationResult, run_emulation
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
@@ -34,9 +35,7 @@ def test_each_worker_count_is_a_stored_run_and_a_row(tmp_path):
     heard = Heard()
     result = run_emulation(
         options,
-        [1, 2],
-        "sync",
-        per_worker_batch_size=8,
+        EmulationOptions(workers=(1, 2), mode="sync", per_worker_batch_size=8),
         store=str(tmp_path / "e.db"),
         listener=heard,
     )
@@ -59,5 +58,9 @@ def test_each_worker_count_is_a_stored_run_and_a_row(tmp_path):
 def test_mistakes_are_refused_before_any_training(tmp_path):
     options = RunOptions.of("mnist-cnn", download=False)
     with pytest.raises(ConfigError, match="--local-steps"):
-        run_emulation(options, "2", "sync", local_steps=4, store=str(tmp_path / "e.db"))
+        run_emulation(
+            options,
+            EmulationOptions(workers=(2,), mode="sync", local_steps=4),
+            store=str(tmp_path / "e.db"),
+        )
     assert not (tmp_path / "e.db").exists()

@@ -8,7 +8,13 @@ import json
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.emulate_progress import Progress
 from trainscale.cli.lines import stdout_to_stderr
-from trainscale.config.cli import add_option_arguments, options_from_args
+from trainscale.config.cli import (
+    add_declared_options,
+    add_option_arguments,
+    declared_from_args,
+    options_from_args,
+)
+from trainscale.emulate.options import EmulationOptions
 from trainscale.emulate.run import EMULATED_OPTIONS
 
 EPILOG = """\
@@ -42,45 +48,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
     emu = parser.add_argument_group("emulation")
-    emu.add_argument(
-        "--workers",
-        required=True,
-        metavar="N[,N...]",
-        help="worker counts to emulate (each >= 1), one run each, e.g. 1,2,4,8; async and "
-        "local-sgd hold a gradient or a model replica per worker, so memory bounds N",
-    )
-    emu.add_argument(
-        "--mode",
-        required=True,
-        choices=("sync", "async", "local-sgd"),
-        help="sync (DDP), async (parameter server, stale gradients) or local-sgd "
-        "(periodic averaging)",
-    )
-    emu.add_argument(
-        "--per-worker-batch-size",
-        type=int,
-        metavar="B",
-        help="each worker's batch, from 1 to a worker's share of the training set "
-        "(default: the workload's reference batch)",
-    )
-    emu.add_argument(
-        "--local-steps",
-        type=int,
-        metavar="H",
-        help="local-sgd: local steps between averagings, >= 1 (default: 8)",
-    )
-    emu.add_argument(
-        "--staleness-spread",
-        type=float,
-        metavar="X",
-        help="async: sigma (>= 0) of the lognormal compute time of a gradient, mean 1; 0 = "
-        "equal times (default: 0.2)",
-    )
-    emu.add_argument(
-        "--staleness-aware-lr",
-        action="store_true",
-        help="async: divide each update's lr by its staleness (Zhang et al. 2016)",
-    )
+    add_declared_options(emu, EmulationOptions)
 
     add_option_arguments(
         parser,
@@ -109,12 +77,7 @@ def run(args: argparse.Namespace) -> int:
     with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
         result = run_emulation(
             options_from_args(args),
-            args.workers,
-            args.mode,
-            per_worker_batch_size=args.per_worker_batch_size,
-            local_steps=args.local_steps,
-            staleness_spread=args.staleness_spread,
-            staleness_aware_lr=args.staleness_aware_lr,
+            declared_from_args(EmulationOptions, args),
             store=args.store,
             progress=not quiet,
             listener=None if quiet else Progress(),

@@ -4,7 +4,6 @@ turns their ArgumentTypeError into the command's one error line."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
 
@@ -42,32 +41,8 @@ def positive_ints(text: str) -> tuple[int, ...]:
     return values
 
 
-def whole_numbers(text: str) -> tuple[int, ...]:
-    """Whole numbers separated by commas (empty parts ignored); the library checks their
-    range."""
-    return _ints(text, f"expected whole numbers like 512,1024, got {text!r}")
-
-
 def _ints(text: str, mistake: str) -> tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(mistake) from None
-
-
-def names(text: str) -> tuple[str, ...]:
-    """Names separated by commas, blanks ignored: 'matmul, allreduce'."""
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def parsed_list(parse: Callable[[str], object], error: type[Exception]):
-    """An argparse type: `parse` applied to each comma-separated part; its `error` becomes
-    argparse's one-line message."""
-
-    def parse_all(text: str) -> tuple[object, ...]:
-        try:
-            return tuple(parse(part) for part in text.split(",") if part.strip())
-        except error as failure:
-            raise argparse.ArgumentTypeError(str(failure)) from None
-
-    return parse_all

@@ -17,8 +17,9 @@ import inspect
 import shlex
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING
 from functools import cache
-from typing import Any, get_args, get_type_hints
+from typing import Any, TypeVar, get_args, get_type_hints
 
 from trainscale.config.options import (
     DataOptions,
@@ -29,7 +30,11 @@ from trainscale.config.options import (
     ParallelOptions,
     RunOptions,
     literal_choices,
+    option_leaves,
 )
+from trainscale.errors import ConfigError
+
+T = TypeVar("T")
 
 OPTION_GROUPS: tuple[type, ...] = (
     DataOptions,
@@ -93,7 +98,7 @@ def _value_parser(leaf: FlatField) -> Callable[[str], Any] | None:
     def typed(text: str) -> Any:
         try:
             return parse(text)
-        except ValueError as error:  # argparse shows ArgumentTypeError's text as is
+        except (ValueError, ConfigError) as error:  # argparse shows ArgumentTypeError's text
             kind = {int: "a whole number", float: "a number"}.get(parse, parse.__name__)
             message = str(error) if declared else f"expected {kind}, got {text!r}"
             raise argparse.ArgumentTypeError(message) from None
@@ -165,7 +170,11 @@ def _add_leaf(
     metadata = leaf.item.metadata
     flags = [f for f in (metadata.get("short"), leaf_flag(leaf)) if f]
     default = changed.get(leaf.key, leaf.default())
-    common: dict[str, Any] = {"dest": leaf.key, "help": _help(leaf, cls, help_override, default)}
+    common: dict[str, Any] = {"dest": leaf.key}
+    if default is MISSING:  # a field without a default: the command cannot run without it
+        common["required"] = True
+        default = None
+    common["help"] = _help(leaf, cls, help_override, default)
     if metadata.get("negate"):
         target.add_argument(*flags, action="store_false", default=default, **common)
     elif leaf.annotation is bool:
@@ -189,6 +198,30 @@ def _add_leaf(
             metavar=metadata.get("metavar"),
             **common,
         )
+
+
+def add_declared_options(
+    target: Any,
+    cls: type,
+    *,
+    help_overrides: Mapping[str, str] | None = None,
+) -> None:
+    """Add the options a command's own options dataclass declares to `target` (a parser or
+    an argument group), as run options are added: each field made with `option()` is an
+    option, its docstring the help text, its type, default and choices the field's; a field
+    without a default is a required option. `declared_from_args` reads them back."""
+    overrides = dict(help_overrides or {})
+    for leaf in option_leaves(cls).values():
+        _add_leaf(target, leaf, cls, overrides.get(leaf.key), {})
+
+
+def declared_from_args(cls: type[T], args: argparse.Namespace) -> T:
+    """The options dataclass `cls` from arguments `add_declared_options` added."""
+    values: dict[str, Any] = {}
+    for leaf in option_leaves(cls).values():
+        value = getattr(args, leaf.key)
+        values[leaf.name] = dict(value) if leaf.item.metadata.get("pairs") else value
+    return cls(**values)
 
 
 def add_tag_argument(parser: argparse.ArgumentParser, target: Any) -> None:

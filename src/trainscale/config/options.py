@@ -60,7 +60,8 @@ def option(
     """A dataclass field that is also a command-line option.
 
     Args:
-        default: the default value (a dict default for `pairs` fields is copied per instance).
+        default: the default value (a dict default for `pairs` fields is copied per
+            instance); `dataclasses.MISSING` for a required option.
         flag: the long flag; default `--` + the field name with dashes.
         short: a one-letter alias such as '-o'.
         metavar: the value's placeholder in `--help`.
@@ -87,6 +88,8 @@ def option(
     }
     if pairs:
         return field(default_factory=lambda: dict(default or {}), metadata=metadata)
+    if default is MISSING:
+        return field(metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
@@ -456,6 +459,12 @@ class _Grouped:
 @cache
 def _cached_leaves(cls: type) -> dict[str, FlatField]:
     return _leaves(cls)
+
+
+def option_leaves(cls: type) -> dict[str, FlatField]:
+    """The options a dataclass of options declares, by flat name, in declaration order
+    (a group's fields under their own flat names; the run's groups are flattened)."""
+    return _cached_leaves(cls)
 
 
 # -- the run as asked for, and as resolved -----------------------------------------------------

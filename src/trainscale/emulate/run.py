@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import shlex
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainscale.config.options import RunConfig, RunOptions
+from trainscale.emulate.options import EmulationOptions
 from trainscale.parallel.interrupts import failure_reason
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.train.progress import make_progress
@@ -126,19 +126,14 @@ class EmulationResult:
 
 def run_emulation(
     options: RunOptions,
-    workers: str | Sequence[int],
-    mode: str,
+    emulation: EmulationOptions,
     *,
-    per_worker_batch_size: int | None = None,
-    local_steps: int | None = None,
-    staleness_spread: float | None = None,
-    staleness_aware_lr: bool = False,
     store: str | None = None,
     progress: bool = False,
     listener: EmulationListener | None = None,
 ) -> EmulationResult:
-    """Emulate `options.workload` trained by each worker count in `workers` ('1,2,4' or a
-    list) in `mode` (sync, async, local-sgd), one stored run each (tagged emulate:<id>).
+    """Emulate `options.workload` trained by each worker count of `emulation` in its mode
+    (sync, async, local-sgd), one stored run each (tagged emulate:<id>).
 
     `options` are the run options that shape the optimisation (lr scaling, epochs or steps,
     seed, evaluation, target, data); everything a user can get wrong is checked for every
@@ -151,34 +146,15 @@ def run_emulation(
     from trainscale.data.tensors import Located
     from trainscale.emulate.engine import emulate, plan_global_steps
     from trainscale.emulate.record import complete_emulation, create_emulation_row, emulation_tag
-    from trainscale.emulate.spec import (
-        EmulationSpec,
-        emulation_config,
-        parse_workers,
-        resolve_spec,
-    )
+    from trainscale.emulate.spec import emulation_config, resolve_spec, specs_of
     from trainscale.runner.record import new_run_id
     from trainscale.runner.worker import load_data
     from trainscale.workloads import get_workload
 
     listener = listener or EmulationListener()
     # Everything a user can get wrong is checked for every N before the first one trains.
-    counts = parse_workers(workers) if isinstance(workers, str) else list(workers)
     workload = get_workload(options.workload)
-    specs = [
-        resolve_spec(
-            EmulationSpec(
-                mode=mode,
-                workers=n,
-                per_worker_batch_size=per_worker_batch_size,
-                local_steps=local_steps,
-                staleness_spread=staleness_spread,
-                staleness_aware_lr=staleness_aware_lr,
-            ),
-            workload.recipe.batch_size,
-        )
-        for n in counts
-    ]
+    specs = [resolve_spec(spec, workload.recipe.batch_size) for spec in specs_of(emulation)]
     emulation_id = uuid.uuid4().hex[:12]
     options = options.with_(workload=workload.name, tag=emulation_tag(emulation_id))
     located: dict[tuple[Any, ...], Located] = {}
@@ -193,7 +169,7 @@ def run_emulation(
     if configs[0].parallel.threads_per_worker is not None:
         torch.set_num_threads(configs[0].parallel.threads_per_worker)
 
-    result = EmulationResult(emulation_id, workload.name, mode, [], store)
+    result = EmulationResult(emulation_id, workload.name, emulation.mode, [], store)
     for index, (config, spec, plan) in enumerate(zip(configs, specs, plans, strict=True), 1):
         listener.started(index, len(specs), spec, config, plan)
         run_id = new_run_id()

@@ -17,6 +17,12 @@ from typing import Any
 
 from trainscale.config.options import EMULATION_KEY, RunConfig, RunOptions
 from trainscale.data.tensors import Located
+from trainscale.emulate.options import (
+    DEFAULT_LOCAL_STEPS,
+    DEFAULT_STALENESS_SPREAD,
+    MODES,
+    EmulationOptions,
+)
 from trainscale.errors import ConfigError
 from trainscale.hardware import resources
 from trainscale.hardware.resources import check_memory, format_bytes
@@ -25,12 +31,6 @@ from trainscale.runner.resolve import locate_data as find_data
 from trainscale.runner.resolve import resolve
 from trainscale.train.plan import check_batch_fits
 from trainscale.workloads import get_workload
-
-MODES = ("sync", "async", "local-sgd")
-DEFAULT_LOCAL_STEPS = 8
-"""Local steps between averagings for local SGD (Lin et al. 2020 use H in 2..16)."""
-DEFAULT_STALENESS_SPREAD = 0.2
-"""Sigma of the lognormal compute time of one gradient (mean 1): about +-20% jitter."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,21 @@ class EmulationSpec:
     def settings(self) -> dict[str, Any]:
         """The spec as stored in the run's config (part of its config hash)."""
         return asdict(self)
+
+
+def specs_of(options: EmulationOptions) -> list[EmulationSpec]:
+    """One spec per worker count asked for, defaults still to fill (`resolve_spec`)."""
+    return [
+        EmulationSpec(
+            mode=options.mode,
+            workers=count,
+            per_worker_batch_size=options.per_worker_batch_size,
+            local_steps=options.local_steps,
+            staleness_spread=options.staleness_spread,
+            staleness_aware_lr=options.staleness_aware_lr,
+        )
+        for count in options.workers
+    ]
 
 
 def _whole(name: str, value: Any) -> None:
@@ -111,25 +126,6 @@ def resolve_spec(spec: EmulationSpec, reference_batch_size: int) -> EmulationSpe
             else None
         ),
     )
-
-
-def parse_workers(text: str) -> list[int]:
-    """`--workers 1,2,4,8` as a list of distinct whole numbers >= 1."""
-    counts = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            value = int(part)
-        except ValueError:
-            raise ConfigError(
-                f"--workers takes whole numbers separated by commas (e.g. 1,2,4,8), got {text!r}"
-            ) from None
-        if value < 1:
-            raise ConfigError(f"--workers must be >= 1, got {value} in {text!r}")
-        if value in counts:
-            raise ConfigError(f"--workers lists {value} twice in {text!r}")
-        counts.append(value)
-    return counts
 
 
 def check_options(opts: RunOptions) -> None:

@@ -6,7 +6,6 @@ anything is measured, and fails as one `ConfigError` line.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,42 +18,16 @@ from trainscale.hardware.facts import read_cpu_facts, usable_cores
 from trainscale.hardware.peaks import cpu_peak, gpu_peak
 from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
 from trainscale.parallel.affinity import oversubscription_message
+from trainscale.probe.options import (
+    CPU_PRECISIONS,
+    CUDA_PRECISIONS,
+    KIB,
+    KINDS,
+    MAX_REPEATS,
+    MIB,
+    ProbeOptions,
+)
 from trainscale.results.store import RunStore, default_store_path
-
-KINDS = ("matmul", "dispatch", "transfer", "allreduce")
-KIB, MIB = 1024, 1024 * 1024
-CPU_PRECISIONS = ("fp32", "bf16")
-CUDA_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-MAX_REPEATS = 1000
-"""Most timed batches per size: the best of a thousand batches no longer changes, and the
-all-reduce's batches run without a time budget, so a typo of a few zeros would run for days."""
-
-
-@dataclass(frozen=True)
-class ProbeOptions:
-    """What the user asked for; None means "the default for the device and --quick"."""
-
-    device: str = "auto"
-    """'cpu', 'cuda' or 'auto' (cuda when a GPU is visible)."""
-    only: tuple[str, ...] | None = None
-    """Which measurements: a subset of KINDS (default: all that apply to the device)."""
-    threads: int | None = None
-    """Intra-op threads of the CPU matmul (default: every usable core)."""
-    workers: int | None = None
-    """All-reduce processes (default: 2 on the CPU, every visible GPU on CUDA)."""
-    precisions: tuple[str, ...] | None = None
-    matmul_sizes: tuple[int, ...] | None = None
-    """Square matrix sizes n (n x n by n x n)."""
-    message_sizes: tuple[int, ...] | None = None
-    """All-reduce message sizes in bytes."""
-    repeats: int | None = None
-    """Timed batches per size; the best is kept."""
-    quick: bool = False
-    """Small sizes and few repeats: seconds instead of minutes (a smoke test, not a figure)."""
-    timeout_s: float = 120.0
-    """How long an all-reduce may wait for a silent worker before the probe fails."""
-    allow_oversubscribe: bool = False
-    """Start more CPU all-reduce workers than there are usable cores (as `run` allows it)."""
 
 
 @dataclass(frozen=True)
@@ -79,18 +52,6 @@ class ProbePlan:
     timeout_s: float
     quick: bool = False
     """Stored with each figure: a quick probe is a smoke test, never a run's yardstick."""
-
-
-_SIZE = re.compile(r"(?P<number>[0-9]+)\s*(?P<unit>[KMG]?)(?:I?B)?", re.IGNORECASE)
-_UNITS = {"": 1, "K": KIB, "M": MIB, "G": 1024 * MIB}
-
-
-def parse_bytes(text: str) -> int:
-    """'4K' / '4KiB' -> 4096, '64M' -> 67108864, '512' -> 512 (binary units)."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise ConfigError(f"invalid size {text!r}: use a number of bytes with K or M, like 64K")
-    return int(match["number"]) * _UNITS[match["unit"].upper()]
 
 
 def format_bytes(size: float) -> str:

@@ -1,0 +1,76 @@
+"""A command's own options are declared as run options are: a dataclass whose fields are
+options (`option()`), whose docstrings are the help; config/cli.py makes the flags and reads
+them back."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import MISSING, dataclass, fields
+
+import pytest
+
+from trainscale.config.cli import add_declared_options, declared_from_args, field_docs
+from trainscale.config.options import option, option_leaves
+from trainscale.config.values import comma_names
+from trainscale.emulate.options import (
+    DEFAULT_LOCAL_STEPS,
+    DEFAULT_STALENESS_SPREAD,
+    EmulationOptions,
+)
+from trainscale.probe.options import MAX_REPEATS, ProbeOptions
+
+
+@dataclass(frozen=True)
+class Toy:
+    size: int = option(MISSING, metavar="N")
+    """how many, >= 1"""
+    names: tuple[str, ...] | None = option(None, parse=comma_names)
+    """names by commas"""
+    fast: bool = option(False)
+    """go fast"""
+    limit_s: float = option(2.0, flag="--limit")
+    """seconds at most"""
+
+
+def _parser(cls: type) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toy", exit_on_error=False)
+    add_declared_options(parser, cls)
+    return parser
+
+
+def test_declared_fields_parse_into_the_dataclass() -> None:
+    args = _parser(Toy).parse_args(["--size", "3", "--names", "a, b", "--fast", "--limit", "5"])
+    assert declared_from_args(Toy, args) == Toy(size=3, names=("a", "b"), fast=True, limit_s=5.0)
+    assert declared_from_args(Toy, _parser(Toy).parse_args(["--size", "1"])) == Toy(size=1)
+
+
+def test_a_field_without_a_default_is_a_required_option(capsys) -> None:
+    with pytest.raises(SystemExit):
+        _parser(Toy).parse_args([])
+    assert "the following arguments are required: --size" in capsys.readouterr().err
+
+
+def test_a_value_that_does_not_parse_is_argparses_one_line() -> None:
+    with pytest.raises(argparse.ArgumentError, match="expected a whole number, got 'x'"):
+        _parser(Toy).parse_args(["--size", "x"])
+
+
+def test_the_help_is_the_field_docstring_with_its_default() -> None:
+    text = _parser(Toy).format_help()
+    assert "how many, >= 1" in text and "seconds at most (default: 2)" in " ".join(text.split())
+
+
+@pytest.mark.parametrize("cls", [ProbeOptions, EmulationOptions])
+def test_every_field_of_a_commands_options_is_an_option_with_help(cls: type) -> None:
+    docs = field_docs(cls)
+    assert set(option_leaves(cls)) == {item.name for item in fields(cls)}
+    assert all(docs.get(item.name) for item in fields(cls)), "a field without help"
+
+
+def test_the_defaults_the_help_names_are_the_code_s() -> None:
+    # Docstrings cannot interpolate: a default changed in code must change its help too.
+    probe = " ".join(_parser(ProbeOptions).format_help().split())
+    assert f"1 to {MAX_REPEATS}" in probe
+    emulate = " ".join(_parser(EmulationOptions).format_help().split())
+    assert f"(default: {DEFAULT_LOCAL_STEPS})" in emulate
+    assert f"(default: {DEFAULT_STALENESS_SPREAD})" in emulate
