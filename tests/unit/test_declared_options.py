@@ -18,6 +18,10 @@ from trainscale.emulate.options import (
     EmulationOptions,
 )
 from trainscale.probe.options import MAX_REPEATS, ProbeOptions
+from trainscale.recommend.options import RecommendOptions
+from trainscale.recommend.run import search_settings
+from trainscale.recommend.search import DEFAULT_RUNG_STEPS
+from trainscale.recommend.space import BATCH_MULTIPLIERS
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def test_the_help_is_the_field_docstring_with_its_default() -> None:
     assert "how many, >= 1" in text and "seconds at most (default: 2)" in " ".join(text.split())
 
 
-@pytest.mark.parametrize("cls", [ProbeOptions, EmulationOptions])
+@pytest.mark.parametrize("cls", [ProbeOptions, EmulationOptions, RecommendOptions])
 def test_every_field_of_a_commands_options_is_an_option_with_help(cls: type) -> None:
     docs = field_docs(cls)
     assert set(option_leaves(cls)) == {item.name for item in fields(cls)}
@@ -74,3 +78,10 @@ def test_the_defaults_the_help_names_are_the_code_s() -> None:
     emulate = " ".join(_parser(EmulationOptions).format_help().split())
     assert f"(default: {DEFAULT_LOCAL_STEPS})" in emulate
     assert f"(default: {DEFAULT_STALENESS_SPREAD})" in emulate
+    recommend = " ".join(_parser(RecommendOptions).format_help().split())
+    assert f"(default: {','.join(map(str, DEFAULT_RUNG_STEPS))})" in recommend
+    assert f"(default: {','.join(map(str, BATCH_MULTIPLIERS))};" in recommend
+    assert "--quick 3" in recommend and "(default: 0.25; --quick 0.1)" in recommend
+    quick = search_settings(RecommendOptions(quick=True))
+    assert (quick.warmup_steps, quick.accuracy_epochs) == (3, 0.1)
+    assert search_settings(RecommendOptions()).accuracy_epochs == 0.25

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainscale.errors import ConfigError
+from trainscale.recommend.options import RecommendOptions
 from trainscale.recommend.run import (
     RecommendListener,
     RecommendResult,
@@ -56,7 +57,11 @@ def test_recommend_returns_the_plan_the_best_setting_and_its_command(tmp_path, m
     data = write_random_mnist(tmp_path / "mnist", 256, 64)
     heard = Heard()
     result = recommend(
-        "mnist-cnn", quick=True, data_dir=str(data), store=tmp_path / "r.db", listener=heard
+        "mnist-cnn",
+        options=RecommendOptions(quick=True),
+        data_dir=str(data),
+        store=tmp_path / "r.db",
+        listener=heard,
     )
     assert isinstance(result, RecommendResult)
     (plan,) = heard.plans
@@ -72,7 +77,8 @@ def test_recommend_returns_the_plan_the_best_setting_and_its_command(tmp_path, m
 
 def test_synthetic_data_skips_the_accuracy_check_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setattr("trainscale.runner.launch.execute_run", stub_run)
-    result = recommend("mnist-cnn", quick=True, data="synthetic", store=tmp_path / "r.db")
+    quick = RecommendOptions(quick=True)
+    result = recommend("mnist-cnn", options=quick, data="synthetic", store=tmp_path / "r.db")
     assert result.plan.data_note == "--data synthetic: accuracy not checked (throughput only)"
     assert not result.recommendation.accuracy_checked
     assert "  accuracy NOT checked (no real data): throughput only" in summary_lines(
@@ -81,8 +87,8 @@ def test_synthetic_data_skips_the_accuracy_check_and_says_why(tmp_path, monkeypa
 
 
 def test_settings_in_points_and_quick_defaults():
-    settings = search_settings(quick=True, accuracy_tolerance=1.0)
+    settings = search_settings(RecommendOptions(quick=True, accuracy_tolerance=1.0))
     assert (settings.warmup_steps, settings.accuracy_tolerance) == (3, 0.01)
-    assert search_settings().rung_steps == (10, 30, 90)
+    assert search_settings(RecommendOptions()).rung_steps == (10, 30, 90)
     with pytest.raises(ConfigError, match="percentage points, 0 to 100; got 100"):
-        search_settings(accuracy_tolerance=100)
+        search_settings(RecommendOptions(accuracy_tolerance=100))

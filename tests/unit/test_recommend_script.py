@@ -11,6 +11,7 @@ import pytest
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.recommend.options import RecommendOptions
 from trainscale.recommend.run import RecommendListener, recommend, summary_lines
 from trainscale.recommend.script_accuracy import EVALUATED_NOTHING, WholeRunCheck
 from trainscale.recommend.search import SearchSettings, run_search
@@ -170,7 +171,7 @@ def test_a_scripts_search_runs_placements_stopped_after_their_steps(runs, tmp_pa
     result = recommend(
         script=EXAMPLE,
         script_args=ARGS,
-        quick=True,
+        options=RecommendOptions(quick=True),
         data="synthetic",
         store=tmp_path / "r.db",
     )
@@ -208,7 +209,8 @@ def test_a_script_shorter_than_its_trials_is_said(monkeypatch, tmp_path):
     stub = ScriptRuns(steps_cap=6)
     monkeypatch.setattr("trainscale.recommend.script.start_script_run", stub)
     monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda: TWO_CORES)
-    result = recommend(script=EXAMPLE, quick=True, max_workers=1, store=tmp_path / "r.db")
+    options = RecommendOptions(quick=True, max_workers=1)
+    result = recommend(script=EXAMPLE, options=options, store=tmp_path / "r.db")
     (note,) = [n for n in result.recommendation.notes if "ended before the steps" in n]
     assert "1w x 1t compact 6 of 8" in note
 
@@ -252,16 +254,15 @@ def whole_runs(monkeypatch, **behaviour) -> ScriptRuns:
     return stub
 
 
-def checked(tmp_path, **options):
+def checked(tmp_path, listener=None, **options):
     """recommend() of the example script with --check-accuracy, quick; its result and the
     summary's lines."""
     result = recommend(
         script=EXAMPLE,
         script_args=ARGS,
-        quick=True,
-        check_accuracy=True,
+        options=RecommendOptions(quick=True, check_accuracy=True, **options),
         store=tmp_path / "r.db",
-        **options,
+        listener=listener,
     )
     return result, summary_lines(json.loads(json.dumps(result.to_dict())))
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
 from trainscale.cli.lines import stdout_to_stderr
-from trainscale.cli.recommend_accuracy import add_accuracy_arguments
-from trainscale.cli.values import positive_ints
-from trainscale.config.cli import add_option_arguments
+from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
+from trainscale.config.options import option_leaves
+from trainscale.recommend.options import SEARCH_FIELDS, RecommendOptions
 
 EPILOG = """\
 examples:
@@ -51,49 +51,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     help = "a workload (`trainscale workloads`), or your own script, its arguments after --"
     parser.add_argument("workload", metavar="WORKLOAD|SCRIPT.py", help=help)
     parser.set_defaults(script_args=None)  # after `--`: the script's own (cli/__init__.py)
-    parser.add_argument(
-        "--budget-s",
-        type=float,
-        default=600.0,
-        metavar="S",
-        help="seconds for the whole search, a workload's accuracy check included (not a "
-        "script's whole runs of --check-accuracy), > 0 (default: 600)",
+    add_declared_options(parser, RecommendOptions, only=SEARCH_FIELDS)
+    acc = parser.add_argument_group("accuracy check")
+    add_data_choice_argument(
+        acc,
+        help="real data for the accuracy check; auto = real when found, else skip the check "
+        "with a warning; synthetic = skip it (default: auto); a script's: what it trains on",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="trials of 5, 15, 45 steps and a 0.1-epoch accuracy check (default 10, 30, 90 "
-        "and 0.25)",
-    )
-    parser.add_argument(
-        "--rung-steps",
-        type=positive_ints,
-        metavar="N,N,...",
-        help="timed steps of the trials in each rung, each >= 1 (default: 10,30,90)",
-    )
-    parser.add_argument(
-        "--warmup-steps",
-        type=int,
-        metavar="N",
-        help="untimed warm-up steps before each trial's timed steps, >= 0 (default: 5; --quick 3)",
-    )
-    parser.add_argument(
-        "--batch-multipliers",
-        type=positive_ints,
-        metavar="M,M,...",
-        help="per-worker batch sizes to try, as whole multiples (>= 1) of the recipe's, each "
-        "fitting a worker's share of the training set (default: 1,2; not for a script)",
-    )
-    parser.add_argument(
-        "--max-workers", type=int, metavar="N", help="try at most N (>= 1) workers (default: all)"
-    )
-    add_accuracy_arguments(parser)
-    parser.add_argument(
-        "--include-busy",
-        action="store_true",
-        help="rank throughput trials that ran on a busy machine (other work on their cores); "
-        "by default their samples/s is left out, and the first line says how many",
-    )
+    accuracy = [name for name in option_leaves(RecommendOptions) if name not in SEARCH_FIELDS]
+    add_declared_options(acc, RecommendOptions, only=accuracy)
     add_option_arguments(parser, only=("framework", "data_dir", "download"))
     out = parser.add_argument_group("output")
     add_store_argument(out)
@@ -116,22 +82,13 @@ def run(args: argparse.Namespace) -> int:
             workload,
             script=script,
             script_args=args.script_args or (),
-            budget_s=args.budget_s,
-            quick=args.quick,
-            rung_steps=args.rung_steps,
-            warmup_steps=args.warmup_steps,
-            accuracy_epochs=args.accuracy_epochs,
-            accuracy_tolerance=args.accuracy_tolerance,
-            include_busy=args.include_busy,
-            batch_multipliers=args.batch_multipliers,
-            max_workers=args.max_workers,
+            options=declared_from_args(RecommendOptions, args),
             data=args.data,
             data_dir=args.data_dir,
             download=args.download,
             store=args.store,
             listener=RecommendProgress(console),
             framework=args.framework,
-            check_accuracy=args.check_accuracy,
         )
     payload = result.to_dict()
     print(json.dumps(payload) if args.json else "\n".join(summary_lines(payload)))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainscale.config.values import comma_positive_ints
+
 
 def given_path(text: str) -> Path:
     """A file or directory name, not empty: Path('') is '.', and writing there was never
@@ -35,14 +37,7 @@ def positive_int(text: str) -> int:
 
 def positive_ints(text: str) -> tuple[int, ...]:
     """Whole numbers >= 1 separated by commas, at least one: '1,2,4'."""
-    values = _ints(text, f"expected whole numbers separated by commas, got {text!r}")
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers, got {text!r}")
-    return values
-
-
-def _ints(text: str, mistake: str) -> tuple[int, ...]:
     try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(mistake) from None
+        return comma_positive_ints(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None

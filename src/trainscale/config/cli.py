@@ -204,15 +204,19 @@ def add_declared_options(
     target: Any,
     cls: type,
     *,
+    only: Iterable[str] | None = None,
     help_overrides: Mapping[str, str] | None = None,
 ) -> None:
     """Add the options a command's own options dataclass declares to `target` (a parser or
     an argument group), as run options are added: each field made with `option()` is an
     option, its docstring the help text, its type, default and choices the field's; a field
-    without a default is a required option. `declared_from_args` reads them back."""
+    without a default is a required option. `only` adds those fields (the rest go in another
+    group, by another call). `declared_from_args` reads them all back."""
+    wanted = None if only is None else set(only)
     overrides = dict(help_overrides or {})
     for leaf in option_leaves(cls).values():
-        _add_leaf(target, leaf, cls, overrides.get(leaf.key), {})
+        if wanted is None or leaf.key in wanted:
+            _add_leaf(target, leaf, cls, overrides.get(leaf.key), {})
 
 
 def declared_from_args(cls: type[T], args: argparse.Namespace) -> T:

@@ -33,3 +33,14 @@ def comma_list(parse: Callable[[str], T]) -> Callable[[str], tuple[T, ...]]:
         return tuple(parse(part) for part in text.split(",") if part.strip())
 
     return parse_all
+
+
+def comma_positive_ints(text: str) -> tuple[int, ...]:
+    """Whole numbers >= 1 separated by commas, at least one: '1,2,4'."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"expected whole numbers separated by commas, got {text!r}") from None
+    if not values or any(value < 1 for value in values):
+        raise ValueError(f"expected positive whole numbers, got {text!r}")
+    return values

@@ -20,6 +20,7 @@ from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 from trainscale.frameworks import require
 from trainscale.hardware import facts
+from trainscale.recommend.options import RecommendOptions
 from trainscale.recommend.script import (
     ACCURACY_NOTE,
     fit_script_candidates,
@@ -59,37 +60,32 @@ EXPLICIT_FIELDS = ("workers", "threads_per_worker", "affinity", "precision", "ba
 """The searched axes: written in the recommended command even where they are the default."""
 
 
-def search_settings(
-    *,
-    quick: bool = False,
-    rung_steps: tuple[int, ...] | None = None,
-    warmup_steps: int | None = None,
-    budget_s: float = 600.0,
-    accuracy_epochs: float | None = None,
-    accuracy_tolerance: float | None = None,
-    include_busy: bool = False,
-) -> SearchSettings:
+def search_settings(options: RecommendOptions) -> SearchSettings:
     """SearchSettings from what a user gives: `quick` shortens the defaults (trials of 5, 15,
     45 steps after 3 warm-up steps, a 0.1-epoch accuracy check; else 10, 30, 90 after 5, and
     0.25); `accuracy_tolerance` is in percentage points (0 to 100; default 0.5)."""
-    if accuracy_tolerance is None:
-        accuracy_tolerance = 0.5
-    if not 0 <= accuracy_tolerance < 100:
+    tolerance = options.accuracy_tolerance
+    if tolerance is None:
+        tolerance = 0.5
+    if not 0 <= tolerance < 100:
         raise ConfigError(
-            f"--accuracy-tolerance is in percentage points, 0 to 100; got {accuracy_tolerance}"
+            f"--accuracy-tolerance is in percentage points, 0 to 100; got {tolerance}"
         )
-    rungs = rung_steps or (QUICK_RUNG_STEPS if quick else DEFAULT_RUNG_STEPS)
-    warmup = warmup_steps if warmup_steps is not None else (3 if quick else 5)
-    epochs = accuracy_epochs
+    quick = options.quick
+    rungs = options.rung_steps or (QUICK_RUNG_STEPS if quick else DEFAULT_RUNG_STEPS)
+    warmup = options.warmup_steps
+    if warmup is None:
+        warmup = 3 if quick else 5
+    epochs = options.accuracy_epochs
     if epochs is None:
         epochs = 0.1 if quick else 0.25
     return SearchSettings(
         rung_steps=tuple(rungs),
         warmup_steps=warmup,
-        budget_s=budget_s,
+        budget_s=options.budget_s,
         accuracy_epochs=epochs,
-        accuracy_tolerance=accuracy_tolerance / 100.0,
-        include_busy=include_busy,
+        accuracy_tolerance=tolerance / 100.0,
+        include_busy=options.include_busy,
     )
 
 
@@ -232,78 +228,65 @@ def recommend(
     *,
     script: str | os.PathLike[str] | None = None,
     script_args: Sequence[str] = (),
-    budget_s: float = 600.0,
-    quick: bool = False,
-    rung_steps: tuple[int, ...] | None = None,
-    warmup_steps: int | None = None,
-    accuracy_epochs: float | None = None,
-    accuracy_tolerance: float | None = None,
-    include_busy: bool = False,
-    batch_multipliers: tuple[int, ...] | None = None,
-    max_workers: int | None = None,
+    options: RecommendOptions | None = None,
     data: DataChoice = "auto",
     data_dir: str | None = None,
     download: bool = True,
     store: str | Path | None = None,
     listener: RecommendListener | None = None,
     framework: str = "pytorch",
-    check_accuracy: bool = False,
 ) -> RecommendResult:
     """Search this machine for the fastest setting of `workload` that keeps its accuracy.
 
-    Trials run on synthetic data (successive halving within `budget_s` seconds; `quick`,
-    `rung_steps`, `warmup_steps`, `accuracy_epochs` and `accuracy_tolerance` as in
-    `search_settings`); the finalists' accuracy is checked on real data (`data`: auto =
-    when found) against the serial fp32 baseline. The per-worker batches tried are the
-    recipe's times `batch_multipliers` (default 1 and 2), on at most `max_workers` workers.
-    Throughput trials on a busy machine are left out of the ranking unless `include_busy`.
-    Every trial is stored with the tag recommend:<id>. Every trial trains with `framework`.
-    Everything a user can get wrong (the workload, the settings, the store, the data, a
-    batch that cannot fit) fails before the first trial.
+    Trials run on synthetic data (successive halving within `options.budget_s` seconds;
+    their length as `search_settings` makes it from `options`); the finalists' accuracy is
+    checked on real data (`data`: auto = when found) against the serial fp32 baseline. The
+    per-worker batches tried are the recipe's times `options.batch_multipliers` (default 1
+    and 2), on at most `options.max_workers` workers. Throughput trials on a busy machine
+    are left out of the ranking unless `options.include_busy`. Every trial is stored with
+    the tag recommend:<id>. Every trial trains with `framework`. Everything a user can get
+    wrong (the workload, the settings, the store, the data, a batch that cannot fit) fails
+    before the first trial.
 
     `script="train.py"` (no workload) searches a user's own training script instead, run
     with `script_args`: workers x threads x affinity only, each trial a script run stopped
     after its steps, throughput only (recommend/script.py); the options a script decides
     itself (`batch_multipliers`, `framework`, `data_dir`, `download`) and the length of the
     accuracy runs are refused in one line. `data` says what the script trains on.
-    `check_accuracy` (a script's only, not on synthetic data) then runs the whole script in
-    the baseline and in the finalists best first until one keeps the baseline's final
-    accuracy within `accuracy_tolerance` (recommend/script_accuracy.py), outside the budget.
+    `options.check_accuracy` (a script's only, not on synthetic data) then runs the whole
+    script in the baseline and in the finalists best first until one keeps the baseline's
+    final accuracy within `options.accuracy_tolerance` (recommend/script_accuracy.py),
+    outside the budget.
     """
+    options = options or RecommendOptions()
     listener = listener or RecommendListener()
     if script is not None:
         if workload is not None:
             raise ConfigError("recommend takes a workload or a script, not both")
         refuse_options(
             {
-                "--batch-multipliers": batch_multipliers is not None,
-                "--accuracy-epochs": accuracy_epochs is not None,
+                "--batch-multipliers": options.batch_multipliers is not None,
+                "--accuracy-epochs": options.accuracy_epochs is not None,
                 "--framework": framework != "pytorch",
                 "--data-dir": data_dir is not None,
                 "--no-download": not download,
             }
         )
-    refuse_accuracy_check(script is not None, check_accuracy, accuracy_tolerance, data)
-    settings = search_settings(
-        quick=quick,
-        rung_steps=rung_steps,
-        warmup_steps=warmup_steps,
-        budget_s=budget_s,
-        accuracy_epochs=accuracy_epochs,
-        accuracy_tolerance=accuracy_tolerance,
-        include_busy=include_busy,
+    refuse_accuracy_check(
+        script is not None, options.check_accuracy, options.accuracy_tolerance, data
     )
+    settings = search_settings(options)
     store_path = Path(store) if store else default_store_path()
     if script is not None:
         return _recommend_script(
             os.fspath(script),
             tuple(script_args),
             settings,
-            max_workers,
+            options.max_workers,
             data,
             store_path,
             listener,
-            check_accuracy,
+            options.check_accuracy,
         )
     if workload is None:
         raise ConfigError("recommend needs a workload, or a script: `recommend SCRIPT.py -- ARGS`")
@@ -313,8 +296,10 @@ def recommend(
     trains = require(framework)
     RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     env = facts.collect_environment()
-    multipliers = BATCH_MULTIPLIERS if batch_multipliers is None else batch_multipliers
-    space = machine_space(spec.name, multipliers, max_workers, env, with_gpus=trains.cuda)
+    multipliers = options.batch_multipliers
+    if multipliers is None:
+        multipliers = BATCH_MULTIPLIERS
+    space = machine_space(spec.name, multipliers, options.max_workers, env, with_gpus=trains.cuda)
     if env.get("gpus") and not trains.cuda:
         space.skipped.append(f"GPU settings skipped: {trains.cpu_only_reason}")
     recommend_id = uuid.uuid4().hex[:8]
