@@ -12,24 +12,19 @@ so that no command shows a run as running that will never finish (see `results.o
 
 The records the store hands out, and how their JSON columns are written and read, are in
 `results.records`; opening the file (its pragmas, schema, read-only connections) in
-`results.sqlite_file`.
+`results.sqlite_file`; the open file's transactions and listings in `results.store_file`;
+the sweeps and the probes it stores in `results.sweep_rows` and `results.probe_rows`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import sqlite3
-import tempfile
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
-from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from trainscale.errors import StoreError
 from trainscale.results.owner import (
@@ -41,34 +36,20 @@ from trainscale.results.owner import (
     stale_reason,
     this_host,
 )
+from trainscale.results.probe_rows import ProbeRows
 from trainscale.results.records import (
-    DamagedRecordError,
-    DamagedRow,
-    ProbeRecord,
     RunRecord,
-    SweepRecord,
     dumps,
     loads_object,
-    probe_record,
     record_owner,
     run_record,
-    sweep_record,
 )
 from trainscale.results.schema import DATA_KINDS, EPOCH_FIELDS, RUN_STATUSES, SCHEMA_VERSION
-from trainscale.results.sqlite_file import (
-    connect,
-    connect_for_reading,
-    file_identity,
-    open_connection,
-)
+from trainscale.results.store_file import newest_first_query, opt_int, utc_now
+from trainscale.results.sweep_rows import SweepRows
 
 STORE_ENV_VAR = "TRAINSCALE_STORE"
 DEFAULT_STORE_NAME = "trainscale.db"
-SWEEPS_COMMAND = "`trainscale runs sweeps`"
-"""The command that lists the stored sweeps, for messages that point to it."""
-
-log = logging.getLogger(__name__)
-_Record = TypeVar("_Record")
 
 
 def default_store_path() -> Path:
@@ -77,73 +58,28 @@ def default_store_path() -> Path:
     return Path(from_env).expanduser() if from_env else Path(DEFAULT_STORE_NAME)
 
 
-class RunStore:
-    """A results store file; open with `RunStore(path)`, use as a context manager."""
+class RunStore(SweepRows, ProbeRows):
+    """A results store file; open with `RunStore(path)`, use as a context manager.
+
+    Its runs (with their epochs and step times) are written and read here; its sweeps in
+    `SweepRows`, its probes in `ProbeRows`; the file itself (connections, transactions,
+    damaged rows left out) in `StoreFile`."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, create: bool = True, fail_stale: bool = False
     ) -> None:
-        """Open (and with `create`, create) the store at `path`.
+        """Open (and with `create`, create) the store at `path` (see `StoreFile`).
 
-        Raises StoreError naming the path when it cannot be used: a missing parent directory,
-        a directory, a file that is not SQLite, a store from a newer trainscale, or (with
-        create=False) no file at all. With `fail_stale`, runs left 'running' by a process of
-        this host that is gone are marked failed first (`fail_stale_runs`), where the store
-        can be written: what a command that reads runs should show.
-
-        create=False opens for reading: through a connection that cannot change the file
-        (SQLite's mode=ro, or query_only where the file is writable; see `_open_read_only`),
-        so a store on a read-only mount or of another user can be read, and a file that is
-        not a store is refused, never turned into one. A write through such a store (marking
-        stale runs; migrating an older schema) opens its own read-write connection, which
-        never creates the file, and fails as any write does where the file is not writable.
+        With `fail_stale`, runs left 'running' by a process of this host that is gone are
+        marked failed first (`fail_stale_runs`), where the store can be written: what a
+        command that reads runs should show.
         """
-        self.path = Path(path)
-        self._read_only = not create
-        self._conn: sqlite3.Connection | None = (
-            connect(self.path, create=True) if create else connect_for_reading(self.path)
-        )
-        self._writer: sqlite3.Connection | None = None
-        # Which file was opened: a connection keeps writing into it even once the path is
-        # deleted or replaced, where what is written would be lost (see `_moved`).
-        self._identity = file_identity(self.path)
-        self._left_out: dict[tuple[str, str], DamagedRow] = {}
+        super().__init__(path, create=create)
         if fail_stale:
             # A store this process may read but not write (read-only, locked past the
             # timeout, a full disk) keeps its stale rows until one that can write opens it.
             with contextlib.suppress(StoreError):
                 self.fail_stale_runs()
-
-    @property
-    def left_out(self) -> list[DamagedRow]:
-        """The damaged rows that listings of this store have left out so far, in the order
-        they were met (each once)."""
-        return list(self._left_out.values())
-
-    # -- lifetime -----------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the connection; calling it twice is harmless."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"RunStore({str(self.path)!r})"
 
     # -- writes -------------------------------------------------------------------------
 
@@ -177,7 +113,7 @@ class RunStore:
         owner = owner or current_owner()
         row = {
             "run_id": run_id,
-            "created_at": _utc_now(),
+            "created_at": utc_now(),
             "status": "running",
             "workload": workload,
             "data_kind": data_kind,
@@ -192,8 +128,8 @@ class RunStore:
             "schema_version": SCHEMA_VERSION,
             "config_hash": config_hash,
             "sweep_id": sweep_id,
-            "sweep_item": _opt_int(sweep_item),
-            "repeat_index": _opt_int(repeat_index),
+            "sweep_item": opt_int(sweep_item),
+            "repeat_index": opt_int(repeat_index),
             "owner_host": encode_host(owner),
             "owner_pid": owner.pid,
             "owner_started": owner.started,
@@ -256,7 +192,7 @@ class RunStore:
             conn.execute(
                 "UPDATE runs SET status = 'completed', finished_at = ?, summary_json = ?, "
                 "error = NULL WHERE run_id = ?",
-                (_utc_now(), summary_json, run_id),
+                (utc_now(), summary_json, run_id),
             )
             if global_batch_size is not None:
                 conn.execute(
@@ -308,7 +244,7 @@ class RunStore:
         """
         if data_kind is not None:
             _check_data_kind(data_kind)
-        now = _utc_now()
+        now = utc_now()
         with self._write() as conn:
             status = _status(conn, run_id)
             if status is None:
@@ -322,11 +258,11 @@ class RunStore:
                         "error": reason,
                         "workload": workload,
                         "data_kind": data_kind,
-                        "world_size": _opt_int(world_size),
-                        "threads_per_worker": _opt_int(threads_per_worker),
+                        "world_size": opt_int(world_size),
+                        "threads_per_worker": opt_int(threads_per_worker),
                         "affinity": _affinity_text(affinity),
                         "precision": precision,
-                        "global_batch_size": _opt_int(global_batch_size),
+                        "global_batch_size": opt_int(global_batch_size),
                         "tag": tag,
                         "config_json": dumps(config or {}),
                         "env_json": dumps(env or {}),
@@ -395,7 +331,7 @@ class RunStore:
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
         filters = {"workload": workload, "status": status, "tag": tag, "sweep_id": sweep_id}
-        sql, params = _newest_first_query("runs", filters)
+        sql, params = newest_first_query("runs", filters)
         return self._readable(sql, params, run_record, limit)
 
     def epochs(self, run_id: str) -> list[dict[str, Any]]:
@@ -415,81 +351,6 @@ class RunStore:
                 "SELECT step_time_s FROM step_times WHERE run_id = ? ORDER BY step", (run_id,)
             ).fetchall()
         return [row[0] for row in rows]
-
-    # -- sweeps -------------------------------------------------------------------------
-
-    def create_sweep(
-        self,
-        sweep_id: str,
-        name: str,
-        source: str,
-        spec_hash: str,
-        spec: Mapping[str, Any],
-        plan: Sequence[Mapping[str, Any]],
-    ) -> None:
-        """Store a new sweep and its plan (before any of its runs starts)."""
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO sweeps (sweep_id, name, created_at, source, spec_hash, spec_json, "
-                "plan_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (sweep_id, name, _utc_now(), source, spec_hash, dumps(spec), dumps(list(plan))),
-            )
-
-    def get_sweep(self, sweep_id: str) -> SweepRecord:
-        """The sweep with this id or unique id prefix; StoreError otherwise (a
-        DamagedRecordError when its stored JSON is damaged)."""
-        prefix = sweep_id.strip()
-        if not prefix:
-            raise StoreError(f"empty sweep id; {SWEEPS_COMMAND} lists the stored sweeps")
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM sweeps WHERE substr(sweep_id, 1, ?) = ? "
-                "ORDER BY created_at DESC LIMIT 6",
-                (len(prefix), prefix),
-            ).fetchall()
-        exact = [row for row in rows if row["sweep_id"] == prefix]
-        if exact:
-            return sweep_record(exact[0])
-        if not rows:
-            raise StoreError(
-                f"no sweep {prefix!r} in {self.path}; {SWEEPS_COMMAND} lists the stored sweeps"
-            )
-        if len(rows) > 1:
-            shown = ", ".join(row["sweep_id"] for row in rows[:5])
-            raise StoreError(f"sweep id prefix {prefix!r} matches several sweeps ({shown})")
-        return sweep_record(rows[0])
-
-    def list_sweeps(self, limit: int | None = None) -> list[SweepRecord]:
-        """Stored sweeps, newest first, at most `limit` of them; damaged rows left out."""
-        sql, params = _newest_first_query("sweeps", {})
-        return self._readable(sql, params, sweep_record, limit)
-
-    def sweep_progress(self) -> dict[str, int]:
-        """Per sweep id, how many of its planned runs have completed. A planned run is a
-        configuration and a repeat, as `trainscale sweep --resume` counts them: a second
-        completed attempt of the same one counts once."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT sweep_id, "
-                "count(DISTINCT coalesce(config_hash || ':' || repeat_index, run_id)) "
-                "FROM runs WHERE sweep_id IS NOT NULL AND status = 'completed' GROUP BY sweep_id"
-            ).fetchall()
-        return {sweep_id: count for sweep_id, count in rows}
-
-    def latest_sweep_with_spec(self, spec_hash: str) -> SweepRecord | None:
-        """The newest sweep made from the same normalised spec, if any (for --resume)."""
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT * FROM sweeps WHERE spec_hash = ? ORDER BY created_at DESC LIMIT 1",
-                (spec_hash,),
-            ).fetchone()
-        return None if row is None else sweep_record(row)
-
-    def sweep_runs(self, sweep_id: str) -> list[RunRecord]:
-        """Every run of a sweep (full id), in plan order, earlier attempts first; damaged
-        rows left out."""
-        sql = "SELECT * FROM runs WHERE sweep_id = ? ORDER BY sweep_item, created_at, rowid"
-        return self._readable(sql, [sweep_id], run_record, None)
 
     def fail_stale_runs(self) -> list[str]:
         """Mark failed the runs left 'running' by a process of this host that is gone.
@@ -519,7 +380,7 @@ class RunStore:
         if not gone:
             return []
         marked = []
-        now = _utc_now()
+        now = utc_now()
         with self._write() as conn:
             for run_id, owner in gone:
                 cursor = conn.execute(
@@ -531,204 +392,8 @@ class RunStore:
                     marked.append(run_id)
         return marked
 
-    def fail_interrupted_runs(self, sweep_id: str, reason: str) -> int:
-        """Mark a sweep's runs still 'running' as failed (their process was killed).
-
-        Only call it when no other process is running this sweep. Returns how many.
-        """
-        with self._write() as conn:
-            cursor = conn.execute(
-                "UPDATE runs SET status = 'failed', error = ?, finished_at = ? "
-                "WHERE sweep_id = ? AND status = 'running'",
-                (reason, _utc_now(), sweep_id),
-            )
-            return cursor.rowcount
-
-    # -- probes -------------------------------------------------------------------------
-
-    def add_probe(
-        self,
-        kind: str,
-        result: Mapping[str, Any],
-        env: Mapping[str, Any],
-        *,
-        host: str | None,
-        device_type: str | None,
-        device: str | None,
-        workers: int | None = None,
-    ) -> str:
-        """Store one probe measurement; returns its new id."""
-        probe_id = uuid.uuid4().hex
-        result_json, env_json = dumps(result), dumps(env)
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO probes (probe_id, created_at, kind, host, device_type, device, "
-                "workers, result_json, env_json, schema_version) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    probe_id,
-                    _utc_now(),
-                    kind,
-                    host,
-                    device_type,
-                    device,
-                    _opt_int(workers),
-                    result_json,
-                    env_json,
-                    SCHEMA_VERSION,
-                ),
-            )
-        return probe_id
-
-    def latest_probe(
-        self,
-        kind: str,
-        *,
-        host: str | None = None,
-        device: str | None = None,
-        device_type: str | None = None,
-    ) -> ProbeRecord | None:
-        """The newest probe of `kind` matching the given host, device and device type."""
-        probes = self.list_probes(
-            kind=kind, host=host, device=device, device_type=device_type, limit=1
-        )
-        return probes[0] if probes else None
-
-    def list_probes(
-        self,
-        *,
-        kind: str | None = None,
-        host: str | None = None,
-        device: str | None = None,
-        device_type: str | None = None,
-        limit: int | None = None,
-    ) -> list[ProbeRecord]:
-        """Stored probes matching all the given filters, newest first; damaged rows left out
-        (so `latest_probe` finds the newest readable one)."""
-        filters = {"kind": kind, "host": host, "device": device, "device_type": device_type}
-        sql, params = _newest_first_query("probes", filters)
-        return self._readable(sql, params, probe_record, limit)
-
-    # -- plumbing -----------------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"results store {self.path} is closed")
-        return self._conn
-
-    def _moved(self) -> str | None:
-        """Why the path no longer names the file this store opened (deleted, or another
-        file put in its place), or None while it does, or where that cannot be told."""
-        now = file_identity(self.path)
-        if now is None and self.path.exists():
-            return None  # cannot stat it (permissions): the write itself will tell
-        if now is None:
-            return f"results store {self.path} was deleted while it was open"
-        if self._identity is not None and now != self._identity:
-            return f"results store {self.path} was replaced by another file while it was open"
-        return None
-
-    def _save_copy(self) -> Path:
-        """Copy the database this store has open (still readable through the connection,
-        even deleted) to a new file beside the path, else in the temporary directory;
-        returns it. StoreError if no copy can be written anywhere."""
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        name = f"{self.path.stem}.saved-{stamp}-{uuid.uuid4().hex[:6]}.db"
-        problems = []
-        for folder in (self.path.parent, Path(tempfile.gettempdir())):
-            target = folder / name
-            try:
-                with closing(sqlite3.connect(target)) as copy:
-                    self._connection().backup(copy)
-                return target
-            except (sqlite3.Error, OSError) as error:
-                problems.append(f"{target}: {error}")
-                with contextlib.suppress(OSError):
-                    target.unlink()
-        raise StoreError(
-            f"results store {self.path} is gone, and no copy could be saved ({'; '.join(problems)})"
-        )
-
-    def _write_connection(self) -> sqlite3.Connection:
-        """The connection writes go through: the store's own, or for a store opened for
-        reading, a read-write one opened on the first write (sqlite3.OperationalError where
-        the file cannot be opened so)."""
-        conn = self._connection()
-        if not self._read_only:
-            return conn
-        if self._writer is None:
-            self._writer = open_connection(self.path, "rw")
-        return self._writer
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: all of it commits, or none of it (rollback on any error)."""
-        moved = self._moved()
-        if moved is not None:
-            raise StoreError(f"cannot write results store {self.path}: {moved}")
-        try:
-            conn = self._write_connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        except sqlite3.OperationalError as error:
-            # Locked past the timeout, read-only file, full disk: the user's environment,
-            # not a bug. Other sqlite errors (bad values, constraint violations) are bugs.
-            raise StoreError(f"cannot write results store {self.path}: {error}") from None
-
-    def _readable(
-        self,
-        sql: str,
-        params: Sequence[Any],
-        parse: Callable[[sqlite3.Row], _Record],
-        limit: int | None,
-    ) -> list[_Record]:
-        """The rows of a listing query as records, at most `limit` of them, leaving out
-        (and naming once, as a warning) the rows whose JSON cannot be read.
-
-        The limit is applied here rather than in SQL, so that a damaged row does not take
-        the place of a readable one; rows are read lazily, so a small limit stays cheap.
-        """
-        records: list[_Record] = []
-        if limit is not None and limit < 1:
-            return records
-        with self._read() as conn, closing(conn.execute(sql, list(params))) as cursor:
-            for row in cursor:
-                try:
-                    records.append(parse(row))
-                except DamagedRecordError as error:
-                    self._leave_out(error.damaged)
-                    continue
-                if limit is not None and len(records) >= limit:
-                    break
-        return records
-
-    def _leave_out(self, damaged: DamagedRow) -> None:
-        key = (damaged.kind, damaged.ident)
-        if key not in self._left_out:
-            self._left_out[key] = damaged
-            log.warning("%s; left out", damaged.describe())
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connection()
-        try:
-            yield conn
-        except sqlite3.OperationalError as error:
-            raise StoreError(f"cannot read results store {self.path}: {error}") from None
-
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def _utc_now() -> str:
-    # A fixed format (microseconds, +00:00) so that text order is time order.
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def _failed_as_stale(conn: sqlite3.Connection, run_id: str) -> bool:
@@ -754,10 +419,6 @@ def _check_data_kind(data_kind: str) -> None:
         raise ValueError(f"data_kind must be one of {', '.join(DATA_KINDS)}, not {data_kind!r}")
 
 
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 def _affinity_text(affinity: Any) -> str | None:
     # The column is text; a structured plan (a list of core sets) is kept as JSON.
     if affinity is None or isinstance(affinity, str):
@@ -774,17 +435,3 @@ def _epoch_row(run_id: str, index: int, epoch: Mapping[str, Any]) -> tuple[Any, 
 def _opt_float(value: Any) -> float | None:
     # float() also turns numpy and 0-d torch scalars into something sqlite can bind.
     return None if value is None else float(value)
-
-
-def _newest_first_query(table: str, filters: dict[str, Any]) -> tuple[str, list[Any]]:
-    """`SELECT * FROM table` with `column = ?` for every filter that is not None, newest
-    first (`RunStore._readable` applies the limit). Table and column names come from this
-    module, never from the user; values are bound as parameters."""
-    clauses = [f"{column} = ?" for column, value in filters.items() if value is not None]
-    params: list[Any] = [value for value in filters.values() if value is not None]
-    sql = f"SELECT * FROM {table}"
-    if clauses:
-        sql += " WHERE " + " AND ".join(clauses)
-    # rowid breaks ties between rows created within the same microsecond.
-    sql += " ORDER BY created_at DESC, rowid DESC"
-    return sql, params
