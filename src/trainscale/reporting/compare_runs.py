@@ -283,7 +283,7 @@ def script_warnings(a: Group, b: Group) -> list[str]:
     pipeline as much as the model), or whose ranks disagreed (a miscounted throughput)."""
     notes = []
     for side, group in (("A", a), ("B", b)):
-        bound = [r.summary["data_wait_share"] for r in group.runs if is_input_bound(r.summary)]
+        bound = [r.figures.data_wait_share or 0.0 for r in group.runs if is_input_bound(r.summary)]
         if bound:
             notes.append(
                 f"{side}: {len(bound)} of {len(group.runs)} run(s) input-bound (data wait up "

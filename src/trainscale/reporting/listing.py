@@ -32,6 +32,7 @@ from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
 from trainscale.results.records import RunRecord, SweepRecord
 from trainscale.results.schema import EPOCH_FIELDS
+from trainscale.results.script_figures import ScriptFigures
 from trainscale.results.store import RunStore, default_store_path
 
 RUN_COLUMNS = (
@@ -123,15 +124,16 @@ def run_cells(record: RunRecord) -> list[str]:
 
 def _framework_cell(record: RunRecord) -> str:
     """The run's framework; for a script run that used several, each of them ('pytorch+jax')."""
-    seen = record.summary.get("frameworks")
-    return "+".join(seen) if isinstance(seen, dict) and len(seen) > 1 else record.framework
+    seen = ScriptFigures.of(record.summary).frameworks
+    return "+".join(seen) if len(seen) > 1 else record.framework
 
 
 def _note_cell(summary: dict[str, Any]) -> str:
     """Stalls, an input-bound script, ranks that disagreed: what the figures beside it hide."""
     notes = [stall_text(summary) or ""]
     if is_input_bound(summary):
-        notes.append(f"input-bound: data wait {summary['data_wait_share']:.0%} of the step")
+        share = ScriptFigures.of(summary).data_wait_share
+        notes.append(f"input-bound: data wait {share:.0%} of the step")
     if disagreement_text(summary):
         notes.append("ranks disagree (runs show)")
     return "; ".join(n for n in notes if n)

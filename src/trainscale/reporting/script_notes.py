@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trainscale.results.script_figures import ScriptFigures
+
 INPUT_BOUND_SHARE = 0.10
 """A data wait above this share of the step time is worth the user's attention: the model
 then stands idle for its data on one step in ten or more."""
@@ -25,18 +27,18 @@ its core set, so more of them help only where that set has cores its threads lea
 def is_input_bound(summary: Mapping[str, Any]) -> bool:
     """Whether a script run's steps waited for their data more than `INPUT_BOUND_SHARE` of
     their time (False for a built-in run, which records no data wait)."""
-    share = summary.get("data_wait_share")
-    return isinstance(share, int | float) and share > INPUT_BOUND_SHARE
+    share = ScriptFigures.of(summary).data_wait_share
+    return share is not None and share > INPUT_BOUND_SHARE
 
 
 def data_wait_text(summary: Mapping[str, Any]) -> str | None:
     """'12.0% of the step time (median 3.1 ms a step)' for a script run, with what to try
     when the script is input-bound; None for a run that records no data wait."""
-    share = summary.get("data_wait_share")
-    if not isinstance(share, int | float):
+    figures = ScriptFigures.of(summary)
+    if figures.data_wait_share is None:
         return None
-    wait_ms = (summary.get("data_wait_s_median") or 0.0) * 1000
-    text = f"{share:.1%} of the step time (median {wait_ms:.1f} ms a step)"
+    wait_ms = (figures.data_wait_s_median or 0.0) * 1000
+    text = f"{figures.data_wait_share:.1%} of the step time (median {wait_ms:.1f} ms a step)"
     return f"{text}: {INPUT_BOUND_ADVICE}" if is_input_bound(summary) else text
 
 
@@ -50,18 +52,19 @@ def data_wait_line(result: Mapping[str, Any]) -> str | None:
 def disagreement_text(summary: Mapping[str, Any]) -> str | None:
     """What the ranks of a script run disagreed on, and what it means for its figures, as
     one sentence; None where they agreed (or the run is no script run)."""
+    figures = ScriptFigures.of(summary)
     parts = []
-    if summary.get("samples_disagree"):
-        medians = ", ".join(str(v) for v in summary.get("samples_per_worker_median") or [])
+    if figures.samples_disagree_steps is not None:
+        medians = ", ".join(str(v) for v in figures.samples_per_worker_median)
         parts.append(
-            f"the ranks passed different samples= in {summary.get('samples_disagree_steps')} "
+            f"the ranks passed different samples= in {figures.samples_disagree_steps} "
             f"step(s) (median per rank: {medians}); the throughput counts their sum, "
-            f"{summary.get('global_batch_measured')} samples a step, so it is too high if a "
+            f"{figures.global_batch_measured} samples a step, so it is too high if a "
             "rank passed the global batch instead of its own part: pass each rank's own "
             "samples, len(x) of its batch"
         )
-    steps = summary.get("steps_per_worker") or []
-    if summary.get("steps_disagree") and steps:
+    steps = figures.steps_per_worker
+    if steps:
         parts.append(
             f"the ranks took different numbers of steps ({', '.join(map(str, steps))}): the "
             f"step time and throughput cover the {min(steps)} steps every rank took, the "
@@ -73,7 +76,7 @@ def disagreement_text(summary: Mapping[str, Any]) -> str | None:
 def frameworks_text(summary: Mapping[str, Any]) -> str | None:
     """'pytorch 2.5.1, jax 0.4.30': the frameworks a script run used (None when not
     recorded, as for a built-in run, whose framework is its config's)."""
-    seen = summary.get("frameworks")
-    if not isinstance(seen, Mapping) or not seen:
+    seen = ScriptFigures.of(summary).frameworks
+    if not seen:
         return None
-    return ", ".join(f"{name} {ver}" if ver else str(name) for name, ver in seen.items())
+    return ", ".join(f"{name} {ver}" if ver else name for name, ver in seen.items())
