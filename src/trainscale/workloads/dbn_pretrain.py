@@ -207,6 +207,24 @@ def train_rbm(
     return {"reconstruction_error": error, "num_steps": steps}
 
 
+def stack_figures(
+    settings: CdSettings, global_batch_size: int, layers: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The figures a CD pre-training stores in its run's summary, the same in every
+    framework: its settings, the global batch, and `layers` (each layer's time and final
+    reconstruction error, filled in as they train)."""
+    return {
+        "method": f"{'persistent ' if settings.persistent else ''}CD-{settings.k}",
+        "cd_k": settings.k,
+        "persistent": settings.persistent,
+        "epochs_per_layer": settings.epochs,
+        "lr": settings.lr,
+        "weight_decay": settings.weight_decay,
+        "global_batch_size": global_batch_size,
+        "layers": layers,
+    }
+
+
 def pretrain_stack(
     model: DeepBeliefNet,
     train_x: torch.Tensor,
@@ -222,16 +240,7 @@ def pretrain_stack(
     CD settings and, per layer, its time (slowest worker) and final reconstruction error.
     """
     layers: list[dict[str, Any]] = []
-    figures: dict[str, Any] = {
-        "method": f"{'persistent ' if settings.persistent else ''}CD-{settings.k}",
-        "cd_k": settings.k,
-        "persistent": settings.persistent,
-        "epochs_per_layer": settings.epochs,
-        "lr": settings.lr,
-        "weight_decay": settings.weight_decay,
-        "global_batch_size": batch_size * strategy.env.world_size,
-        "layers": layers,
-    }
+    figures = stack_figures(settings, batch_size * strategy.env.world_size, layers)
     if settings.epochs == 0:
         return figures
     inputs = train_x.flatten(1)

@@ -21,6 +21,7 @@ from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.errors import ConfigError
 from trainscale.hardware.resources import BYTES_PER_PARAMETER, STATE_COPIES, format_bytes
 from trainscale.models.dbn import DeepBeliefNet
+from trainscale.models.twin_pretraining import TwinPretraining
 from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, RoughCost, Workload
 from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
 from trainscale.workloads.mnist_cnn import MNIST_SIZE, locate_mnist
@@ -207,7 +208,7 @@ def keras_twin(meta: Mapping[str, Any]) -> Any:
     """The Keras twin of the DBN (TensorFlow imported here, by a TensorFlow run only)."""
     from trainscale.models.tensorflow import KerasTwin, dbn
 
-    return KerasTwin(dbn.build(*_sizes(meta)), dbn.copy_torch_weights)
+    return KerasTwin(dbn.build(*_sizes(meta)), dbn.copy_torch_weights, keras_pretrain)
 
 
 def flax_twin(meta: Mapping[str, Any]) -> Any:
@@ -220,6 +221,53 @@ def flax_twin(meta: Mapping[str, Any]) -> Any:
             num_inputs=inputs, hidden_sizes=layers, num_classes=classes, dtype=dtype
         ),
         dbn.from_torch,
+        flax_pretrain,
+    )
+
+
+def keras_pretrain(model: Any, context: TwinPretraining) -> dict[str, Any]:
+    """Greedy CD pre-training of the Keras twin, as `pretrain` runs it in PyTorch: this
+    worker's shard in the trainer's order, the statistics averaged over the global batch."""
+    from trainscale.workloads.dbn_pretrain_tensorflow import pretrain_stack as keras_stack
+
+    return keras_stack(
+        model,
+        context.train_x,
+        cd_settings(context.config),
+        context.local_batch,
+        average=context.average,
+        order=context.order,
+        global_batch_size=context.global_batch,
+        worker_seed=context.rank,
+        max_float=context.slowest,
+        progress=context.progress,
+    )
+
+
+def flax_pretrain(variables: Any, context: TwinPretraining) -> tuple[Any, dict[str, Any]]:
+    """Greedy CD pre-training of the flax twin's variables, as `pretrain` runs it in
+    PyTorch (each layer's epochs in the trainer's order with that layer's seed)."""
+    from trainscale.workloads.dbn_pretrain_jax import pretrain_stack as flax_stack
+    from trainscale.workloads.dbn_pretrain_jax import shuffle_seed
+
+    settings = cd_settings(context.config)
+    num_train, local_batch = context.train_x.shape[0], context.local_batch
+
+    def batches(layer: int, epoch: int) -> Any:
+        order = context.order(num_train, epoch, shuffle_seed(settings, layer))
+        steps = order.shape[0] // local_batch
+        return order[: steps * local_batch].reshape(steps, local_batch)
+
+    return flax_stack(
+        variables,
+        context.train_x,
+        settings,
+        batches,
+        context.average,
+        context.global_batch,
+        rank=context.rank,
+        slowest=context.slowest,
+        progress=context.progress,
     )
 
 

@@ -101,7 +101,7 @@ def _train(
     module = twin.module(dtype)
     variables = twin.variables_from_torch(module, torch_model, host_batch(train_x[:2]))
     variables, pretraining = run_pretraining(
-        config, workload, data, variables, strategy, distribution, local_batch, progress
+        config, workload, twin, data, variables, strategy, distribution, local_batch, progress
     )
 
     full_width = int(train_x.shape[1]) if is_token_set(train_x) else None

@@ -61,8 +61,9 @@ def train(
     plan = plan_steps(feed, data.num_train, strategy.env.world_size)
 
     torch_model, flops = seeded_torch_model(workload, data, config.optimisation.seed)
-    model = build_keras_model(config, workload, data, torch_model, distribution)
-    pretraining = run_pretraining(model, workload, data, strategy, feed, distribution, progress)
+    twin = build_keras_model(config, workload, data, torch_model, distribution)
+    model = twin.model
+    pretraining = run_pretraining(twin, workload, data, strategy, feed, distribution, progress)
 
     train_x = training_layout(data.train_x)  # once, for the whole in-memory set
     sample = tuple(model_shape(data.train_x[:1]))
@@ -104,8 +105,8 @@ def build_keras_model(
     torch_model: torch.nn.Module,
     distribution: TfDistribution,
 ) -> Any:
-    """The workload's Keras model, its variables made by the tf.distribute strategy (one
-    copy per replica), holding the seeded torch model's weights; in bf16 under Keras's
+    """The workload's Keras twin, its model's variables made by the tf.distribute strategy
+    (one copy per replica), holding the seeded torch model's weights; in bf16 under Keras's
     mixed policy."""
     import keras
 
@@ -122,4 +123,4 @@ def build_keras_model(
         keras.mixed_precision.set_global_policy(previous)
     check_twin(workload, TENSORFLOW, twin, KerasTwin)
     twin.load_torch_weights(torch_model)
-    return twin.model
+    return twin

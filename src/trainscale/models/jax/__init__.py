@@ -23,6 +23,7 @@ import numpy as np
 from flax import linen as nn
 
 from trainscale.models.jax.torch_weights import Tree
+from trainscale.models.twin_pretraining import TwinPretraining
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class FlaxTwin:
     precision); parameters stay float32."""
     convert: Callable[[Any], Tree]
     """The PyTorch model's state as flax variables (its architecture's `from_torch`)."""
+    pretrain: Callable[[Tree, TwinPretraining], tuple[Tree, dict[str, Any]]] | None = None
+    """The workload's pre-training phase in JAX, `pretrain(variables, context)` returning
+    the trained variables and the phase's figures; None: no such phase."""
 
     def variables_from_torch(self, module: nn.Module, torch_model: Any, sample_x: Any) -> Tree:
         """`module`'s variables holding exactly `torch_model`'s weights (and BN running stats).

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.models.twin_pretraining import TwinPretraining
+
 
 @dataclass(frozen=True)
 class KerasTwin:
@@ -29,6 +31,9 @@ class KerasTwin:
     copy_torch_weights: Callable[[Any, Any], None]
     """`copy_torch_weights(torch_model, keras_model)`: every weight copied exactly; raises
     when the two architectures do not match."""
+    pretrain: Callable[[Any, TwinPretraining], dict[str, Any]] | None = None
+    """The workload's pre-training phase in TensorFlow, `pretrain(keras_model, context)`
+    training the model in place and returning the phase's figures; None: no such phase."""
 
     def load_torch_weights(self, torch_model: Any) -> None:
         """Give the Keras model exactly the PyTorch model's weights."""

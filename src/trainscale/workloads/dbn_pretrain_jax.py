@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from trainscale.models.jax.dbn import RBM_COLLECTION, rbm_name
-from trainscale.workloads.dbn_pretrain import CdSettings
+from trainscale.workloads.dbn_pretrain import CdSettings, stack_figures
 
 Batches = Callable[[int, int], np.ndarray]
 """(layer, epoch) -> this worker's batches as row indices, shape (steps, per-worker batch)."""
@@ -237,16 +237,7 @@ def pretrain_stack(
     visible = dict(variables.get(RBM_COLLECTION, {}))
     num_rbms = sum(1 for name in params if name.startswith("rbm_"))
     layers: list[dict[str, Any]] = []
-    figures: dict[str, Any] = {
-        "method": f"{'persistent ' if settings.persistent else ''}CD-{settings.k}",
-        "cd_k": settings.k,
-        "persistent": settings.persistent,
-        "epochs_per_layer": settings.epochs,
-        "lr": settings.lr,
-        "weight_decay": settings.weight_decay,
-        "global_batch_size": global_batch_size,
-        "layers": layers,
-    }
+    figures = stack_figures(settings, global_batch_size, layers)
     if settings.epochs == 0:
         return variables, figures
     inputs = jnp.asarray(train_x, jnp.float32).reshape(np.shape(train_x)[0], -1)

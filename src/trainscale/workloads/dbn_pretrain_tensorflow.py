@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import torch
 
-from trainscale.workloads.dbn_pretrain import CdSettings
+from trainscale.workloads.dbn_pretrain import CdSettings, stack_figures
 
 Average = Callable[[np.ndarray], np.ndarray]
 Order = Callable[[int, int, int], np.ndarray]
@@ -207,16 +207,7 @@ def pretrain_stack(
     reconstruction error.
     """
     layers: list[dict[str, Any]] = []
-    figures: dict[str, Any] = {
-        "method": f"{'persistent ' if settings.persistent else ''}CD-{settings.k}",
-        "cd_k": settings.k,
-        "persistent": settings.persistent,
-        "epochs_per_layer": settings.epochs,
-        "lr": settings.lr,
-        "weight_decay": settings.weight_decay,
-        "global_batch_size": global_batch_size or batch_size,
-        "layers": layers,
-    }
+    figures = stack_figures(settings, global_batch_size or batch_size, layers)
     if settings.epochs == 0:
         return figures
     max_float = max_float or (lambda value: value)
