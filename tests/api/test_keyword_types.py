@@ -203,11 +203,13 @@ def test_valid_run_options_pass_as_the_cli_would_give_them(tmp_path):
 
 
 def test_valid_keywords_of_the_other_functions_pass_on_unchanged(tmp_path):
+    from trainscale.benchmark.options import BenchOptions
     from trainscale.benchmark.run import run_bench
     from trainscale.sweeps.run import load_sweep, run_sweep
 
     given = {"data_dir": tmp_path, "steps": 3, "out": tmp_path / "b.md", "store": str(tmp_path)}
-    checked = check_arguments("bench", given, (calls.bench, ()), (run_bench, ("listener",)))
+    sources = ((calls.bench, ()), (run_bench, ("listener", "options")), (BenchOptions, ()))
+    checked = check_arguments("bench", given, *sources)
     assert checked == {**given, "data_dir": str(tmp_path)}  # a run option's path: its text
     checked = check_arguments(
         "sweep",

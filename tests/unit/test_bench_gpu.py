@@ -7,6 +7,7 @@ from pathlib import Path
 
 from trainscale.benchmark import RungResult, Skipped, plan_ladder, run_bench, table_rows
 from trainscale.benchmark.ladder import SAME_RECIPE_NOTE, Rung
+from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.table import gpu_line, gpu_lines
 from trainscale.config.options import RunOptions
 from trainscale.hardware.precision_choice import gpus_bf16_native
@@ -160,7 +161,7 @@ def test_bench_with_a_faked_gpu_measures_it_in_the_rounds(monkeypatch, tmp_path:
         return {"run_id": f"r{len(seen)}", **_run(rate, par.workers)}
 
     monkeypatch.setattr("trainscale.runner.launch.execute_run", execute_run)
-    result = run_bench("mnist-cnn", data="synthetic", quick=True, out="t.md")
+    result = run_bench("mnist-cnn", options=BenchOptions(quick=True), data="synthetic", out="t.md")
     # Every round measures both GPU rungs, in the same rotated rounds as the CPU rungs.
     for index in range(result.rounds):
         assert {(d, p) for d, p, r in seen if r == index and d == "cuda"} == {

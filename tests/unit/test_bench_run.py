@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from trainscale.benchmark import BenchListener, RungResult, Skipped, run_bench
+from trainscale.benchmark.options import BenchOptions
 from trainscale.errors import ConfigError, DataError
 
 from tests.helpers.cli import run_cli
@@ -84,7 +85,9 @@ def test_synthetic_bench_measures_the_ladder_and_writes_the_table(monkeypatch, t
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = Heard()
-    result = run_bench("mnist-cnn", data="synthetic", quick=True, out="t.md", listener=heard)
+    result = run_bench(
+        "mnist-cnn", options=BenchOptions(quick=True), data="synthetic", out="t.md", listener=heard
+    )
     assert result.steps == 30 and result.options.data.kind == "synthetic"
     assert {o.optimisation.global_batch_size for o in runs.options} == {64}
     assert all(o.tag == f"bench:{result.bench_id}" for o in runs.options)
@@ -110,7 +113,7 @@ def test_auto_without_real_data_says_so_and_measures_synthetic(monkeypatch):
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = Heard()
-    result = run_bench(quick=True, out=None, listener=heard)
+    result = run_bench(options=BenchOptions(quick=True), out=None, listener=heard)
     assert result.out is None and not Path("trainscale-bench.md").exists()
     assert heard.events[0][0] == "note"
     assert heard.events[0][1].startswith("REAL DATA NOT FOUND, measuring on SYNTHETIC data")
@@ -143,7 +146,7 @@ def test_every_rung_failing_is_all_failed_and_exit_1(monkeypatch, capsys):
         raise RunFailed("r", "no")
 
     monkeypatch.setattr("trainscale.runner.launch.execute_run", fail)
-    assert run_bench(data="synthetic", quick=True).all_failed
+    assert run_bench(options=BenchOptions(quick=True), data="synthetic").all_failed
     assert run_cli(["bench", "--data", "synthetic", "--quick"]) == 1
     assert "table written to trainscale-bench.md" in capsys.readouterr().err
 
@@ -152,7 +155,7 @@ def test_mistakes_are_refused_before_any_rung(monkeypatch):
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     with pytest.raises(ConfigError, match="--steps must be a whole number >= 1, got 0"):
-        run_bench(data="synthetic", steps=0)
+        run_bench(options=BenchOptions(steps=0), data="synthetic")
     with pytest.raises(DataError):
         run_bench(data="real", download=False)
     assert not runs.options
@@ -162,7 +165,9 @@ def test_rungs_run_in_rotated_rounds_each_run_stored_with_its_round(monkeypatch)
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = Heard()
-    result = run_bench(data="synthetic", steps=12, rounds=4, out=None, listener=heard)
+    result = run_bench(
+        options=BenchOptions(steps=12, rounds=4), data="synthetic", out=None, listener=heard
+    )
     assert result.rounds == 4 and result.steps_per_run == 3
     assert {o.optimisation.steps for o in runs.options} == {3}
     names = ["serial", "threads", "pinned", "naive"]
@@ -202,7 +207,13 @@ def test_the_accuracy_run_takes_the_highest_median_throughput_over_rounds(monkey
     monkeypatch.setattr("trainscale.runner.launch.execute_run", Drifting())
     data = write_random_mnist(tmp_path / "mnist", 256, 64)
     heard = Heard()
-    run_bench(data="real", data_dir=str(data), download=False, rounds=3, listener=heard)
+    run_bench(
+        options=BenchOptions(rounds=3),
+        data="real",
+        data_dir=str(data),
+        download=False,
+        listener=heard,
+    )
     assert heard.events[-1] == ("full", "4 pinned workers x 1 thread")
 
 
@@ -210,9 +221,9 @@ def test_rounds_are_checked_before_any_rung(monkeypatch):
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     with pytest.raises(ConfigError, match="--rounds must be a whole number >= 1, got 0"):
-        run_bench(data="synthetic", rounds=0)
+        run_bench(options=BenchOptions(rounds=0), data="synthetic")
     with pytest.raises(ConfigError, match="--rounds 40 is more than the 30 steps a rung trains"):
-        run_bench(data="synthetic", quick=True, rounds=40)
+        run_bench(options=BenchOptions(quick=True, rounds=40), data="synthetic")
     assert not runs.options
 
 
@@ -282,7 +293,7 @@ def test_a_busy_round_is_measured_again_and_named_as_it_waits(monkeypatch, neigh
     runs = Neighbours(busy={0})
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = HeardBusy()
-    result = run_bench(data="synthetic", quick=True, out=None, listener=heard)
+    result = run_bench(options=BenchOptions(quick=True), data="synthetic", out=None, listener=heard)
     assert result.rounds == 2 and result.extra_rounds == 1 and result.max_extra_rounds == 2
     assert runs.rounds == [r for r in range(3) for _ in range(4)]  # round 3 (index 2) added
     ((_, again, line),) = [e for e in heard.events if e[0] == "busy"]
@@ -302,7 +313,12 @@ def test_every_round_busy_stops_at_the_budget_and_shows_the_ratios_not_trusted(
     runs = Neighbours(busy=set(range(10)))
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     heard = HeardBusy()
-    result = run_bench(data="synthetic", quick=True, max_extra_rounds=1, out="t.md", listener=heard)
+    result = run_bench(
+        options=BenchOptions(quick=True, max_extra_rounds=1),
+        data="synthetic",
+        out="t.md",
+        listener=heard,
+    )
     assert result.extra_rounds == 1 and sorted(set(runs.rounds)) == [0, 1, 2]
     # Round 1 busy: 2 quiet rounds are out of reach at once, so one is added (the budget).
     assert [e[1] for e in heard.events if e[0] == "busy"] == [True, False, False]
@@ -325,7 +341,7 @@ def test_a_quiet_machine_measures_the_rounds_planned_and_says_nothing_of_busy(mo
         raise AssertionError("neighbours are looked for only after a busy round")
 
     monkeypatch.setattr("trainscale.hardware.contention.busiest_processes", never)
-    result = run_bench(data="synthetic", quick=True, out=None)
+    result = run_bench(options=BenchOptions(quick=True), data="synthetic", out=None)
     assert result.extra_rounds == 0 and sorted(set(runs.rounds)) == [0, 1]
     assert result.busy_lines == [] and "busy" not in result.markdown()
 
@@ -336,9 +352,11 @@ def test_max_extra_rounds_zero_never_adds_a_round_and_a_negative_one_is_refused(
     runs = Neighbours(busy={0, 1})
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
     with pytest.raises(ConfigError, match="--max-extra-rounds must be a whole number >= 0"):
-        run_bench(data="synthetic", quick=True, max_extra_rounds=-1)
+        run_bench(options=BenchOptions(quick=True, max_extra_rounds=-1), data="synthetic")
     assert not runs.options
-    result = run_bench(data="synthetic", quick=True, max_extra_rounds=0, out=None)
+    result = run_bench(
+        options=BenchOptions(quick=True, max_extra_rounds=0), data="synthetic", out=None
+    )
     assert result.extra_rounds == 0 and sorted(set(runs.rounds)) == [0, 1]
 
 

@@ -28,6 +28,7 @@ OWN_MEANING = {
     ("runs list", "--workload"): "a filter of the stored runs",
     ("runs export", "--workload"): "a filter of the stored runs",
     ("bench", "--data"): "auto | real | synthetic: real data when found (runner/data_choice.py)",
+    ("bench", "--steps"): "a rung's steps over all its rounds (BenchOptions)",
     ("recommend", "--data"): "the same choice, for the accuracy check",
     ("recommend", "--warmup-steps"): "warm-up of each trial; its default follows --quick",
     ("emulate", "--workers"): "a list of worker counts, one emulated run each",

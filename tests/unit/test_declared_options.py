@@ -9,6 +9,13 @@ from dataclasses import MISSING, dataclass, fields
 
 import pytest
 
+from trainscale.benchmark.options import (
+    DEFAULT_ROUNDS,
+    DEFAULT_STEPS,
+    QUICK_ROUNDS,
+    QUICK_STEPS,
+    BenchOptions,
+)
 from trainscale.config.cli import add_declared_options, declared_from_args, field_docs
 from trainscale.config.options import option, option_leaves
 from trainscale.config.values import comma_names
@@ -64,8 +71,10 @@ def test_the_help_is_the_field_docstring_with_its_default() -> None:
     assert "how many, >= 1" in text and "seconds at most (default: 2)" in " ".join(text.split())
 
 
-@pytest.mark.parametrize("cls", [ProbeOptions, EmulationOptions, RecommendOptions])
+@pytest.mark.parametrize("cls", [ProbeOptions, EmulationOptions, RecommendOptions, BenchOptions])
 def test_every_field_of_a_commands_options_is_an_option_with_help(cls: type) -> None:
+    # Built by name (as bench() in Python takes them): a field order change breaks nothing.
+    assert all(item.kw_only for item in fields(cls))
     docs = field_docs(cls)
     assert set(option_leaves(cls)) == {item.name for item in fields(cls)}
     assert all(docs.get(item.name) for item in fields(cls)), "a field without help"
@@ -82,6 +91,10 @@ def test_the_defaults_the_help_names_are_the_code_s() -> None:
     assert f"(default: {','.join(map(str, DEFAULT_RUNG_STEPS))})" in recommend
     assert f"(default: {','.join(map(str, BATCH_MULTIPLIERS))};" in recommend
     assert "--quick 3" in recommend and "(default: 0.25; --quick 0.1)" in recommend
+    bench = " ".join(_parser(BenchOptions).format_help().split())
+    assert f"(default: {DEFAULT_STEPS}; --quick {QUICK_STEPS})" in bench
+    assert f"(default: {DEFAULT_ROUNDS}; --quick {QUICK_ROUNDS})" in bench
+    assert f"{QUICK_STEPS} steps a rung in {QUICK_ROUNDS} rounds" in bench
     quick = search_settings(RecommendOptions(quick=True))
     assert (quick.warmup_steps, quick.accuracy_epochs) == (3, 0.1)
     assert search_settings(RecommendOptions()).accuracy_epochs == 0.25

@@ -11,6 +11,7 @@ import pytest
 
 from trainscale.benchmark import Rung, Skipped, plan_ladder, run_bench
 from trainscale.benchmark.ladder import SCRIPT_GPU_NOTE, SCRIPT_NCCL_NOTE, SCRIPT_PRECISION
+from trainscale.benchmark.options import BenchOptions
 from trainscale.config.options import RunOptions
 from trainscale.config.script import ScriptRun
 
@@ -94,12 +95,9 @@ def test_the_bench_of_a_script_runs_its_gpu_rungs_on_cuda_with_a_worker_per_gpu(
 
     monkeypatch.setattr("trainscale.runner.script_launch.launch_and_record", launch_and_record)
     result = run_bench(
+        options=BenchOptions(quick=True, steps=4, rounds=2, max_extra_rounds=0),
         script=EXAMPLE,
         data="synthetic",
-        quick=True,
-        steps=4,
-        rounds=2,
-        max_extra_rounds=0,
         store=tmp_path / "runs.db",
         out=tmp_path / "bench.md",
     )

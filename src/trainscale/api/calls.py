@@ -28,8 +28,10 @@ from trainscale.api.results import (
     SweepResults,
 )
 from trainscale.api.workload_arg import workload_text
+from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.run import BenchResult, run_bench
 from trainscale.benchmark.table import baseline_of
+from trainscale.config.options import option_leaves
 from trainscale.errors import ConfigError
 from trainscale.reporting import ReportError
 from trainscale.reporting.build import build_report, load_report_data
@@ -123,14 +125,17 @@ def bench(
     check_main_guard("bench")
     given = {"workload": workload, "store": store, "progress": progress}
     given.update(script=script, script_args=script_args)
-    leave_out = ("workload", "store", "listener", "script", "script_args")
-    checked = check_arguments("bench", {**given, **options}, (bench, ()), (run_bench, leave_out))
+    leave_out = ("workload", "store", "listener", "script", "script_args", "options")
+    sources = ((bench, ()), (run_bench, leave_out), (BenchOptions, ()))
+    checked = check_arguments("bench", {**given, **options}, *sources)
     options = {key: value for key, value in checked.items() if key not in given}
+    length = {key: options.pop(key) for key in list(options) if key in option_leaves(BenchOptions)}
     if script is not None and workload is not None:
         raise ConfigError("bench() takes a workload or script=..., not both")
     listener = BenchLines() if progress else None
     result = run_bench(
         "mnist-cnn" if workload is None else workload_text(workload),
+        options=BenchOptions(**length),
         store=_path(store),
         listener=listener,
         script=None if script is None else os.fspath(script),

@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder, rotation
+from trainscale.benchmark.options import (
+    DEFAULT_ROUNDS,
+    DEFAULT_STEPS,
+    QUICK_ROUNDS,
+    QUICK_STEPS,
+    BenchOptions,
+)
 from trainscale.benchmark.script_target import ScriptTarget, batch_text
 from trainscale.benchmark.table import (
     RungResult,
@@ -39,14 +46,6 @@ from trainscale.runner.data_choice import DataChoice, prepare_real
 if TYPE_CHECKING:
     from trainscale.workloads.base import Workload
 
-DEFAULT_STEPS = 100
-"""Training steps of a throughput rung, over all its rounds."""
-QUICK_STEPS = 30
-"""Training steps of a throughput rung with `quick`, over all its rounds."""
-DEFAULT_ROUNDS = 5
-"""Rounds of the ladder: every rung runs once a round, DEFAULT_STEPS / rounds steps a run."""
-QUICK_ROUNDS = 2
-"""Rounds of the ladder with `quick`."""
 DEFAULT_OUT = "trainscale-bench.md"
 """Where the Markdown table is written by default."""
 BUSY_HINT = "stop it, or run the bench again when the machine is quiet"
@@ -397,14 +396,11 @@ def workload_base(
 def run_bench(
     workload: str = "mnist-cnn",
     *,
+    options: BenchOptions | None = None,
     framework: str = "pytorch",
     data: DataChoice = "auto",
     data_dir: str | None = None,
     download: bool = True,
-    steps: int | None = None,
-    rounds: int | None = None,
-    max_extra_rounds: int | None = None,
-    quick: bool = False,
     store: str | Path | None = None,
     out: str | Path | None = DEFAULT_OUT,
     listener: BenchListener | None = None,
@@ -413,9 +409,10 @@ def run_bench(
 ) -> BenchResult:
     """Measure the ladder of settings for `workload` on this machine, store every run.
 
-    Everything a user can get wrong (the workload, `steps`, `rounds`, `out`, the store, the
-    data) fails before the first rung. Each rung trains `steps` steps (default 100, `quick`
-    30) at the recipe's global batch, split over `rounds` rounds (default 5, `quick` 2):
+    Everything a user can get wrong (the workload, the options, `out`, the store, the data)
+    fails before the first rung. Each rung trains `options.steps` steps (default 100,
+    `quick` 30) at the recipe's global batch, split over `options.rounds` rounds (default
+    5, `quick` 2):
     every round runs each rung once, back to back, starting at rung r mod n in round r, and
     each run is stored with its round as its `repeat_index`. Speedups are paired within
     rounds (`metrics.paired`). A round with a run on a busy machine (other work on its
@@ -445,9 +442,11 @@ def run_bench(
     spec = None if target is not None else get_workload(workload)
     if target is None:
         require(framework)  # every rung needs it: one line now, not a table of failed rungs
-    steps = bench_steps(steps, quick)
-    rounds = bench_rounds(rounds, quick, steps)
-    max_extra = bench_extra_rounds(max_extra_rounds, rounds)
+    options = options or BenchOptions()
+    quick = options.quick
+    steps = bench_steps(options.steps, quick)
+    rounds = bench_rounds(options.rounds, quick, steps)
+    max_extra = bench_extra_rounds(options.max_extra_rounds, rounds)
     out_path = Path(out) if out is not None else None
     if out_path is not None:
         check_out_file(out_path)

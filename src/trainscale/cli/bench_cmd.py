@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from trainscale.benchmark.run import (
-    DEFAULT_OUT,
-    DEFAULT_ROUNDS,
-    DEFAULT_STEPS,
-    QUICK_ROUNDS,
-    QUICK_STEPS,
-)
+from trainscale.benchmark.options import BenchOptions
+from trainscale.benchmark.run import DEFAULT_OUT
 from trainscale.cli.bench_progress import Progress
 from trainscale.cli.common import add_data_choice_argument, add_store_argument
 from trainscale.cli.values import given_name
-from trainscale.config.cli import add_option_arguments
+from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -51,38 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(script_args=None)  # after `--`: the script's own (cli/__init__.py)
     parser.add_argument("--workload", help="workload (default: mnist-cnn)")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"{QUICK_STEPS} steps a rung in {QUICK_ROUNDS} rounds and no full-recipe accuracy run",
-    )
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        metavar="N",
-        help="rounds to split each rung's steps over, every rung once a round (default: "
-        f"{DEFAULT_ROUNDS}; --quick {QUICK_ROUNDS}); more rounds, a narrower interval",
-    )
-    parser.add_argument(
-        "--max-extra-rounds",
-        type=int,
-        metavar="N",
-        help="on a busy machine (other work on the cores), measure up to N more rounds "
-        "until as many rounds as planned are quiet (default: as many as --rounds; 0: "
-        "never); busy rounds are left out of the speedups, and where none is quiet the "
-        "ratios are shown marked not trusted",
-    )
+    add_declared_options(parser, BenchOptions)
     add_data_choice_argument(
         parser, help="auto = real data when found, else synthetic with a warning"
     )
-    add_option_arguments(
-        parser,
-        only=("framework", "steps", "data_dir", "download"),
-        help_overrides={
-            "steps": f"training steps per throughput rung over all rounds, a whole number >= 1 "
-            f"(default: {DEFAULT_STEPS}; --quick {QUICK_STEPS})"
-        },
-    )
+    add_option_arguments(parser, only=("framework", "data_dir", "download"))
     add_store_argument(parser, as_path=False)
     parser.add_argument(
         "--out",
@@ -109,14 +77,11 @@ def run(args: argparse.Namespace) -> int:
         workload,
         script=script,
         script_args=args.script_args or (),
+        options=declared_from_args(BenchOptions, args),
         framework=args.framework,
         data=args.data,
         data_dir=args.data_dir,
         download=args.download,
-        steps=args.steps,
-        rounds=args.rounds,
-        max_extra_rounds=args.max_extra_rounds,
-        quick=args.quick,
         store=args.store,
         out=args.out,
         listener=Progress(console),

@@ -18,7 +18,7 @@ DEFAULT_STALENESS_SPREAD = 0.2
 """Sigma of the lognormal compute time of one gradient (mean 1): about +-20% jitter."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EmulationOptions:
     """emulation: the worker counts to emulate and how they would optimise (None: the
     default for the mode)."""

@@ -32,7 +32,7 @@ def parse_bytes(text: str) -> int:
     return int(match["number"]) * _UNITS[match["unit"].upper()]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProbeOptions:
     """What the user asked for; None means "the default for the device and --quick"."""
 

@@ -22,7 +22,7 @@ SEARCH_FIELDS = (
 """The options of the search itself (the others are the accuracy check's)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecommendOptions:
     """How long and how wide the search is, and how accuracy is checked; None means "the
     default for --quick"."""
