@@ -55,6 +55,7 @@ def _v6_store(path: Path, config: RunConfig) -> dict:
     plan = [
         {"item": 0, "label": "seed=0", "config_hash": V6_HASH, "repeat": 0},
         {"item": 1, "label": "seed=1", "config_hash": V6_UNRUN_HASH, "repeat": 0},
+        {"item": 2, "label": "edited by hand", "config_hash": ["not", "a", "hash"]},
     ]
     with RunStore(path) as store:
         store.create_sweep("sweep-v6", "old", "old.toml", "spec", {"base": {}}, plan)
@@ -82,6 +83,7 @@ def test_a_schema_6_store_rehashes_its_runs_and_their_sweeps_plans(tmp_path: Pat
         assert plan[0]["config_hash"] == swept.config_hash
         # A planned run never made keeps its old hash (nothing to recompute it from).
         assert plan[1]["config_hash"] == V6_UNRUN_HASH
+        assert plan[2]["config_hash"] == ["not", "a", "hash"]  # left for its readers to refuse
         assert store.get_run("emulated").config_hash == settings_hash(emulated)
         assert store.get_run("alone").config_hash is None
     conn = sqlite3.connect(path)

@@ -42,8 +42,9 @@ def migrate_settings_hashes(conn: sqlite3.Connection) -> int:
         if not isinstance(plan, list):
             continue
         for entry in plan:
-            key = (sweep_id, entry.get("config_hash") if isinstance(entry, dict) else None)
-            if key in renamed:
+            stored = entry.get("config_hash") if isinstance(entry, dict) else None
+            key = (sweep_id, stored)
+            if isinstance(stored, str) and key in renamed:
                 entry["config_hash"] = renamed[key]
         conn.execute(
             "UPDATE sweeps SET plan_json = ? WHERE sweep_id = ?",
