@@ -16,6 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from trainscale.models.dbn import DeepBeliefNet  # noqa: E402
 from trainscale.models.jax import FlaxTwin, init_variables  # noqa: E402
+from trainscale.models.jax import dbn_pretrain as jax_cd  # noqa: E402
 from trainscale.models.jax.recurrent import Direction  # noqa: E402
 from trainscale.models.jax.resnet_cifar import ResNetCifar  # noqa: E402
 from trainscale.parallel.distenv import DistEnv  # noqa: E402
@@ -23,7 +24,6 @@ from trainscale.parallel.sharding import Sharding  # noqa: E402
 from trainscale.parallel.strategy import make_strategy  # noqa: E402
 from trainscale.workloads import JAX, builtin_workload_names, get_workload  # noqa: E402
 from trainscale.workloads import dbn_pretrain as torch_cd  # noqa: E402
-from trainscale.workloads import dbn_pretrain_jax as jax_cd  # noqa: E402
 
 from tests.helpers.tiny import tiny_config  # noqa: E402
 

@@ -14,9 +14,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from trainscale.models.tensorflow import KerasTwin  # noqa: E402
+from trainscale.models.tensorflow import dbn_pretrain as tf_cd  # noqa: E402
 from trainscale.workloads import TENSORFLOW, builtin_workload_names, get_workload  # noqa: E402
 from trainscale.workloads import dbn_pretrain as torch_cd  # noqa: E402
-from trainscale.workloads import dbn_pretrain_tensorflow as tf_cd  # noqa: E402
 from trainscale.workloads.dbn_pretrain import CdSettings  # noqa: E402
 
 from tests.helpers.tf_tiny import fix_tensorflow_threads  # noqa: E402

@@ -17,34 +17,12 @@ generator), so runs agree in distribution, not bit for bit.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
 
 from trainscale.models.dbn import DeepBeliefNet, Rbm
-
-
-@dataclass(frozen=True)
-class CdSettings:
-    """How each RBM of the stack is trained."""
-
-    epochs: int
-    """Passes over the training set per RBM (0 = no pre-training)."""
-    lr: float
-    """Step size on the batch-mean CD statistics (independent of the number of workers)."""
-    k: int = 1
-    """Gibbs steps in the negative phase (CD-k)."""
-    persistent: bool = False
-    """Persistent CD (Tieleman 2008): the negative chains carry over between updates."""
-    weight_decay: float = 2e-4
-    """L2 penalty on the weights (not the biases), as Hinton et al. 2006 used."""
-    momentum: float = 0.9
-    initial_momentum: float = 0.5
-    """Momentum during each RBM's first epoch: the early statistics change quickly."""
-    sample: bool = True
-    """Draw binary hidden states in the negative phase; False = mean-field (deterministic)."""
-    seed: int = 0
+from trainscale.models.dbn_cd import CdSettings, stack_figures
 
 
 def _sample(probs: torch.Tensor, generator: torch.Generator, sample: bool) -> torch.Tensor:
@@ -205,24 +183,6 @@ def train_rbm(
         if log is not None:
             log(f"epoch {epoch + 1}/{settings.epochs}  reconstruction error {error:.5f}")
     return {"reconstruction_error": error, "num_steps": steps}
-
-
-def stack_figures(
-    settings: CdSettings, global_batch_size: int, layers: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The figures a CD pre-training stores in its run's summary, the same in every
-    framework: its settings, the global batch, and `layers` (each layer's time and final
-    reconstruction error, filled in as they train)."""
-    return {
-        "method": f"{'persistent ' if settings.persistent else ''}CD-{settings.k}",
-        "cd_k": settings.k,
-        "persistent": settings.persistent,
-        "epochs_per_layer": settings.epochs,
-        "lr": settings.lr,
-        "weight_decay": settings.weight_decay,
-        "global_batch_size": global_batch_size,
-        "layers": layers,
-    }
 
 
 def pretrain_stack(

@@ -228,7 +228,7 @@ def flax_twin(meta: Mapping[str, Any]) -> Any:
 def keras_pretrain(model: Any, context: TwinPretraining) -> dict[str, Any]:
     """Greedy CD pre-training of the Keras twin, as `pretrain` runs it in PyTorch: this
     worker's shard in the trainer's order, the statistics averaged over the global batch."""
-    from trainscale.workloads.dbn_pretrain_tensorflow import pretrain_stack as keras_stack
+    from trainscale.models.tensorflow.dbn_pretrain import pretrain_stack as keras_stack
 
     return keras_stack(
         model,
@@ -247,8 +247,8 @@ def keras_pretrain(model: Any, context: TwinPretraining) -> dict[str, Any]:
 def flax_pretrain(variables: Any, context: TwinPretraining) -> tuple[Any, dict[str, Any]]:
     """Greedy CD pre-training of the flax twin's variables, as `pretrain` runs it in
     PyTorch (each layer's epochs in the trainer's order with that layer's seed)."""
-    from trainscale.workloads.dbn_pretrain_jax import pretrain_stack as flax_stack
-    from trainscale.workloads.dbn_pretrain_jax import shuffle_seed
+    from trainscale.models.jax.dbn_pretrain import pretrain_stack as flax_stack
+    from trainscale.models.jax.dbn_pretrain import shuffle_seed
 
     settings = cd_settings(context.config)
     num_train, local_batch = context.train_x.shape[0], context.local_batch

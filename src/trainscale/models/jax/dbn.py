@@ -3,7 +3,7 @@
 Each sigmoid layer is an RBM: `kernel` (visible x hidden) and `bias` (the hidden bias) are
 trained parameters. The RBM's visible bias lives in the separate `"rbm"` variable collection,
 as the torch model keeps it in a buffer: only CD pre-training
-(trainscale.workloads.dbn_pretrain_jax) reads and changes it, so an optimizer given
+(trainscale.models.jax.dbn_pretrain) reads and changes it, so an optimizer given
 `variables["params"]` carries no state for it, and the forward pass does not need it.
 """
 

@@ -2,7 +2,7 @@
 
 Each RBM is a layer whose up-pass is the classifier's sigmoid hidden layer; its visible
 bias is a non-trainable variable (only contrastive-divergence pre-training,
-`trainscale.workloads.dbn_pretrain_tensorflow`, changes it), as the torch model keeps it
+`trainscale.models.tensorflow.dbn_pretrain`, changes it), as the torch model keeps it
 in a buffer.
 """
 

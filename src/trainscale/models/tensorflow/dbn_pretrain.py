@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import torch
 
-from trainscale.workloads.dbn_pretrain import CdSettings, stack_figures
+from trainscale.models.dbn_cd import CdSettings, stack_figures
 
 Average = Callable[[np.ndarray], np.ndarray]
 Order = Callable[[int, int, int], np.ndarray]

@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from trainscale.models.dbn_cd import CdSettings, stack_figures
 from trainscale.models.jax.dbn import RBM_COLLECTION, rbm_name
-from trainscale.workloads.dbn_pretrain import CdSettings, stack_figures
 
 Batches = Callable[[int, int], np.ndarray]
 """(layer, epoch) -> this worker's batches as row indices, shape (steps, per-worker batch)."""
