@@ -13,6 +13,8 @@ from trainscale.runner.resolve import resolve
 from trainscale.train.lr import scaled_lr
 from trainscale.workloads import get_workload
 
+from tests.helpers.hashed_configs import serial_config
+
 
 @pytest.mark.parametrize(
     ("changes", "fragment"),
@@ -116,15 +118,6 @@ def test_an_unknown_key_in_a_flat_config_is_refused():
 
 
 def _two_configs() -> tuple[RunConfig, RunConfig]:
-    serial = RunOptions.of(
-        "mnist-cnn",
-        workers=2,
-        threads_per_worker=1,
-        data="synthetic",
-        precision="fp32",
-        epochs=2.0,
-        warmup_fraction=0.3,
-    )
     nodes = RunOptions.of(
         "mnist-dbn",
         nnodes=2,
@@ -135,7 +128,7 @@ def _two_configs() -> tuple[RunConfig, RunConfig]:
         workload_options={"cd_k": "3"},
         precision="fp32",
     )
-    return resolve(serial, available_cores=[0, 1]), resolve(nodes, available_cores=[0, 1])
+    return serial_config(), resolve(nodes, available_cores=[0, 1])
 
 
 def test_the_settings_hash_is_that_of_the_runs_already_stored():

@@ -6,31 +6,19 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from trainscale.config.options import EMULATION_KEY, RunConfig, RunOptions, settings_hash
+from trainscale.config.options import EMULATION_KEY, RunConfig, settings_hash
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
-from trainscale.runner.resolve import resolve
 from trainscale.sweeps.execute import open_sweep
 from trainscale.sweeps.plan import make_plan
 from trainscale.sweeps.spec import parse_spec
 
+from tests.helpers.hashed_configs import serial_config
+
 V6_HASH = "53bcb0f8d4a226d9"
-"""The hash schema 6 stored for `_config()` (that version hashed every setting but five)."""
+"""The hash schema 6 stored for `serial_config()` (that version hashed every setting but five)."""
 V6_UNRUN_HASH = "feedfeedfeedfeed"
 """A planned run's hash in a schema-6 sweep that never made it."""
-
-
-def _config() -> RunConfig:
-    options = RunOptions.of(
-        "mnist-cnn",
-        workers=2,
-        threads_per_worker=1,
-        data="synthetic",
-        precision="fp32",
-        epochs=2.0,
-        warmup_fraction=0.3,
-    )
-    return resolve(options, available_cores=[0, 1])
 
 
 def _create(store: RunStore, run_id: str, config: dict, config_hash: str | None, **kw) -> None:
@@ -73,7 +61,7 @@ def _v6_store(path: Path, config: RunConfig) -> dict:
 
 def test_a_schema_6_store_rehashes_its_runs_and_their_sweeps_plans(tmp_path: Path) -> None:
     path = tmp_path / "v6.db"
-    config = _config()
+    config = serial_config()
     emulated = _v6_store(path, config)
     with RunStore(path) as store:
         swept = store.get_run("swept")
@@ -94,7 +82,7 @@ def test_a_schema_6_store_rehashes_its_runs_and_their_sweeps_plans(tmp_path: Pat
 
 
 def test_an_emulations_hash_covers_its_emulation_settings() -> None:
-    flat = _config().flat()
+    flat = serial_config().flat()
     serial = settings_hash({**flat, EMULATION_KEY: {"workers": 8, "mode": "serial"}})
     threads = settings_hash({**flat, EMULATION_KEY: {"workers": 8, "mode": "threads"}})
     assert len({serial, threads, settings_hash(flat)}) == 3
