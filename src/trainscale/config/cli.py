@@ -205,7 +205,6 @@ def add_declared_options(
     cls: type,
     *,
     only: Iterable[str] | None = None,
-    help_overrides: Mapping[str, str] | None = None,
 ) -> None:
     """Add the options a command's own options dataclass declares to `target` (a parser or
     an argument group), as run options are added: each field made with `option()` is an
@@ -213,10 +212,9 @@ def add_declared_options(
     without a default is a required option. `only` adds those fields (the rest go in another
     group, by another call). `declared_from_args` reads them all back."""
     wanted = None if only is None else set(only)
-    overrides = dict(help_overrides or {})
     for leaf in option_leaves(cls).values():
         if wanted is None or leaf.key in wanted:
-            _add_leaf(target, leaf, cls, overrides.get(leaf.key), {})
+            _add_leaf(target, leaf, cls, None, {})
 
 
 def declared_from_args(cls: type[T], args: argparse.Namespace) -> T:
