@@ -238,8 +238,9 @@ def test_bad_cluster_files(tmp_path, store_path, capsys, edit, message):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--workers", "0"], "--workers takes whole numbers >= 1"),
-        (["--workers", "1,two"], "--workers takes whole numbers >= 1"),
+        (["--workers", "0"], "argument --workers: takes whole numbers >= 1"),
+        (["--workers", "1,two"], "argument --workers: takes whole numbers >= 1"),
+        (["--threads-per-worker", "0"], "--threads-per-worker must be at least 1, got 0"),
         (["--workers", "4"], "4 workers do not fit"),
         (["--calibrate-from", run_id(5)], "is of workload tweets-text, not mnist-cnn"),
         (["--calibrate-from", run_id(10)], "is an accuracy emulation"),
@@ -266,6 +267,13 @@ def test_other_mistakes(store_path, tmp_path, capsys):
     assert "no results store" in one_error_line(capsys)
     assert run_cli(["predict-time-to-accuracy", "tweets-text", "--store", str(store_path)]) == 2
     assert "no completed emulation of tweets-text" in one_error_line(capsys)
+    validate = ["simulate", "--validate", "--store", str(store_path)]
+    assert run_cli([*validate, "--workers", "1,2"]) == 2
+    assert "--workers is for predictions" in one_error_line(capsys)
+    assert run_cli([*validate, "--precision", "bf16"]) == 2
+    assert "--precision is for predictions" in one_error_line(capsys)
+    assert run_cli(["simulate", "--list-published", "--cluster", "cpu-25gbe"]) == 2
+    assert "--cluster does not apply to a published table" in one_error_line(capsys)
     samples = ["--samples", str(10**12), "--store", str(store_path)]
     assert run_cli(["predict-time-to-accuracy", "mnist-cnn", *samples]) == 2
     assert "--samples must be at most 100,000" in one_error_line(capsys)

@@ -17,6 +17,7 @@ from trainscale.benchmark.options import (
     BenchOptions,
 )
 from trainscale.config.cli import add_declared_options, declared_from_args, field_docs
+from trainscale.config.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES
 from trainscale.config.options import option, option_leaves
 from trainscale.config.values import comma_names
 from trainscale.emulate.options import (
@@ -29,6 +30,7 @@ from trainscale.recommend.options import RecommendOptions
 from trainscale.recommend.run import search_settings
 from trainscale.recommend.search import DEFAULT_RUNG_STEPS
 from trainscale.recommend.space import BATCH_MULTIPLIERS
+from trainscale.simulate.options import MonteCarloOptions, ScalingOptions, StepModelOptions
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,39 @@ def test_the_help_is_the_field_docstring_with_its_default() -> None:
     assert "how many, >= 1" in text and "seconds at most (default: 2)" in " ".join(text.split())
 
 
-@pytest.mark.parametrize("cls", [ProbeOptions, EmulationOptions, RecommendOptions, BenchOptions])
+@dataclass(frozen=True)
+class Runs:
+    ids: tuple[str, ...] = option((), metavar="ID", many=True)
+    """runs, one or more"""
+    per_worker: int | None = option(None, exclusive="batch")
+    """one worker's batch"""
+    overall: int | None = option(None, exclusive="batch")
+    """the global batch"""
+
+
+def test_a_many_valued_field_takes_the_values_after_its_flag() -> None:
+    args = _parser(Runs).parse_args(["--ids", "a", "b", "--per-worker", "8"])
+    assert declared_from_args(Runs, args) == Runs(ids=("a", "b"), per_worker=8)
+    assert declared_from_args(Runs, _parser(Runs).parse_args([])) == Runs()
+
+
+def test_fields_sharing_an_exclusive_name_are_mutually_exclusive() -> None:
+    with pytest.raises(argparse.ArgumentError, match="not allowed with argument --per-worker"):
+        _parser(Runs).parse_args(["--per-worker", "8", "--overall", "16"])
+
+
+COMMAND_OPTIONS = [
+    ProbeOptions,
+    EmulationOptions,
+    RecommendOptions,
+    BenchOptions,
+    StepModelOptions,
+    ScalingOptions,
+    MonteCarloOptions,
+]
+
+
+@pytest.mark.parametrize("cls", COMMAND_OPTIONS)
 def test_every_field_of_a_commands_options_is_an_option_with_help(cls: type) -> None:
     # Built by name (as bench() in Python takes them): a field order change breaks nothing.
     assert all(item.kw_only for item in fields(cls))
@@ -95,6 +129,10 @@ def test_the_defaults_the_help_names_are_the_code_s() -> None:
     assert f"(default: {DEFAULT_STEPS}; --quick {QUICK_STEPS})" in bench
     assert f"(default: {DEFAULT_ROUNDS}; --quick {QUICK_ROUNDS})" in bench
     assert f"{QUICK_STEPS} steps a rung in {QUICK_ROUNDS} rounds" in bench
+    monte_carlo = " ".join(_parser(MonteCarloOptions).format_help().split())
+    assert f"1 to {MAX_MONTE_CARLO_SAMPLES:,} (default: {DEFAULT_MONTE_CARLO_SAMPLES})" in (
+        monte_carlo
+    )
     quick = search_settings(RecommendOptions(quick=True))
     assert (quick.warmup_steps, quick.accuracy_epochs) == (3, 0.1)
     assert search_settings(RecommendOptions()).accuracy_epochs == 0.25

@@ -9,9 +9,14 @@ import pytest
 from trainscale.cli import main
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.store import RunStore
+from trainscale.simulate.options import (
+    MonteCarloOptions,
+    ScalingOptions,
+    StepModelOptions,
+    given_flags,
+)
 from trainscale.simulate.run import (
     ScalingResult,
-    check_simulation_inputs,
     cluster_presets,
     simulate_scaling,
     time_to_accuracy,
@@ -20,6 +25,8 @@ from trainscale.simulate.run import (
 
 from tests.helpers.simulate import add_emulation, add_measured_run, run_id
 
+PRESET = StepModelOptions(cluster="cpu-25gbe")
+FEW = MonteCarloOptions(samples=200)
 BREAKDOWN = {"data": 0.001, "forward": 0.03, "backward": 0.06, "optimizer": 0.009}
 
 
@@ -37,8 +44,9 @@ def store_path(tmp_path):
 
 
 def test_scaling_on_a_preset_matches_the_command_json(store_path, tmp_path, capsys):
+    scaling = ScalingOptions(workers=(2, 1, 2))
     result = simulate_scaling(
-        "mnist-cnn", cluster="cpu-25gbe", workers="1,2", samples=200, store=store_path
+        "mnist-cnn", model=PRESET, scaling=scaling, monte_carlo=FEW, store=store_path
     )
     assert isinstance(result, ScalingResult)
     assert [p.workers for p in result.predictions] == [1, 2] and result.plots == []
@@ -46,27 +54,64 @@ def test_scaling_on_a_preset_matches_the_command_json(store_path, tmp_path, caps
     assert main([*argv, "--samples", "200", "--store", str(store_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(result.to_dict()))
     plotted = simulate_scaling(
-        "mnist-cnn", cluster="cpu-25gbe", workers=[1, 2], samples=200, plot_dir=tmp_path / "p"
+        "mnist-cnn",
+        model=PRESET,
+        scaling=scaling,
+        monte_carlo=FEW,
+        store=store_path,
+        plot_dir=tmp_path / "p",
     )
     assert plotted.plots and all((tmp_path / "p").joinpath(p).exists() for p in plotted.plots)
 
 
 def test_validation_and_time_to_accuracy_read_the_store(store_path):
-    report = validate_simulator(samples=200, store=store_path).report
+    report = validate_simulator(monte_carlo=FEW, store=store_path).report
     assert [row.run_id for row in report.rows] == [run_id(3)]
-    rows = time_to_accuracy("mnist-cnn", cluster="cpu-25gbe", samples=200, store=store_path).rows
+    rows = time_to_accuracy("mnist-cnn", model=PRESET, monte_carlo=FEW, store=store_path).rows
     assert sorted(row.setting.workers for row in rows) == [1, 2]
     with pytest.raises(TrainscaleError, match="no completed emulation of mnist-cnn with tag"):
         time_to_accuracy("mnist-cnn", emulation="nope", store=store_path)
 
 
-def test_inputs_are_checked_in_one_line_each():
+def test_inputs_are_checked_in_one_line_each_when_made():
     with pytest.raises(ConfigError, match="--batch-size must be at least 1, got 0"):
-        check_simulation_inputs(batch_size=0, samples=0)
+        ScalingOptions(batch_size=0)
+    with pytest.raises(ConfigError, match="--workers takes whole numbers >= 1"):
+        ScalingOptions(workers=(1, 0))
+    with pytest.raises(ConfigError, match="--batch-size or --global-batch-size, not both"):
+        ScalingOptions(batch_size=8, global_batch_size=16)
+    with pytest.raises(ConfigError, match="--bucket-cap-mb must be positive, got 0"):
+        ScalingOptions(bucket_cap_mb=0)
     with pytest.raises(ConfigError, match="--samples must be at least 1"):
-        check_simulation_inputs(samples=0)
+        MonteCarloOptions(samples=0)
     with pytest.raises(ConfigError, match=r"--straggler-sigma must be in \[0, 5\), got 5"):
-        simulate_scaling("mnist-cnn", straggler_sigma=5)
+        StepModelOptions(straggler_sigma=5)
+    with pytest.raises(ConfigError, match="--threads-per-worker must be at least 1"):
+        StepModelOptions(threads_per_worker=0)
+    assert StepModelOptions(calibrate_from="abc").calibrate_from == ("abc",)
     presets = cluster_presets()
     assert "cpu-25gbe" in {p.name for p in presets.presets}
     assert presets.to_dict()["generated"] == ["local"]
+
+
+def test_the_flags_given_are_those_off_their_default():
+    assert given_flags(StepModelOptions()) == []
+    given = StepModelOptions(cluster="cpu-25gbe", precision="bf16", straggler_sigma=0.0)
+    assert given_flags(given) == ["--cluster", "--precision", "--straggler-sigma"]
+    assert given_flags(given, ["precision", "device"]) == ["--precision"]
+
+
+@pytest.mark.parametrize(
+    ("model", "flag"),
+    [
+        (StepModelOptions(nodes=2), "--nodes"),
+        (StepModelOptions(precision="bf16"), "--precision"),
+        (StepModelOptions(algorithm="tree"), "--algorithm"),
+        (StepModelOptions(device="cuda"), "--device"),
+    ],
+)
+def test_a_validation_refuses_what_only_a_prediction_uses(store_path, model, flag):
+    # Each run is predicted on its own machine at its own precision: a prediction's option
+    # given to a validation would be ignored, so it is refused by name.
+    with pytest.raises(ConfigError, match=f"^{flag} is for predictions"):
+        validate_simulator(model=model, monte_carlo=FEW, store=store_path)

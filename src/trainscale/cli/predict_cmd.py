@@ -5,16 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from trainscale.cli.common import (
-    SIMULATED_PRECISION_HELP,
-    add_cluster_argument,
-    add_json_argument,
-    add_monte_carlo_arguments,
-    add_plot_argument,
-    add_step_model_arguments,
-    add_store_argument,
-)
-from trainscale.config.cli import add_option_arguments
+from trainscale.cli.common import add_json_argument, add_plot_argument, add_store_argument
+from trainscale.config.cli import add_declared_group, declared_from_args
+from trainscale.simulate.options import MonteCarloOptions, StepModelOptions
 
 EPILOG = """\
 examples:
@@ -43,23 +36,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("workload", help="workload name (see `trainscale workloads`)")
-    add_cluster_argument(parser, default="local", where="local")
     parser.add_argument(
         "--emulation",
         metavar="ID",
         help="only the runs of this emulation (its id, as in the tag emulate:ID)",
     )
-    add_step_model_arguments(parser)
-    add_option_arguments(
-        parser,
-        only=("precision",),
-        help_overrides={"precision": SIMULATED_PRECISION_HELP},
-        defaults={"precision": "fp32"},
-    )
-    add_monte_carlo_arguments(parser)
-    add_store_argument(parser)
-    add_json_argument(parser)
-    add_plot_argument(parser)
+    add_declared_group(parser, StepModelOptions)
+    add_declared_group(parser, MonteCarloOptions)
+    out = parser.add_argument_group("output")
+    add_store_argument(out)
+    add_json_argument(out)
+    add_plot_argument(out)
     parser.set_defaults(handler=run)
 
 
@@ -69,17 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = time_to_accuracy(
         args.workload,
-        cluster=args.cluster,
-        nodes=args.nodes,
+        model=declared_from_args(StepModelOptions, args),
         emulation=args.emulation,
-        calibrate_from=args.calibrate_from or (),
-        precision=args.precision,
-        device=args.device,
-        threads_per_worker=args.threads_per_worker,
-        algorithm=args.algorithm,
-        straggler_sigma=args.straggler_sigma,
-        samples=args.samples,
-        seed=args.seed,
+        monte_carlo=declared_from_args(MonteCarloOptions, args),
         store=args.store,
         plot_dir=args.plot,
     )

@@ -5,19 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from trainscale.cli.common import (
-    SIMULATED_PRECISION_HELP,
-    add_cluster_argument,
-    add_json_argument,
-    add_monte_carlo_arguments,
-    add_plot_argument,
-    add_step_model_arguments,
-    add_store_argument,
-)
+from trainscale.cli.common import add_json_argument, add_plot_argument, add_store_argument
 from trainscale.cli.simulate_output import print_result
 from trainscale.cli.simulate_published import add_published_arguments, run_published
-from trainscale.config.cli import add_option_arguments
+from trainscale.config.cli import add_declared_group, declared_from_args
 from trainscale.errors import ConfigError
+from trainscale.simulate.options import (
+    MonteCarloOptions,
+    ScalingOptions,
+    StepModelOptions,
+    refuse_given,
+)
 
 EPILOG = """\
 examples:
@@ -54,76 +52,49 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "workload", nargs="?", help="workload name (`trainscale workloads`) or script:NAME.py"
     )
-    add_cluster_argument(
-        parser, default=None, where="local; with --validate: each run's own machine"
+    add_declared_group(parser, StepModelOptions)
+    add_declared_group(parser, ScalingOptions)
+    add_declared_group(parser, MonteCarloOptions)
+    validation = parser.add_argument_group(
+        "validation",
+        "predict stored measured runs instead, each on its own machine (or on --cluster)",
     )
-    parser.add_argument(
-        "--workers",
-        metavar="N,N,...",
-        help="worker counts to predict, each >= 1 (default: powers of two up to the "
-        "cluster's devices)",
-    )
-    add_step_model_arguments(parser)
-    add_option_arguments(
-        parser,
-        only=("batch_size", "global_batch_size", "precision", "bucket_cap_mb"),
-        help_overrides={
-            "batch_size": "per-worker batch, >= 1, kept as workers grow (default: the "
-            "calibration runs')",
-            "global_batch_size": "global batch, >= 1, split over the workers (strong scaling)",
-            "precision": SIMULATED_PRECISION_HELP,
-            "bucket_cap_mb": "DDP bucket size in MiB, > 0 (default: torch's 25, first bucket 1)",
-        },
-        defaults={"precision": "fp32"},
-    )
-    add_monte_carlo_arguments(parser)
-    parser.add_argument(
+    validation.add_argument(
         "--validate",
         action="store_true",
         help="predict every stored measured run not used for calibration, with the error",
     )
-    parser.add_argument("--tag", help="with --validate: only runs with this tag")
-    parser.add_argument("--sweep", metavar="SWEEP_ID", help="with --validate: only this sweep")
-    parser.add_argument(
+    validation.add_argument("--tag", help="with --validate: only runs with this tag")
+    validation.add_argument("--sweep", metavar="SWEEP_ID", help="with --validate: only this sweep")
+    add_published_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument(
         "--list-clusters", action="store_true", help="list the cluster presets and exit"
     )
-    add_published_arguments(parser)
-    add_store_argument(parser)
-    add_json_argument(parser)
-    add_plot_argument(parser)
+    add_store_argument(out)
+    add_json_argument(out)
+    add_plot_argument(out)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from trainscale.simulate import run as simulator
 
-    published = run_published(args)
+    model = declared_from_args(StepModelOptions, args)
+    scaling = declared_from_args(ScalingOptions, args)
+    monte_carlo = declared_from_args(MonteCarloOptions, args)
+    published = run_published(args, monte_carlo, unused=(model, scaling))
     if published is not None:
         return published
-    simulator.check_simulation_inputs(
-        samples=args.samples,
-        threads_per_worker=args.threads_per_worker,
-        straggler_sigma=args.straggler_sigma,
-        bucket_cap_mb=args.bucket_cap_mb,
-        batch_size=args.batch_size,
-        global_batch_size=args.global_batch_size,
-    )
-    common = {
-        "calibrate_from": args.calibrate_from or (),
-        "straggler_sigma": args.straggler_sigma,
-        "samples": args.samples,
-        "seed": args.seed,
-        "store": args.store,
-        "plot_dir": args.plot,
-    }
+    common = {"monte_carlo": monte_carlo, "store": args.store, "plot_dir": args.plot}
     result: Any
     if args.list_clusters:
         result = simulator.cluster_presets()
     elif args.validate:
-        if args.nodes:
-            raise ConfigError("--nodes is for predictions; --validate uses each run's machine")
+        why = "is for predictions; --validate predicts each run at its own workers and batch"
+        refuse_given(scaling, None, why)
         result = simulator.validate_simulator(
-            workload=args.workload, cluster=args.cluster, tag=args.tag, sweep=args.sweep, **common
+            workload=args.workload, model=model, tag=args.tag, sweep=args.sweep, **common
         )
     else:
         if not args.workload:
@@ -132,18 +103,5 @@ def run(args: argparse.Namespace) -> int:
         simulator.check_target(args.workload)
         if args.tag or args.sweep:
             raise ConfigError("--tag and --sweep select runs for --validate only")
-        result = simulator.simulate_scaling(
-            args.workload,
-            cluster=args.cluster or "local",
-            nodes=args.nodes,
-            workers=args.workers,
-            batch_size=args.batch_size,
-            global_batch_size=args.global_batch_size,
-            precision=args.precision,
-            device=args.device,
-            threads_per_worker=args.threads_per_worker,
-            algorithm=args.algorithm,
-            bucket_cap_mb=args.bucket_cap_mb,
-            **common,
-        )
+        result = simulator.simulate_scaling(args.workload, model=model, scaling=scaling, **common)
     return print_result(result, args.json)

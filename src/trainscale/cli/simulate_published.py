@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from trainscale.cli.simulate_output import print_result, print_table
 from trainscale.cli.values import positive_ints
 from trainscale.errors import ConfigError
+from trainscale.simulate.options import MonteCarloOptions, refuse_given
 
 
 def add_published_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +40,12 @@ def add_published_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_published(args: argparse.Namespace) -> int | None:
-    """Handle the published-table options; None when none was given."""
+def run_published(
+    args: argparse.Namespace, monte_carlo: MonteCarloOptions, *, unused: Sequence[Any]
+) -> int | None:
+    """Handle the published-table options; None when none was given. The options in
+    `unused` (the step model, the scaling) do not apply to a published table: one given is
+    refused."""
     if not (args.fit_to or args.validate_published or args.list_published):
         if args.fit_devices:
             raise ConfigError("--fit-devices goes with --fit-to TABLE")
@@ -48,11 +55,13 @@ def run_published(args: argparse.Namespace) -> int | None:
             "--fit-to, --validate-published and --list-published take no WORKLOAD and go "
             "without --validate and --list-clusters (a table names its model and system)"
         )
+    for options in unused:
+        refuse_given(options, None, "does not apply to a published table (it names its system)")
     if args.list_published:
         return _list(args.json)
     from trainscale.simulate.published_run import fit_published, validate_published
 
-    common = {"samples": args.samples, "seed": args.seed, "plot_dir": args.plot}
+    common = {"samples": monte_carlo.samples, "seed": monte_carlo.seed, "plot_dir": args.plot}
     if args.validate_published:
         if args.fit_to or args.fit_devices:
             raise ConfigError("--validate-published fits every table on its own split")

@@ -153,12 +153,7 @@ def add_option_arguments(
         group = parser.add_argument_group(title, description or None)
         exclusive: dict[str, Any] = {}
         for leaf in group_leaves:
-            target = group
-            name = leaf.item.metadata.get("exclusive")
-            if name:
-                if name not in exclusive:
-                    exclusive[name] = group.add_mutually_exclusive_group()
-                target = exclusive[name]
+            target = _exclusive_target(group, leaf, exclusive)
             _add_leaf(target, leaf, cls, overrides.get(leaf.key), changed)
             declared.append(leaf.key)
     parser.set_defaults(**{DECLARED: tuple(declared)})
@@ -188,6 +183,10 @@ def _add_leaf(
             metavar=metadata.get("metavar"),
             **common,
         )
+    elif metadata.get("many"):
+        target.add_argument(
+            *flags, nargs="+", default=default, metavar=metadata.get("metavar"), **common
+        )
     else:
         choices = literal_choices(leaf.annotation) or None
         target.add_argument(
@@ -212,9 +211,30 @@ def add_declared_options(
     without a default is a required option. `only` adds those fields (the rest go in another
     group, by another call). `declared_from_args` reads them all back."""
     wanted = None if only is None else set(only)
+    exclusive: dict[str, Any] = {}
     for leaf in option_leaves(cls).values():
         if wanted is None or leaf.key in wanted:
-            _add_leaf(target, leaf, cls, None, {})
+            _add_leaf(_exclusive_target(target, leaf, exclusive), leaf, cls, None, {})
+
+
+def add_declared_group(parser: argparse.ArgumentParser, cls: type) -> Any:
+    """An argument group of `parser` titled by the docstring of `cls` ('title: what it
+    is'), holding every option `cls` declares; the group, for a command to add more to."""
+    title, description = _group_title(cls)
+    group = parser.add_argument_group(title, description or None)
+    add_declared_options(group, cls)
+    return group
+
+
+def _exclusive_target(target: Any, leaf: FlatField, made: dict[str, Any]) -> Any:
+    """Where `leaf` goes: `target`, or the mutually exclusive group of `target` named by
+    the leaf's `exclusive` (made once, kept in `made`)."""
+    name = leaf.item.metadata.get("exclusive")
+    if not name:
+        return target
+    if name not in made:
+        made[name] = target.add_mutually_exclusive_group()
+    return made[name]
 
 
 def declared_from_args(cls: type[T], args: argparse.Namespace) -> T:
@@ -222,7 +242,11 @@ def declared_from_args(cls: type[T], args: argparse.Namespace) -> T:
     values: dict[str, Any] = {}
     for leaf in option_leaves(cls).values():
         value = getattr(args, leaf.key)
-        values[leaf.name] = dict(value) if leaf.item.metadata.get("pairs") else value
+        if leaf.item.metadata.get("pairs"):
+            value = dict(value)
+        elif leaf.item.metadata.get("many"):
+            value = tuple(value)
+        values[leaf.name] = value
     return cls(**values)
 
 

@@ -54,6 +54,7 @@ def option(
     negate: bool = False,
     exclusive: str | None = None,
     pairs: bool = False,
+    many: bool = False,
     path: bool = False,
     setting: bool = True,
 ) -> Any:
@@ -70,6 +71,7 @@ def option(
         negate: a boolean whose flag turns it off (`--no-eval` sets `evaluate` to False).
         exclusive: options sharing this name are mutually exclusive on the command line.
         pairs: a repeatable KEY=VALUE option collected into a dict.
+        many: one or more values after the flag (`--calibrate-from A B`), kept as a tuple.
         path: a file or directory, kept as its text (from Python, an os.PathLike is taken).
         setting: False for fields that label or launch a run without changing how it trains
             (left out of `RunConfig.settings_hash`).
@@ -83,6 +85,7 @@ def option(
         "negate": negate,
         "exclusive": exclusive,
         "pairs": pairs,
+        "many": many,
         "path": path,
         "setting": setting,
     }

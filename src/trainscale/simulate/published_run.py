@@ -11,8 +11,9 @@ from typing import Any
 
 from trainscale.simulate.cluster import load_preset
 from trainscale.simulate.fit import FIT_SAMPLES, TableFit, fit_table
+from trainscale.simulate.options import MonteCarloOptions
 from trainscale.simulate.published import load_all, load_table
-from trainscale.simulate.run import check_simulation_inputs, write_plots
+from trainscale.simulate.run import check_plot_dir, write_plots
 
 TARGET_MEDIAN_ABS_ERROR = 0.10
 """The simulator's target on held-out published points (docs/simulator.md)."""
@@ -70,7 +71,8 @@ def _fit_all(
     seed: int,
     plot_dir: str | Path | None,
 ) -> PublishedFitResult:
-    check_simulation_inputs(samples=samples, plot_dir=plot_dir)
+    MonteCarloOptions(samples=samples, seed=seed)  # refuses a sample count out of range
+    check_plot_dir(plot_dir)
     fits = []
     for table in tables:
         # Each point is laid out over the nodes it ran on (fit.placed), whatever the preset's.

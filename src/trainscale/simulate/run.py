@@ -3,27 +3,30 @@ cluster (`simulate_scaling`), how well the model predicts stored runs (`validate
 and how long training to the target takes (`time_to_accuracy`).
 
 Each returns a typed result with a `to_dict()` (the JSON the commands print) and, when given
-`plot_dir`, writes its plots there. Every input a user can get wrong fails in one line
-(`check_simulation_inputs`) before any work.
+`plot_dir`, writes its plots there. They take the options the commands declare
+(simulate/options.py), whose values are checked when made; every other input a user can get
+wrong (a plot folder, a question an option does not apply to) fails in one line before any
+work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from trainscale.config.limits import (
-    DEFAULT_MONTE_CARLO_SAMPLES,
-    MAX_MONTE_CARLO_SAMPLES,
-    check_count,
-)
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
 from trainscale.simulate.calibrate import device_kind, probe_link
 from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
+from trainscale.simulate.options import (
+    MonteCarloOptions,
+    ScalingOptions,
+    StepModelOptions,
+    refuse_given,
+)
 from trainscale.simulate.predict import predict_scaling
 from trainscale.simulate.script_calibration import calibrate_script, script_name
 from trainscale.simulate.setup import (
@@ -32,7 +35,6 @@ from trainscale.simulate.setup import (
     default_workers,
     load_runs,
     open_store,
-    parse_workers,
     resolve_cluster,
 )
 from trainscale.simulate.time_to_accuracy import (
@@ -64,36 +66,11 @@ def check_target(target: str) -> None:
         get_workload(target)
 
 
-def check_simulation_inputs(
-    *,
-    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
-    threads_per_worker: int | None = None,
-    straggler_sigma: float | None = None,
-    bucket_cap_mb: float | None = None,
-    batch_size: int | None = None,
-    global_batch_size: int | None = None,
-    plot_dir: str | Path | None = None,
-) -> None:
-    """ConfigError (naming the option) for a number the simulator cannot use, or for a
-    `plot_dir` where no plot could be written (said now, not after minutes of work)."""
+def check_plot_dir(plot_dir: str | Path | None) -> None:
+    """ConfigError for a `plot_dir` where no plot could be written (said now, not after
+    minutes of work)."""
     if plot_dir is not None:
         check_out_dir(Path(plot_dir), "the plots")
-    for name, value in (("batch-size", batch_size), ("global-batch-size", global_batch_size)):
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name} must be at least 1, got {value}")
-    check_count(
-        "--samples",
-        samples,
-        1,
-        MAX_MONTE_CARLO_SAMPLES,
-        "the stratified samples' quantiles are within 1/samples already",
-    )
-    if threads_per_worker is not None and threads_per_worker < 1:
-        raise ConfigError(f"--threads-per-worker must be at least 1, got {threads_per_worker}")
-    if bucket_cap_mb is not None and not bucket_cap_mb > 0:
-        raise ConfigError(f"--bucket-cap-mb must be positive, got {bucket_cap_mb}")
-    if straggler_sigma is not None and not 0 <= straggler_sigma < 5:
-        raise ConfigError(f"--straggler-sigma must be in [0, 5), got {straggler_sigma}")
 
 
 def write_plots(folder: str | Path, plots: Sequence[Any]) -> list[str]:
@@ -142,62 +119,46 @@ class ScalingResult:
 def simulate_scaling(
     workload: str,
     *,
-    cluster: str = "local",
-    nodes: int | None = None,
-    workers: str | Sequence[int] | None = None,
-    calibrate_from: Sequence[str] = (),
-    batch_size: int | None = None,
-    global_batch_size: int | None = None,
-    precision: str = "fp32",
-    device: str | None = None,
-    threads_per_worker: int | None = None,
-    algorithm: str | None = None,
-    bucket_cap_mb: float | None = None,
-    straggler_sigma: float | None = None,
-    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
-    seed: int = 0,
+    model: StepModelOptions | None = None,
+    scaling: ScalingOptions | None = None,
+    monte_carlo: MonteCarloOptions | None = None,
     store: str | Path | None = None,
     plot_dir: str | Path | None = None,
 ) -> ScalingResult:
-    """Predict step time, throughput and speedup of `workload` on `cluster` (a preset, a
-    cluster TOML file or 'local') for each count in `workers` ('1,2,4' or a list; default:
-    powers of two up to the cluster's devices), calibrated from stored runs.
+    """Predict step time, throughput and speedup of `workload` on the cluster of `model`
+    (a preset, a cluster TOML file or 'local') for each of the `scaling` worker counts
+    (default: powers of two up to the cluster's devices), calibrated from stored runs.
 
     `workload` may be a training script (`script:train.py`, or its path): its stored runs
     calibrate it, and the parameter sizes they recorded make its buckets
     (simulate/script_calibration.py); the script decides its precision."""
+    model = model or StepModelOptions()
+    scaling = scaling or ScalingOptions()
+    monte_carlo = monte_carlo or MonteCarloOptions()
     script = script_name(workload)
-    if script is not None and precision != "fp32":
-        raise ConfigError(
-            f"--precision does not apply to {script}: the script decides its own precision, "
-            "which its stored runs measured"
+    if script is not None:
+        refuse_given(
+            model,
+            ("precision",),
+            f"does not apply to {script}: the script decides its own precision, which its "
+            "stored runs measured",
         )
     # A custom workload's reference: its name.
     workload = script if script is not None else workload_name(workload)
-    check_simulation_inputs(
-        samples=samples,
-        threads_per_worker=threads_per_worker,
-        straggler_sigma=straggler_sigma,
-        bucket_cap_mb=bucket_cap_mb,
-        batch_size=batch_size,
-        global_batch_size=global_batch_size,
-        plot_dir=plot_dir,
-    )
+    check_plot_dir(plot_dir)
+    calibrate_from, straggler_sigma = model.calibrate_from, model.straggler_sigma
     required = bool(calibrate_from) or script is not None  # a script's runs are its calibration
     opened = open_store(Path(store or default_store_path()), required=required)
     try:
         spec = resolve_cluster(
-            cluster,
+            model.cluster or "local",
             opened,
-            device=device,
-            threads_per_worker=threads_per_worker,
+            device=model.device,
+            threads_per_worker=model.threads_per_worker,
             workload=workload,
-            nodes=nodes,
+            nodes=model.nodes,
         )
-        if workers is None:
-            counts = default_workers(spec)
-        else:
-            counts = parse_workers(workers) if isinstance(workers, str) else list(workers)
+        counts = list(scaling.workers or default_workers(spec))
         for count in counts:
             spec.check_workers(count)
         if script is not None:
@@ -207,7 +168,7 @@ def simulate_scaling(
                 spec,
                 opened,
                 run_ids=calibrate_from,
-                bucket_cap_mb=bucket_cap_mb,
+                bucket_cap_mb=scaling.bucket_cap_mb,
                 sigma_override=straggler_sigma,
             )
         else:
@@ -216,8 +177,8 @@ def simulate_scaling(
                 spec,
                 opened,
                 run_ids=calibrate_from,
-                precision=precision,
-                bucket_cap_mb=bucket_cap_mb,
+                precision=model.precision,
+                bucket_cap_mb=scaling.bucket_cap_mb,
                 sigma_override=straggler_sigma,
             )
     finally:
@@ -228,11 +189,11 @@ def simulate_scaling(
         setup.layout,
         spec,
         counts,
-        per_worker_batch=batch_size,
-        global_batch=global_batch_size,
-        algorithm=algorithm,
-        samples=samples,
-        seed=seed,
+        per_worker_batch=scaling.batch_size,
+        global_batch=scaling.global_batch_size,
+        algorithm=model.algorithm,
+        samples=monte_carlo.samples,
+        seed=monte_carlo.seed,
     )
     result = ScalingResult(workload, spec, setup.calibration, setup.layout, predictions)
     if plot_dir is not None:
@@ -256,23 +217,34 @@ class ValidationResult:
         return {**self.report.to_dict(), "plots": self.plots}
 
 
+VALIDATION_MODEL = ("cluster", "calibrate_from", "straggler_sigma")
+"""The step model's options a validation takes; each run is predicted on its own machine,
+at its own precision, so the rest are for predictions."""
+
+
 def validate_simulator(
     *,
     workload: str | None = None,
-    cluster: str | None = None,
-    calibrate_from: Sequence[str] = (),
+    model: StepModelOptions | None = None,
     tag: str | None = None,
     sweep: str | None = None,
-    straggler_sigma: float | None = None,
-    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
-    seed: int = 0,
+    monte_carlo: MonteCarloOptions | None = None,
     store: str | Path | None = None,
     plot_dir: str | Path | None = None,
 ) -> ValidationResult:
     """Predict every completed stored run (of `workload`, with `tag`, of `sweep`) that
-    calibration did not use, on its own machine (or `cluster`), and the errors."""
-    check_simulation_inputs(samples=samples, straggler_sigma=straggler_sigma, plot_dir=plot_dir)
+    calibration did not use (`model.calibrate_from`, else each run's serial runs), on its
+    own machine (or `model.cluster`), and the errors."""
+    model = model or StepModelOptions()
+    monte_carlo = monte_carlo or MonteCarloOptions()
+    refuse_given(
+        model,
+        [item.name for item in fields(model) if item.name not in VALIDATION_MODEL],
+        "is for predictions; --validate uses each run's machine and precision",
+    )
+    check_plot_dir(plot_dir)
     refuse_script(workload, "simulate --validate")
+    cluster, straggler_sigma = model.cluster, model.straggler_sigma
     if workload:
         workload = workload_name(workload)
     store_path = Path(store or default_store_path())
@@ -286,7 +258,7 @@ def validate_simulator(
         records = opened.list_runs(
             workload=workload, status="completed", tag=tag, sweep_id=sweep_id
         )
-        given = load_runs(opened, calibrate_from)
+        given = load_runs(opened, model.calibrate_from)
         probes: dict[tuple[Any, str], Any] = {}
 
         def link_for(record):
@@ -306,8 +278,8 @@ def validate_simulator(
             link_for=link_for,
             sigma_override=straggler_sigma,
             sigma_records=opened.list_runs(status="completed"),
-            samples=samples,
-            seed=seed,
+            samples=monte_carlo.samples,
+            seed=monte_carlo.seed,
         )
     if not report.rows:
         reasons = "; ".join(sorted({why for _, why in report.skipped})) or (
@@ -366,33 +338,22 @@ class TimeToAccuracyResult:
 def time_to_accuracy(
     workload: str,
     *,
-    cluster: str = "local",
-    nodes: int | None = None,
+    model: StepModelOptions | None = None,
     emulation: str | None = None,
-    calibrate_from: Sequence[str] = (),
-    precision: str = "fp32",
-    device: str | None = None,
-    threads_per_worker: int | None = None,
-    algorithm: str | None = None,
-    straggler_sigma: float | None = None,
-    samples: int = DEFAULT_MONTE_CARLO_SAMPLES,
-    seed: int = 0,
+    monte_carlo: MonteCarloOptions | None = None,
     store: str | Path | None = None,
     plot_dir: str | Path | None = None,
 ) -> TimeToAccuracyResult:
     """For every completed stored emulation of `workload` (only those of `emulation`, an id
-    as in the tag emulate:ID, if given), predict the time per step on `cluster` and multiply
-    by the emulated steps to the target."""
+    as in the tag emulate:ID, if given), predict the time per step on the cluster of `model`
+    (default: this machine) and multiply by the emulated steps to the target."""
+    model = model or StepModelOptions()
+    monte_carlo = monte_carlo or MonteCarloOptions()
     # An unknown name is the first thing to say, before any store or emulation is looked at.
     # Emulations are of workloads: a script is never emulated.
     refuse_script(workload, "predict-time-to-accuracy")
     workload = workload_name(workload)
-    check_simulation_inputs(
-        samples=samples,
-        threads_per_worker=threads_per_worker,
-        straggler_sigma=straggler_sigma,
-        plot_dir=plot_dir,
-    )
+    check_plot_dir(plot_dir)
     store_path = Path(store or default_store_path())
     opened = open_store(store_path, required=True)
     assert opened is not None
@@ -409,25 +370,30 @@ def time_to_accuracy(
                 f"`trainscale emulate {workload} ...` first"
             )
         spec = resolve_cluster(
-            cluster,
+            model.cluster or "local",
             opened,
-            device=device,
-            threads_per_worker=threads_per_worker,
+            device=model.device,
+            threads_per_worker=model.threads_per_worker,
             workload=workload,
-            nodes=nodes,
+            nodes=model.nodes,
         )
-        if algorithm:
-            spec = replace(spec, algorithm=algorithm)
+        if model.algorithm:
+            spec = replace(spec, algorithm=model.algorithm)
         setup = calibrate(
             workload,
             spec,
             opened,
-            run_ids=calibrate_from,
-            precision=precision,
-            sigma_override=straggler_sigma,
+            run_ids=model.calibrate_from,
+            precision=model.precision,
+            sigma_override=model.straggler_sigma,
         )
     rows = predict_time_to_accuracy(
-        settings, setup.calibration, setup.layout, spec, samples=samples, seed=seed
+        settings,
+        setup.calibration,
+        setup.layout,
+        spec,
+        samples=monte_carlo.samples,
+        seed=monte_carlo.seed,
     )
     result = TimeToAccuracyResult(workload, spec, setup.calibration, setup.layout, rows)
     if plot_dir is not None:
