@@ -230,3 +230,18 @@ def test_report_without_a_price_for_the_device_says_so() -> None:
     data = aggregate([gpu], title="t", source="s", prices=table)
     assert data.configurations[0].cost_usd is None
     assert any("no price for: H200" in n for n in data.notes)
+
+
+def test_a_hand_edited_figure_of_the_wrong_type_is_not_costed() -> None:
+    # A train time of text (or a device count of text) is not measured: the report shows
+    # no cost for that run rather than failing on it.
+    edited = record(
+        "cpu-run",
+        "cpu",
+        {"train_time_s": "an hour", "hardware": {"device_type": "cpu", "devices": "4"}},
+    )
+    table = load_price_table()
+    data = aggregate([edited], title="t", source="s", prices=table)
+    configuration = data.configurations[0]
+    assert configuration.cost_usd is None
+    assert configuration.devices == 4  # the cores the report counts, as for an older run

@@ -3,9 +3,11 @@ check, said once (results/stored_figures.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 
-from trainscale.results.stored_figures import StoredFigures
+from trainscale.hardware.figures import Devices, HardwareFigures
+from trainscale.results.stored_figures import StoredDevices, StoredFigures
 
 from tests.helpers.trainer_output import trainer_summary
 
@@ -74,3 +76,26 @@ def test_the_step_times_spread_is_its_iqr_over_its_median():
     assert figures.step_time_rel_iqr == 0.25
     no_median = StoredFigures.of({"step_time_s_median": 0, "step_time_s_iqr": 0.05})
     assert no_median.step_time_rel_iqr is None
+
+
+def test_the_hardware_figures_a_run_stores_read_back_typed():
+    # As the runner stores them: HardwareFigures.summary() beside the energy meters' readings.
+    stored = HardwareFigures(
+        hardware=Devices("cuda", "NVIDIA H100 80GB HBM3", 2, "h100-sxm"),
+        achieved_tflops=120.5,
+        mfu=0.3,
+        mfu_vs_probe=0.4,
+    ).summary()
+    stored = json.loads(json.dumps({**stored, "energy_j": {"gpu_j": 900.0, "cpu_package_j": None}}))
+    figures = StoredFigures.of(stored)
+    assert figures.hardware == StoredDevices("cuda", 2, "h100-sxm", "NVIDIA H100 80GB HBM3")
+    assert (figures.achieved_tflops, figures.mfu, figures.mfu_vs_probe) == (120.5, 0.3, 0.4)
+    assert figures.energy_j == {"gpu_j": 900.0}
+
+
+def test_devices_recorded_badly_are_not_recorded():
+    for hardware in ("gpu", {"devices": "2"}, {"devices": 1.5}, {"devices": True}, {}):
+        assert StoredFigures.of({"hardware": hardware}).hardware is None
+    odd = StoredDevices.of({"devices": 4, "device_type": 7, "kind": "", "device": ["x"]})
+    assert odd == StoredDevices("cpu", 4, None, None)
+    assert StoredFigures.of({"energy_j": [1.0], "mfu": "high"}) == StoredFigures()

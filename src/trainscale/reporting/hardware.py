@@ -9,7 +9,7 @@ counts (CPU).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainscale.hardware.peaks import match_gpu
@@ -17,7 +17,7 @@ from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
 from trainscale.metrics.cost import CPU_CORE, CostedSetting, cost_usd, gpu_versus_cpu
 from trainscale.results.records import RunRecord
-from trainscale.results.stored_settings import is_number
+from trainscale.results.stored_figures import StoredFigures
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -26,14 +26,9 @@ def _median(values: Sequence[float]) -> float | None:
 
 def run_devices(record: RunRecord, cores: int) -> tuple[str, int, str | None, str | None]:
     """(device type, devices, price-table kind, device name) of a run."""
-    hardware = record.summary.get("hardware")
-    if isinstance(hardware, dict) and is_number(hardware.get("devices")):
-        return (
-            str(hardware.get("device_type") or "cpu"),
-            int(hardware["devices"]),
-            hardware.get("kind"),
-            hardware.get("device"),
-        )
+    hardware = record.figures.hardware
+    if hardware is not None:
+        return hardware.device_type, hardware.devices, hardware.kind, hardware.device
     if record.settings.device == "cuda":
         gpus = record.env.get("gpus") or [{}]
         name = gpus[0].get("name") if isinstance(gpus[0], dict) else None
@@ -62,42 +57,29 @@ def configuration_figures(
     prices: PriceTable | None,
 ) -> dict[str, Any]:
     """The Configuration fields this module fills, medians over the completed runs."""
-    summaries = [r.summary for r in runs]
+    figures = [r.figures for r in runs]
 
-    def numbers(key: str) -> list[float]:
-        return [float(s[key]) for s in summaries if is_number(s.get(key))]
-
-    def energy(key: str) -> list[float]:
-        values = []
-        for summary in summaries:
-            reading = summary.get("energy_j")
-            if isinstance(reading, dict) and is_number(reading.get(key)):
-                values.append(float(reading[key]))
-        return values
+    def median_of(read: Callable[[StoredFigures], float | None]) -> float | None:
+        return _median([value for f in figures if (value := read(f)) is not None])
 
     device_type, devices, kind, name = run_devices(runs[0], cores)
     price = price_of(prices, device_type, kind, name)
     per_hour = price[1] if price else None
-    costs = [
-        c
-        for s in summaries
-        if (c := cost_usd(devices, s.get("train_time_s"), per_hour)) is not None
-    ]
     return {
-        "achieved_tflops": _median(numbers("achieved_tflops")),
-        "mfu": _median(numbers("mfu")),
-        "mfu_vs_probe": _median(numbers("mfu_vs_probe")),
-        "cpu_package_j": _median(energy("cpu_package_j")),
-        "gpu_j": _median(energy("gpu_j")),
+        "achieved_tflops": median_of(lambda f: f.achieved_tflops),
+        "mfu": median_of(lambda f: f.mfu),
+        "mfu_vs_probe": median_of(lambda f: f.mfu_vs_probe),
+        "cpu_package_j": median_of(lambda f: f.energy_j.get("cpu_package_j")),
+        "gpu_j": median_of(lambda f: f.energy_j.get("gpu_j")),
         "device_type": device_type,
         "devices": devices,
         "device_kind": kind,
         "device_name": name,
         "price_key": price[0] if price else None,
         "price_per_device_hour": per_hour,
-        "cost_usd": _median(costs),
+        "cost_usd": median_of(lambda f: cost_usd(devices, f.train_time_s, per_hour)),
         "cost_to_target_usd": cost_usd(devices, time_to_target_s, per_hour),
-        "num_samples": int(n) if (n := _median(numbers("num_samples"))) is not None else None,
+        "num_samples": int(n) if (n := median_of(lambda f: f.num_samples)) is not None else None,
     }
 
 

@@ -21,6 +21,32 @@ from trainscale.results.stored_settings import as_number, as_whole, is_number
 
 
 @dataclass(frozen=True)
+class StoredDevices:
+    """The devices a run computed on, as its summary recorded them (`hardware`)."""
+
+    device_type: str
+    """'cpu' or 'cuda'."""
+    devices: int
+    """GPUs over every node, or the CPU cores its workers could compute on."""
+    kind: str | None
+    """The price table's kind ('cpu-core', a GPU kind); None where the table lacked it."""
+    device: str | None
+    """The GPU's name, or the CPU model."""
+
+    @classmethod
+    def of(cls, value: Any) -> StoredDevices | None:
+        """The recorded devices; None where not recorded (runs stored before) or unreadable."""
+        if not isinstance(value, dict) or as_whole(value.get("devices")) is None:
+            return None
+        return cls(
+            device_type=_text(value.get("device_type")) or "cpu",
+            devices=int(value["devices"]),
+            kind=_text(value.get("kind")),
+            device=_text(value.get("device")),
+        )
+
+
+@dataclass(frozen=True)
 class StoredFigures:
     """The figures of one stored run that reports, the simulator and sweeps read."""
 
@@ -59,6 +85,18 @@ class StoredFigures:
     """The step's parts (data, forward, backward, optimizer, ...): every numeric entry."""
     worker_cores: frozenset[int] = frozenset()
     """The cores its workers reported running on."""
+    achieved_tflops: float | None = None
+    """Model TFLOP/s achieved."""
+    mfu: float | None = None
+    """Model FLOP utilisation against the device's theoretical peak."""
+    mfu_vs_probe: float | None = None
+    """The same against the matmul rate a probe measured."""
+    num_samples: float | None = None
+    """Samples trained."""
+    energy_j: Mapping[str, float] = field(default_factory=dict)
+    """Energy by meter (`cpu_package_j`, `gpu_j`): every numeric reading."""
+    hardware: StoredDevices | None = None
+    """The devices it computed on; None for runs stored before they were recorded."""
 
     @classmethod
     def of(cls, summary: Mapping[str, Any]) -> StoredFigures:
@@ -84,6 +122,12 @@ class StoredFigures:
             unequal_steps=bool(summary.get("unequal_steps")),
             breakdown_s=_numbers_by_name(summary.get("breakdown_s")),
             worker_cores=_worker_cores(summary.get("workers")),
+            achieved_tflops=as_number(summary.get("achieved_tflops")),
+            mfu=as_number(summary.get("mfu")),
+            mfu_vs_probe=as_number(summary.get("mfu_vs_probe")),
+            num_samples=as_number(summary.get("num_samples")),
+            energy_j=_numbers_by_name(summary.get("energy_j")),
+            hardware=StoredDevices.of(summary.get("hardware")),
         )
 
     @property
@@ -98,6 +142,10 @@ class StoredFigures:
         if median is None or iqr is None or median <= 0:
             return None
         return iqr / median
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _positive(value: Any) -> float | None:
