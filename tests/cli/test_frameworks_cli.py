@@ -88,6 +88,20 @@ def test_unsupported_combinations_are_refused_in_one_line(capsys, tmp_path, args
         assert word in line
 
 
+def test_every_refused_setting_is_a_run_option_refused_when_given():
+    # A key that named no run option would never be refused: the setting silently ignored.
+    from trainscale.runner.resolve import check_framework
+
+    given = {"compile": True, "grad_accum": 2, "bucket_cap_mb": 4.0, "profile": "prof"}
+    for framework in FRAMEWORKS.values():
+        assert set(framework.refused_settings) <= set(RunOptions.flat_fields())
+        for key in framework.refused_settings:
+            opts = RunOptions.of("mnist-cnn", framework=framework.name, **{key: given[key]})
+            flag = "--" + key.replace("_", "-")
+            with pytest.raises(ConfigError, match=f"^{flag} is a PyTorch setting"):
+                check_framework(opts, "cpu")
+
+
 def test_require_passes_for_pytorch_and_names_every_missing_module(monkeypatch):
     assert require("pytorch").name == "pytorch"
     _pretend_missing(monkeypatch, "flax", "optax")

@@ -16,15 +16,22 @@ from trainscale.benchmark.options import (
     QUICK_STEPS,
     BenchOptions,
 )
-from trainscale.config.cli import add_declared_options, declared_from_args, field_docs
+from trainscale.config.cli import (
+    add_declared_options,
+    declared_from_args,
+    field_docs,
+    given_flags,
+    refuse_given,
+)
 from trainscale.config.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES
-from trainscale.config.options import option, option_leaves
+from trainscale.config.options import RunOptions, option, option_leaves
 from trainscale.config.values import comma_names
 from trainscale.emulate.options import (
     DEFAULT_LOCAL_STEPS,
     DEFAULT_STALENESS_SPREAD,
     EmulationOptions,
 )
+from trainscale.errors import ConfigError
 from trainscale.probe.options import MAX_REPEATS, ProbeOptions
 from trainscale.recommend.options import RecommendOptions
 from trainscale.recommend.run import search_settings
@@ -92,6 +99,19 @@ def test_a_many_valued_field_takes_the_values_after_its_flag() -> None:
 def test_fields_sharing_an_exclusive_name_are_mutually_exclusive() -> None:
     with pytest.raises(argparse.ArgumentError, match="not allowed with argument --per-worker"):
         _parser(Runs).parse_args(["--per-worker", "8", "--overall", "16"])
+
+
+def test_the_flags_given_are_those_off_their_default() -> None:
+    assert given_flags(StepModelOptions()) == []
+    given = StepModelOptions(cluster="cpu-25gbe", precision="bf16", straggler_sigma=0.0)
+    assert given_flags(given) == ["--cluster", "--precision", "--straggler-sigma"]
+    assert given_flags(given, ["precision", "device"]) == ["--precision"]
+    # The run's options, in groups, by flat name; a value equal to its default is not given.
+    run = RunOptions.of("mnist-cnn", grad_accum=1, compile=True, workers=2)
+    assert given_flags(run, ["grad_accum", "compile"]) == ["--compile"]
+    with pytest.raises(ConfigError, match="^--compile is no good here$"):
+        refuse_given(run, ["compile"], "is no good here")
+    refuse_given(run, ["grad_accum"], "is never said")
 
 
 COMMAND_OPTIONS = [

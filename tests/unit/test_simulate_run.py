@@ -13,7 +13,6 @@ from trainscale.simulate.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
-    given_flags,
 )
 from trainscale.simulate.run import (
     ScalingResult,
@@ -92,13 +91,6 @@ def test_inputs_are_checked_in_one_line_each_when_made():
     presets = cluster_presets()
     assert "cpu-25gbe" in {p.name for p in presets.presets}
     assert presets.to_dict()["generated"] == ["local"]
-
-
-def test_the_flags_given_are_those_off_their_default():
-    assert given_flags(StepModelOptions()) == []
-    given = StepModelOptions(cluster="cpu-25gbe", precision="bf16", straggler_sigma=0.0)
-    assert given_flags(given) == ["--cluster", "--precision", "--straggler-sigma"]
-    assert given_flags(given, ["precision", "device"]) == ["--precision"]
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,12 @@ from typing import Any
 from trainscale.cli.common import add_json_argument, add_plot_argument, add_store_argument
 from trainscale.cli.simulate_output import print_result
 from trainscale.cli.simulate_published import add_published_arguments, run_published
-from trainscale.config.cli import add_declared_group, declared_from_args
+from trainscale.config.cli import add_declared_group, declared_from_args, refuse_given
 from trainscale.errors import ConfigError
 from trainscale.simulate.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
-    refuse_given,
 )
 
 EPILOG = """\

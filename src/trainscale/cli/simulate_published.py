@@ -10,8 +10,9 @@ from typing import Any
 
 from trainscale.cli.simulate_output import print_result, print_table
 from trainscale.cli.values import positive_ints
+from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError
-from trainscale.simulate.options import MonteCarloOptions, refuse_given
+from trainscale.simulate.options import MonteCarloOptions
 
 
 def add_published_arguments(parser: argparse.ArgumentParser) -> None:

@@ -250,6 +250,28 @@ def declared_from_args(cls: type[T], args: argparse.Namespace) -> T:
     return cls(**values)
 
 
+def given_flags(options: Any, names: Iterable[str] | None = None) -> list[str]:
+    """The flags of the options of `options` (a command's options dataclass, or RunOptions)
+    whose value is not the declared default, of those named in `names` (flat names; else
+    all), in declaration order: what the user asked for, so that where an option does not
+    apply it can be refused by name instead of ignored."""
+    wanted = None if names is None else set(names)
+    flags = []
+    for key, leaf in option_leaves(type(options)).items():
+        holder = options if leaf.group is None else getattr(options, leaf.group)
+        if (wanted is None or key in wanted) and getattr(holder, leaf.name) != leaf.default():
+            flags.append(leaf_flag(leaf))
+    return flags
+
+
+def refuse_given(options: Any, names: Iterable[str] | None, why: str) -> None:
+    """ConfigError naming the first option of `names` (else of all) that `options` was given
+    (`given_flags`); `why` completes the line: "--nodes is for predictions; ..."."""
+    given = given_flags(options, names)
+    if given:
+        raise ConfigError(f"{given[0]} {why}")
+
+
 def add_tag_argument(parser: argparse.ArgumentParser, target: Any) -> None:
     """--tag TEXT on `target` (a group of `parser`): the run's free-form label, a top-level
     field of RunOptions."""

@@ -28,13 +28,13 @@ JAX = "jax"
 TrainFunction = Callable[..., Any]
 """A framework's train function, with `trainscale.train.trainer.train`'s signature."""
 
-# The PyTorch step's own settings, which another framework's step has no use for: the
-# reason each is PyTorch's, for the line that refuses it.
+# The PyTorch step's own settings (run options, by flat name), which another framework's step
+# has no use for: the reason each is PyTorch's, for the line that refuses it.
 PYTORCH_STEP_SETTINGS = {
-    "--compile": "it compiles its step anyway (tf.function / jax.jit)",
-    "--grad-accum": "micro-batches are DDP's no_sync",
-    "--bucket-cap-mb": "buckets are DDP's",
-    "--profile": "it records PyTorch's operators",
+    "compile": "it compiles its step anyway (tf.function / jax.jit)",
+    "grad_accum": "micro-batches are DDP's no_sync",
+    "bucket_cap_mb": "buckets are DDP's",
+    "profile": "it records PyTorch's operators",
 }
 
 
@@ -64,7 +64,8 @@ class Framework:
     single_process: bool = False
     """Whether it can train N replicas in one process (`--single-process`)."""
     refused_settings: Mapping[str, str] = field(default_factory=dict)
-    """Run settings it has no use for -> why (each refused in one line)."""
+    """Run options it has no use for, by flat name -> why (each refused in one line when
+    given, that is, off its default)."""
     auto_fp32: Mapping[str, str] = field(default_factory=dict)
     """Devices where `--precision auto` means fp32 whatever the hardware -> the reason
     stored with the run (measured: docs/frameworks.md)."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import torch
 
+from trainscale.config.cli import given_flags
 from trainscale.config.options import (
     THREADS_TORCH_DEFAULT,
     DataOptions,
@@ -132,14 +133,8 @@ def check_framework(opts: RunOptions, device: str) -> None:
         raise ConfigError(
             "--single-process puts --workers N > 1 replicas in one process, on one node"
         )
-    given = {
-        "--compile": opts.optimisation.compile,
-        "--grad-accum": par.grad_accum != 1,
-        "--bucket-cap-mb": par.bucket_cap_mb is not None,
-        "--profile": opts.measurement.profile is not None,
-    }
-    for flag, why in framework.refused_settings.items():
-        if given[flag]:
+    for key, why in framework.refused_settings.items():
+        for flag in given_flags(opts, (key,)):
             raise ConfigError(f"{flag} is a PyTorch setting, not {label}'s: {why}")
     if opts.optimisation.compile and device == "cpu":
         check_cpu_compiler()

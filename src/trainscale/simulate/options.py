@@ -9,17 +9,14 @@ flag when the options are made, before any store or cluster file is read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from trainscale.config.cli import leaf_flag
 from trainscale.config.limits import (
     DEFAULT_MONTE_CARLO_SAMPLES,
     MAX_MONTE_CARLO_SAMPLES,
     check_count,
 )
-from trainscale.config.options import Device, PrecisionRequest, option, option_leaves
+from trainscale.config.options import Device, PrecisionRequest, option
 from trainscale.errors import ConfigError
 from trainscale.simulate.collectives import Algorithm
 
@@ -126,23 +123,3 @@ class MonteCarloOptions:
             MAX_MONTE_CARLO_SAMPLES,
             "the stratified samples' quantiles are within 1/samples already",
         )
-
-
-def given_flags(options: Any, names: Iterable[str] | None = None) -> list[str]:
-    """The flags of the fields of `options` (those in `names`, else all) whose value is not
-    the declared default: what the user asked for, so that a question it does not apply to
-    can say so instead of ignoring it."""
-    wanted = None if names is None else set(names)
-    return [
-        leaf_flag(leaf)
-        for leaf in option_leaves(type(options)).values()
-        if (wanted is None or leaf.name in wanted) and getattr(options, leaf.name) != leaf.default()
-    ]
-
-
-def refuse_given(options: Any, names: Iterable[str] | None, why: str) -> None:
-    """ConfigError naming the first flag of `names` (else any field) that was given: `why`
-    says what it is for, e.g. "is for predictions; --validate uses each run's machine"."""
-    given = given_flags(options, names)
-    if given:
-        raise ConfigError(f"{given[0]} {why}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
@@ -25,7 +26,6 @@ from trainscale.simulate.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
-    refuse_given,
 )
 from trainscale.simulate.predict import predict_scaling
 from trainscale.simulate.script_calibration import calibrate_script, script_name
