@@ -203,3 +203,24 @@ def test_predict_time_to_accuracy_leaves_a_damaged_emulation_out(
     assert code == 0, captured.err
     assert f"run {run_id(12)[:8]} has damaged stored JSON (config_json)" in captured.err
     assert sorted(row["workers"] for row in json.loads(captured.out)["rows"]) == [1, 2]
+
+
+def test_a_report_and_a_comparison_read_edited_machine_facts_as_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Valid JSON of the wrong types (a hand edit): not damaged, but no fact a reader can use.
+    configs = [
+        FixtureConfig(f"workers={w}", "mnist-cnn", w, 1, "compact", [100.0 * w, 101.0 * w])
+        for w in (1, 2)
+    ]
+    path = build_store(tmp_path / "sweep.db", configs)
+    edited = json.dumps({"hostname": ["box"], "cpu_model": 7, "usable_cores": "0-3"})
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET env_json = ?", (edited,))
+    conn.close()
+    out = tmp_path / "report"
+    assert run_cli(["report", "--sweep", "5eed", "--out", str(out), "--store", str(path)]) == 0
+    assert (out / "report.md").exists()
+    pair = [report_run_id(0, 0)[:8], report_run_id(1, 0)[:8]]
+    assert run_cli(["compare", *pair, "--store", str(path)]) == 0
+    assert capsys.readouterr().err == ""

@@ -102,6 +102,6 @@ def test_a_csv_row_reads_the_environment_by_its_fields(outcome, tmp_path: Path) 
         store_outcome(store, "r1", config, trained, "tests: tiny", None)
         record = store.get_run("r1")
     row = run_to_csv_row(record)
-    assert row["cpu_model"] == Environment.from_dict(record.env).cpu_model
+    assert row["cpu_model"] == record.env["cpu_model"] == record.machine.cpu_model
     assert row["torch_version"] == record.env["torch_version"]
     assert row["flops_per_sample"] == trained.metrics.flops_per_sample

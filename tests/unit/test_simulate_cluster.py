@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainscale.results.stored_machine import StoredMachine
 from trainscale.simulate.cluster import (
     ClusterError,
     load_cluster_file,
@@ -166,13 +167,13 @@ def test_the_presets_asked_for_exist():
 
 def test_the_machine_at_hand():
     env = {"hostname": "box", "cpu_model": "Test CPU", "usable_cores": [0, 1, 2, 3], "gpus": []}
-    spec = local_cluster(env, cores_per_worker=2)
+    spec = local_cluster(StoredMachine.of(env), cores_per_worker=2)
     assert spec.devices_per_node == 2 and spec.nodes == 1 and spec.overlap == 0.0
-    assert spec.device.matches({"hostname": "box", "cpu_model": "other"})
-    assert not spec.device.matches({"hostname": "elsewhere", "cpu_model": "Test CPU"})
+    assert spec.device.matches(StoredMachine(hostname="box", cpu_model="other"))
+    assert not spec.device.matches(StoredMachine(hostname="elsewhere", cpu_model="Test CPU"))
     assert "default" in spec.intra_node.source
     with pytest.raises(ClusterError, match="do not fit"):
         spec.check_workers(3)
     gpus = {"hostname": "g", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8}
-    gpu = local_cluster(gpus, device_kind="cuda")
+    gpu = local_cluster(StoredMachine.of(gpus), device_kind="cuda")
     assert gpu.devices_per_node == 8 and gpu.overlap == 1.0

@@ -17,8 +17,7 @@ import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -336,13 +335,6 @@ class Environment:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-serialisable form stored with a run."""
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, stored: Mapping[str, Any]) -> Environment:
-        """The facts of a stored run; keys a newer or older trainscale wrote and this one
-        does not know are left out (the stored record itself keeps them)."""
-        known = {item.name for item in fields(cls)}
-        return cls(**{key: value for key, value in stored.items() if key in known})
 
 
 def machine_environment(

@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from trainscale.frameworks import FRAMEWORKS
-from trainscale.hardware.facts import Environment
 from trainscale.hardware.prices import PriceTable
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import STALL_RATIO, has_stalls, ran_busy, stalls_note
@@ -296,8 +295,8 @@ def _cores(record: RunRecord, workers: int, threads: int | None) -> tuple[int, i
     if not core_ids:
         for cores in record.settings.core_sets:
             core_ids.update(cores)
-    if not core_ids and isinstance(record.env.get("usable_cores"), list):
-        core_ids.update(c for c in record.env["usable_cores"] if isinstance(c, int))
+    if not core_ids:
+        core_ids.update(record.machine.usable_cores)
     if not core_ids:
         return total, total, record.settings.oversubscribed
     oversubscribed = total > len(core_ids) or record.settings.oversubscribed
@@ -366,12 +365,12 @@ def _section(
 def _machines(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for record in runs:
-        env = Environment.from_dict(record.env)
+        facts = record.machine
         machine = {
-            "cpu_model": env.cpu_model,
-            "logical_cores": env.logical_cores,
-            "torch_version": env.torch_version,
-            "hostname": env.hostname,
+            "cpu_model": facts.cpu_model,
+            "logical_cores": facts.logical_cores,
+            "torch_version": facts.torch_version,
+            "hostname": facts.hostname,
         }
         seen.setdefault(json.dumps(machine, sort_keys=True, default=str), machine)
     return list(seen.values())
@@ -394,8 +393,8 @@ def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]
             "Some configurations trained on synthetic data: their throughput is real, but they "
             "make no accuracy claim and show no accuracy or time to target."
         )
-    hosts = {r.env.get("hostname") for r in runs if r.status == "completed"}
-    cpus = {r.env.get("cpu_model") for r in runs if r.status == "completed"}
+    hosts = {r.machine.hostname for r in runs if r.status == "completed"}
+    cpus = {r.machine.cpu_model for r in runs if r.status == "completed"}
     if len(hosts - {None}) > 1 or len(cpus - {None}) > 1:
         notes.append(
             "The runs come from more than one machine: a speedup only compares runs made on "

@@ -247,9 +247,7 @@ def warnings_for(a: Group, b: Group) -> list[str]:
             f"different global batch ({a.global_batch_size} vs {b.global_batch_size}): "
             "throughput ratio is in samples/s, step-time ratio is per step of unequal work"
         )
-    machines = {
-        (r.env.get("hostname"), r.env.get("cpu_model")) for group in (a, b) for r in group.runs
-    }
+    machines = {(r.machine.hostname, r.machine.cpu_model) for group in (a, b) for r in group.runs}
     if len(machines) > 1:
         notes.append("runs come from different machines")
     fewest = min(len(steps) for group in (a, b) for steps in group.step_times)

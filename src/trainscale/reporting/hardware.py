@@ -30,11 +30,10 @@ def run_devices(record: RunRecord, cores: int) -> tuple[str, int, str | None, st
     if hardware is not None:
         return hardware.device_type, hardware.devices, hardware.kind, hardware.device
     if record.settings.device == "cuda":
-        gpus = record.env.get("gpus") or [{}]
-        name = gpus[0].get("name") if isinstance(gpus[0], dict) else None
+        name = record.machine.gpu_name
         entry = match_gpu(name)
         return "cuda", int(record.world_size or 1), entry.kind if entry else None, name
-    return "cpu", cores, CPU_CORE, record.env.get("cpu_model")
+    return "cpu", cores, CPU_CORE, record.machine.cpu_model
 
 
 def price_of(

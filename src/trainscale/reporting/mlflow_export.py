@@ -312,7 +312,7 @@ def run_tags(run: StoredRun) -> dict[str, str]:
         "trainscale.workload": record.workload,
         "trainscale.framework": record.framework,
         "trainscale.data": record.data_kind,
-        "trainscale.host": record.env.get("hostname") or record.owner_host,
+        "trainscale.host": record.machine.hostname or record.owner_host,
         "trainscale.tag": record.tag,
         "trainscale.sweep_id": record.sweep_id,
         "trainscale.config_hash": record.config_hash,

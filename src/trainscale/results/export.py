@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from trainscale.hardware.contention import Contention
-from trainscale.hardware.facts import Environment
 from trainscale.hardware.figures import HardwareFigures
 from trainscale.results.csv_cells import write_csv
 from trainscale.results.records import RunRecord
@@ -109,9 +108,8 @@ def run_to_csv_row(record: RunRecord) -> dict[str, Any]:
         row["peak_memory_bytes_max"] = max(numbers) if numbers else None
     elif isinstance(memory, (int, float)):
         row["peak_memory_bytes_max"] = memory
-    env = Environment.from_dict(record.env)
-    row["cpu_model"] = env.cpu_model
-    row["torch_version"] = env.torch_version
+    row["cpu_model"] = record.machine.cpu_model
+    row["torch_version"] = record.machine.torch_version
     for key, value in row.items():
         if isinstance(value, (list, dict)):
             # A summary key that is not scalar in this run: keep the cell, as JSON text.

@@ -16,6 +16,7 @@ from typing import Any
 from trainscale.errors import StoreError
 from trainscale.results.owner import Owner, decode_host
 from trainscale.results.stored_figures import StoredFigures
+from trainscale.results.stored_machine import StoredMachine
 from trainscale.results.stored_settings import StoredSettings
 
 
@@ -119,6 +120,11 @@ class RunRecord:
         (`results.stored_figures`)."""
         return StoredFigures.of(self.summary)
 
+    @cached_property
+    def machine(self) -> StoredMachine:
+        """The machine it ran on as readers ask about it, typed (`results.stored_machine`)."""
+        return StoredMachine.of(self.env)
+
     @property
     def framework(self) -> str:
         """The framework that trained it ('pytorch' for runs stored before frameworks)."""
@@ -127,10 +133,9 @@ class RunRecord:
     @property
     def framework_text(self) -> str:
         """The framework and its release as the run recorded them: 'tensorflow 2.21.0'."""
-        recorded = self.env.get("framework") or {}
-        version = recorded.get("version") if isinstance(recorded, dict) else None
+        version = self.machine.framework_version
         if version is None and self.framework == "pytorch":
-            version = self.env.get("torch_version")
+            version = self.machine.torch_version
         text = self.framework
         if self.settings.single_process:
             text += " (single process)"

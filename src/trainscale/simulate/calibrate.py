@@ -146,18 +146,12 @@ def device_kind(record: RunRecord) -> str:
 def device_name(record: RunRecord) -> str:
     """The CPU model, or the first GPU's name for a CUDA run."""
     if device_kind(record) == "cuda":
-        for gpu in record.env.get("gpus") or []:
-            if isinstance(gpu, dict) and gpu.get("name"):
-                return str(gpu["name"])
-        return "GPU"
-    return str(record.env.get("cpu_model") or "cpu")
+        return record.machine.gpu_name or "GPU"
+    return record.machine.cpu_model or "cpu"
 
 
 def usable_cores(record: RunRecord) -> int:
-    usable = record.env.get("usable_cores")
-    if isinstance(usable, list) and usable:
-        return len(usable)
-    return int(record.env.get("logical_cores") or 1)
+    return record.machine.cores or 1
 
 
 def cores_per_worker(record: RunRecord) -> tuple[int, bool]:
@@ -535,7 +529,7 @@ def matching_serial_runs(
             continue
         if data_kind is not None and record.data_kind != data_kind:
             continue
-        if not device.matches(record.env):
+        if not device.matches(record.machine):
             continue
         if device.kind == "cpu":
             own, oversubscribed = cores_per_worker(record)

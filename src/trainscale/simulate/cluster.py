@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.config.files import load_toml, parse_toml, validate
+from trainscale.results.stored_machine import StoredMachine
 from trainscale.simulate.cluster_file import ClusterError, ClusterFile, LinkSection
 from trainscale.simulate.collectives import Link, Topology
 
@@ -58,12 +59,9 @@ class DeviceSpec:
         """The peak FLOP/s at `precision`, or None if the spec does not give one."""
         return self.peak_flops.get(precision, self.peak_flops.get("*"))
 
-    def matches(self, env: dict[str, Any]) -> bool:
-        """Whether a stored run's environment ran on this device (by name)."""
-        names = [env.get("cpu_model") or "", env.get("hostname") or ""]
-        for gpu in env.get("gpus") or []:
-            names.append(gpu.get("name", "") if isinstance(gpu, dict) else str(gpu))
-        haystack = " | ".join(names).lower()
+    def matches(self, machine: StoredMachine) -> bool:
+        """Whether a stored run's machine is this device (by name)."""
+        haystack = " | ".join(machine.names).lower()
         needles = self.match or (self.name,)
         return any(needle.lower() in haystack for needle in needles if needle)
 
@@ -269,14 +267,15 @@ def resolve_cluster_argument(value: str) -> ClusterSpec | None:
 
 
 def local_cluster(
-    env: dict[str, Any],
+    machine: StoredMachine,
     *,
     device_kind: str = "cpu",
     cores_per_worker: int = 1,
     intra: LinkSpec | None = None,
     min_devices: int = 1,
 ) -> ClusterSpec:
-    """The machine at hand (or the machine of a stored run's `env`) as a one-node cluster.
+    """The machine at hand (`StoredMachine.of(collect_environment())`) or a stored run's
+    machine as a one-node cluster.
 
     On a CPU a device is a worker process pinned to `cores_per_worker` cores, so the node
     holds usable cores // cores_per_worker of them; the link between them is gloo over
@@ -286,11 +285,10 @@ def local_cluster(
     `min_devices` widens the node (for validating a stored run that used more workers than
     the machine had devices: the prediction then says it does not model oversubscription).
     """
-    host = env.get("hostname") or "this machine"
+    host = machine.hostname or "this machine"
     if device_kind == "cuda":
-        gpus = env.get("gpus") or []
-        name = (gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None) or "GPU"
-        count = max(len(gpus), min_devices, 1)
+        name = machine.gpu_name or "GPU"
+        count = max(len(machine.gpu_names), min_devices, 1)
         link = intra or LinkSpec(
             DEFAULT_PCIE_ALPHA_S,
             DEFAULT_PCIE_BANDWIDTH,
@@ -300,8 +298,7 @@ def local_cluster(
         device = DeviceSpec(kind="cuda", name=name, match=(name,), source=f"GPUs of {host}")
         overlap = 1.0
     else:
-        usable = env.get("usable_cores") or []
-        cores = len(usable) if isinstance(usable, list) and usable else env.get("logical_cores")
+        cores = machine.cores
         count = max((cores or 1) // max(1, cores_per_worker), min_devices, 1)
         link = intra or LinkSpec(
             DEFAULT_LOOPBACK_ALPHA_S,
@@ -310,11 +307,11 @@ def local_cluster(
             "default: conservative figures for gloo over loopback TCP; `trainscale probe` "
             "measures them",
         )
-        name = env.get("cpu_model") or "cpu"
+        name = machine.cpu_model or "cpu"
         device = DeviceSpec(
             kind="cpu",
             name=name,
-            match=(host,) if env.get("hostname") else (name,),
+            match=(host,) if machine.hostname else (name,),
             cores=cores_per_worker,
             source=f"CPU cores of {host}",
         )

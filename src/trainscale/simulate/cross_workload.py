@@ -101,7 +101,7 @@ def fitting_runs(
             continue
         if device_kind(record) != device.kind or (record.precision or "fp32") != precision:
             continue
-        if not device.matches(record.env):
+        if not device.matches(record.machine):
             continue
         if device.kind == "cpu":
             own, oversubscribed = cores_per_worker(record)

@@ -262,7 +262,7 @@ def validate_simulator(
         probes: dict[tuple[Any, str], Any] = {}
 
         def link_for(record):
-            key = (record.env.get("hostname"), device_kind(record))
+            key = (record.machine.hostname, device_kind(record))
             if key not in probes:
                 probes[key] = probe_link(opened, key[0], key[1])
             return probes[key]

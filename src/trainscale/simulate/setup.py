@@ -20,6 +20,7 @@ from trainscale.hardware import facts
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
+from trainscale.results.stored_machine import StoredMachine
 from trainscale.simulate.buckets import GradientLayout, workload_layout
 from trainscale.simulate.calibrate import (
     Calibration,
@@ -148,15 +149,17 @@ def resolve_cluster(
     cluster = resolve_cluster_argument(value)
     if cluster is not None:
         return with_nodes(cluster, nodes)
-    if env is None:
-        env = facts.collect_environment()
-    kind = device or ("cuda" if env.get("gpus") else "cpu")
+    machine = StoredMachine.of(facts.collect_environment() if env is None else env)
+    host = machine.hostname
+    kind = device or ("cuda" if machine.gpu_names else "cpu")
     if threads_per_worker is None:
-        threads_per_worker = _stored_cores(store, workload, env.get("hostname")) or 1
-    link = probe_link(store, env.get("hostname"), kind) if store is not None else None
-    local = local_cluster(env, device_kind=kind, cores_per_worker=threads_per_worker, intra=link)
+        threads_per_worker = _stored_cores(store, workload, host) or 1
+    link = probe_link(store, host, kind) if store is not None else None
+    local = local_cluster(
+        machine, device_kind=kind, cores_per_worker=threads_per_worker, intra=link
+    )
     if store is not None:
-        local = replace(local, device=with_probed_costs(local.device, store, env.get("hostname")))
+        local = replace(local, device=with_probed_costs(local.device, store, host))
     return with_nodes(local, nodes)
 
 
@@ -181,7 +184,7 @@ def _stored_cores(store: RunStore | None, workload: str | None, host: str | None
     for record in store.list_runs(workload=workload, status="completed"):
         if (
             (record.world_size or 1) == 1
-            and record.env.get("hostname") == host
+            and record.machine.hostname == host
             and device_kind(record) == "cpu"
             and is_measured(record)
             and not cores_per_worker(record)[1]
@@ -212,7 +215,7 @@ def calibrate(
     layout = cached_layout(workload, bucket_cap_mb, counted_on)
     all_runs = store.list_runs(workload=workload, status="completed") if store else []
     device_runs = (
-        [r for r in store.list_runs(status="completed") if cluster.device.matches(r.env)]
+        [r for r in store.list_runs(status="completed") if cluster.device.matches(r.machine)]
         if store is not None
         else []
     )

@@ -225,7 +225,7 @@ def group_key(record: RunRecord) -> tuple[Any, ...]:
         record.workload,
         record.data_kind,
         device_kind(record),
-        record.env.get("hostname"),
+        record.machine.hostname,
         device_name(record),
         record.precision or "fp32",
         # A CPU worker's speed is its cores; a GPU worker's is its GPU, whatever host threads
@@ -294,7 +294,7 @@ def validate_runs(
             failures[key] = "no serial calibration run for its group"
             continue
         same_device = [
-            r for r in sigma_pool if r.env.get("hostname") == key[3] and device_name(r) == key[4]
+            r for r in sigma_pool if r.machine.hostname == key[3] and device_name(r) == key[4]
         ]
         fallback, note = shared_spread_sigma(workload, same_device)
         try:
@@ -388,7 +388,7 @@ def _cluster_for(
         return replace(cluster, devices_per_node=max(cluster.devices_per_node, workers))
     cores, _ = cores_per_worker(record)
     return local_cluster(
-        record.env,
+        record.machine,
         device_kind=device_kind(record),
         cores_per_worker=cores,
         intra=link_for(record) if link_for else None,
