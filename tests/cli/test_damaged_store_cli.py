@@ -85,14 +85,19 @@ def test_runs_show_of_the_damaged_run_is_one_error(
     assert run_cli(["runs", "show", run_id(2), "--store", str(two_runs)]) == 0
 
 
-def test_report_of_a_sweep_leaves_the_damaged_run_out(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _sweep_store(tmp_path: Path) -> Path:
+    """A sweep of mnist-cnn at 1 and 2 workers, two runs each."""
     configs = [
         FixtureConfig(f"workers={w}", "mnist-cnn", w, 1, "compact", [100.0 * w, 101.0 * w])
         for w in (1, 2)
     ]
-    path = build_store(tmp_path / "sweep.db", configs)
+    return build_store(tmp_path / "sweep.db", configs)
+
+
+def test_report_of_a_sweep_leaves_the_damaged_run_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _sweep_store(tmp_path)
     damaged = report_run_id(1, 0)
     damage(path, "runs", "summary_json", damaged)
     out = tmp_path / "report"
@@ -209,11 +214,7 @@ def test_a_report_and_a_comparison_read_edited_machine_facts_as_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Valid JSON of the wrong types (a hand edit): not damaged, but no fact a reader can use.
-    configs = [
-        FixtureConfig(f"workers={w}", "mnist-cnn", w, 1, "compact", [100.0 * w, 101.0 * w])
-        for w in (1, 2)
-    ]
-    path = build_store(tmp_path / "sweep.db", configs)
+    path = _sweep_store(tmp_path)
     edited = json.dumps({"hostname": ["box"], "cpu_model": 7, "usable_cores": "0-3"})
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE runs SET env_json = ?", (edited,))

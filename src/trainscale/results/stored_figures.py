@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainscale.results.stored_settings import as_number, as_whole, is_number
+from trainscale.results.stored_settings import as_number, as_text, as_whole, is_number
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,10 @@ class StoredDevices:
         if not isinstance(value, dict) or as_whole(value.get("devices")) is None:
             return None
         return cls(
-            device_type=_text(value.get("device_type")) or "cpu",
+            device_type=as_text(value.get("device_type")) or "cpu",
             devices=int(value["devices"]),
-            kind=_text(value.get("kind")),
-            device=_text(value.get("device")),
+            kind=as_text(value.get("kind")),
+            device=as_text(value.get("device")),
         )
 
 
@@ -142,10 +142,6 @@ class StoredFigures:
         if median is None or iqr is None or median <= 0:
             return None
         return iqr / median
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _positive(value: Any) -> float | None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainscale.results.stored_settings import as_whole
+from trainscale.results.stored_settings import as_text, as_whole
 
 
 @dataclass(frozen=True)
@@ -41,17 +41,17 @@ class StoredMachine:
         gpus = env.get("gpus")
         framework = env.get("framework")
         return cls(
-            hostname=_text(env.get("hostname")),
-            cpu_model=_text(env.get("cpu_model")),
+            hostname=as_text(env.get("hostname")),
+            cpu_model=as_text(env.get("cpu_model")),
             logical_cores=as_whole(env.get("logical_cores"), minimum=1),
             usable_cores=_cores(env.get("usable_cores")),
             gpu_names=tuple(
-                _text(gpu.get("name") if isinstance(gpu, dict) else gpu) or ""
+                as_text(gpu.get("name") if isinstance(gpu, dict) else gpu) or ""
                 for gpu in (gpus if isinstance(gpus, list) else [])
             ),
-            torch_version=_text(env.get("torch_version")),
+            torch_version=as_text(env.get("torch_version")),
             framework_version=(
-                _text(framework.get("version")) if isinstance(framework, dict) else None
+                as_text(framework.get("version")) if isinstance(framework, dict) else None
             ),
         )
 
@@ -69,10 +69,6 @@ class StoredMachine:
     def names(self) -> tuple[str, ...]:
         """Every name a device description may match: the CPU model, the host, the GPUs."""
         return tuple(n for n in (self.cpu_model, self.hostname, *self.gpu_names) if n)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _cores(value: Any) -> tuple[int, ...]:

@@ -63,9 +63,9 @@ class StoredSettings:
         the field's default."""
         defaults = cls()
         return cls(
-            framework=_text(config.get("framework")) or defaults.framework,
+            framework=as_text(config.get("framework")) or defaults.framework,
             single_process=bool(config.get("single_process")),
-            device=_text(config.get("device")) or defaults.device,
+            device=as_text(config.get("device")) or defaults.device,
             nnodes=as_whole(config.get("nnodes"), minimum=1) or defaults.nnodes,
             workers=as_whole(config.get("workers"), minimum=1),
             threads_per_worker=as_whole(config.get("threads_per_worker"), minimum=1),
@@ -77,14 +77,15 @@ class StoredSettings:
             compile=bool(config.get("compile")),
             steps=as_whole(config.get("steps"), minimum=0),
             epochs=as_number(config.get("epochs")),
-            precision_reason=_text(config.get("precision_reason")),
-            script=_text(config.get("script")),
-            script_sha256=_text(config.get("script_sha256")),
-            workload_source=_text(config.get("workload_source")),
+            precision_reason=as_text(config.get("precision_reason")),
+            script=as_text(config.get("script")),
+            script_sha256=as_text(config.get("script_sha256")),
+            workload_source=as_text(config.get("workload_source")),
         )
 
 
-def _text(value: Any) -> str | None:
+def as_text(value: Any) -> str | None:
+    """A stored text, or None where the value is empty or not text."""
     return value if isinstance(value, str) and value else None
 
 
