@@ -70,20 +70,6 @@ def counting_device(cluster: ClusterSpec) -> str:
     return "cuda" if cluster.device.kind == "cuda" and torch.cuda.is_available() else "cpu"
 
 
-def parse_workers(text: str) -> list[int]:
-    """'1,2,4,8' -> [1, 2, 4, 8]; ConfigError for anything but whole numbers >= 1."""
-    counts = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item.isdigit() or int(item) < 1:
-            raise ConfigError(
-                f"--workers takes whole numbers >= 1 separated by commas, like 1,2,4,8; "
-                f"got {text!r}"
-            )
-        counts.append(int(item))
-    return sorted(set(counts))
-
-
 def default_workers(cluster: ClusterSpec) -> list[int]:
     """Powers of two up to the cluster's devices (up to 8 nodes' worth for an open cluster)."""
     limit = cluster.max_devices or cluster.devices_per_node * 8
