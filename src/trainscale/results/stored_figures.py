@@ -36,11 +36,12 @@ class StoredDevices:
     @classmethod
     def of(cls, value: Any) -> StoredDevices | None:
         """The recorded devices; None where not recorded (runs stored before) or unreadable."""
-        if not isinstance(value, dict) or as_whole(value.get("devices")) is None:
+        devices = as_whole(value.get("devices")) if isinstance(value, dict) else None
+        if devices is None:
             return None
         return cls(
             device_type=as_text(value.get("device_type")) or "cpu",
-            devices=int(value["devices"]),
+            devices=devices,
             kind=as_text(value.get("kind")),
             device=as_text(value.get("device")),
         )
