@@ -13,8 +13,8 @@ from trainscale.recommend.run import RecommendListener
 
 if TYPE_CHECKING:
     from trainscale.recommend.run import RecommendPlan
-    from trainscale.recommend.search import Trial
     from trainscale.recommend.space import Candidate
+    from trainscale.recommend.trials import Trial
 
 
 class RecommendProgress(RecommendListener):

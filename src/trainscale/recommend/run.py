@@ -21,6 +21,7 @@ from trainscale.errors import ConfigError
 from trainscale.frameworks import require
 from trainscale.hardware import facts
 from trainscale.recommend.options import RecommendOptions
+from trainscale.recommend.recommendation import Recommendation
 from trainscale.recommend.script import (
     ACCURACY_NOTE,
     fit_script_candidates,
@@ -35,10 +36,8 @@ from trainscale.recommend.script_accuracy import WholeRunCheck, plan_note
 from trainscale.recommend.search import (
     DEFAULT_RUNG_STEPS,
     QUICK_RUNG_STEPS,
-    Recommendation,
     SearchListener,
     SearchSettings,
-    accuracy_options,
     round_up_s,
     run_search,
 )
@@ -49,6 +48,7 @@ from trainscale.recommend.space import (
     machine_space,
     script_space,
 )
+from trainscale.recommend.trials import accuracy_options
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner import launch
 from trainscale.runner.data_choice import DataChoice, prepare_real

@@ -27,8 +27,8 @@ from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.config.script import SCRIPT_OPTIONS
 from trainscale.errors import ConfigError
-from trainscale.recommend.search import RunOne, Trial
 from trainscale.recommend.space import Candidate, Space
+from trainscale.recommend.trials import RunOne, Trial
 from trainscale.runner.script_launch import is_script, prepare_script, start_script_run
 
 ACCURACY_NOTE = (

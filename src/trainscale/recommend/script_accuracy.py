@@ -7,7 +7,7 @@ asked to, the check runs the whole script (to its own end, with its own argument
 the user shortens) after the search: once in the serial baseline setting, then in each
 finalist best first, until one's final accuracy (the stored run's last evaluation) is within
 the tolerance of the baseline's, by the rule of a workload's check
-(`search.accuracy_rejection`). The first that passes is recommended; where none does, the
+(`trials.accuracy_rejection`). The first that passes is recommended; where none does, the
 baseline. These runs take as long as the script takes, which no budget can bound: the user
 chose them, so they run outside `--budget-s`, and the plan says how many there may be.
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainscale.config.options import RunOptions
-from trainscale.recommend.search import (
+from trainscale.recommend.space import Candidate, Space
+from trainscale.recommend.trials import (
     Attempt,
     Ranked,
     Rejection,
     accuracy_rejection,
 )
-from trainscale.recommend.space import Candidate, Space
 
 EVALUATED_NOTHING = (
     "the script evaluated nothing: accuracy not checked (its whole run in the serial baseline "

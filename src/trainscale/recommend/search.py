@@ -45,19 +45,25 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import TrainscaleError
 from trainscale.hardware.contention import busiest_processes
-from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
+from trainscale.metrics.run_flags import ran_busy
+from trainscale.recommend.recommendation import Recommendation
 from trainscale.recommend.space import Candidate, Space
+from trainscale.recommend.trials import (
+    Attempt,
+    Ranked,
+    Rejection,
+    RunOne,
+    Trial,
+    accuracy_options,
+    accuracy_rejection,
+    throughput_options,
+)
 from trainscale.runner.launch import RunFailed
-
-RunOne = Callable[[RunOptions], dict[str, Any]]
-"""Runs one trial and returns its stored result (`execute_run`'s dict); raises RunFailed or
-TrainscaleError when the run fails."""
 
 DEFAULT_RUNG_STEPS = (10, 30, 90)
 QUICK_RUNG_STEPS = (5, 15, 45)
@@ -67,9 +73,6 @@ only in the seed landed within 0.31 points of each other (0.9763 to 0.9794), whi
 batch of 256 at the recipe's lr lost 1.5 points at the same length (0.9643; the figures and
 commands are in docs/compare-and-recommend.md): half a point lets the noise through and
 stops the damage."""
-
-EVAL_AT_END = 1_000_000_000
-"""`eval_every` for accuracy runs: larger than any run, so they evaluate once, at the end."""
 
 
 @dataclass(frozen=True)
@@ -109,185 +112,6 @@ class SearchSettings:
             )
 
 
-@dataclass(frozen=True)
-class Trial:
-    """One run the search made (stored in the results store when it got that far)."""
-
-    candidate: Candidate
-    kind: str
-    """'throughput' (synthetic data, no evaluation) or 'accuracy' (real data, evaluated)."""
-    rung: int | None
-    """Rung of a throughput trial; None for accuracy runs."""
-    run_id: str | None
-    wall_s: float
-    """Wall-clock seconds of the whole trial (launch, data, training, evaluation)."""
-    samples_per_s: float | None = None
-    test_accuracy: float | None = None
-    train_time_s: float | None = None
-    num_samples: int | None = None
-    num_steps: int | None = None
-    """Steps the run trained (a script that ends early trains fewer than its trial's)."""
-    global_batch: int | None = None
-    """The run's global batch: a workload's as set, a script's as measured."""
-    error: str | None = None
-    busy: bool = False
-    """The run was stored as busy: other work used its cores (see hardware/contention.py)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.candidate.label,
-            "kind": self.kind,
-            "rung": self.rung,
-            "run_id": self.run_id,
-            "wall_s": self.wall_s,
-            "samples_per_s": self.samples_per_s,
-            "test_accuracy": self.test_accuracy,
-            "num_steps": self.num_steps,
-            "global_batch_size": self.global_batch,
-            "error": self.error,
-            "busy": self.busy,
-        }
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A finalist the accuracy check turned down."""
-
-    candidate: Candidate
-    reason: str
-    test_accuracy: float | None = None
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """A candidate's place after the search: the last rung it reached and its throughput
-    there."""
-
-    candidate: Candidate
-    rung: int
-    samples_per_s: float
-
-
-@dataclass
-class Recommendation:
-    """What the search found."""
-
-    best: Candidate
-    best_samples_per_s: float | None
-    best_rung: int | None
-    baseline: Candidate
-    baseline_samples_per_s: float | None
-    """The baseline's throughput in the same rung as the best's measurement."""
-    best_global_batch: int | None
-    """The best's global batch: a workload's as set, a script's as its trials measured."""
-    baseline_global_batch: int | None
-    speedup: float | None
-    accuracy_checked: bool
-    baseline_accuracy: float | None
-    best_accuracy: float | None
-    ranking: list[Ranked]
-    rejected: list[Rejection]
-    trials: list[Trial]
-    rungs_completed: int
-    elapsed_s: float
-    budget_s: float
-    stopped_by_budget: bool
-    notes: list[str] = field(default_factory=list)
-    include_busy: bool = False
-    """Whether throughput trials on a busy machine were ranked like the others."""
-    trusted: bool = True
-    """False where every measured throughput trial ran on a busy machine, so the ranking
-    rests on them (the busy rule, metrics/run_flags.py)."""
-    busiest: list[str] = field(default_factory=list)
-    """The other processes that used the most CPU at the end of an untrusted search."""
-    candidates_measured: int = 0
-    """Candidates (the baseline among them) with a throughput measurement in the ranking."""
-    candidates_total: int = 0
-    """Candidates in the space, the baseline among them."""
-    budget_needed_s: float | None = None
-    """About how many seconds the whole search would take here (every candidate measured),
-    from the trials' measured times; None when nothing was measured to estimate from."""
-
-    @property
-    def only_baseline(self) -> bool:
-        """Nothing but the serial baseline was measured: there was nothing to choose from."""
-        return self.candidates_measured <= 1 and self.best == self.baseline
-
-    @property
-    def busy_trials(self) -> list[Trial]:
-        """Throughput trials that ran on a busy machine (left out unless `include_busy`)."""
-        return [t for t in self.trials if t.kind == "throughput" and t.ok and t.busy]
-
-    def busy_line(self) -> str | None:
-        """How many throughput trials ran on a busy machine and what became of them."""
-        busy = len(self.busy_trials)
-        if not busy:
-            return None
-        total = sum(1 for t in self.trials if t.kind == "throughput" and t.ok)
-        if not self.trusted:
-            neighbours = ", ".join(self.busiest) or "other processes"
-            return (
-                f"{NOT_TRUSTED}: every measured throughput trial ({busy}) ran while other "
-                f"work used their cores ({neighbours}), so they were ranked anyway and this "
-                "recommendation is not trusted: stop that work, or run again when the "
-                "machine is quiet"
-            )
-        if self.include_busy:
-            return (
-                f"kept {busy} of {total} throughput trial(s) that ran on a busy machine "
-                "(--include-busy): other work used their cores, so their speed is not trusted"
-            )
-        return (
-            f"left out {busy} of {total} throughput trial(s) that ran on a busy machine: other "
-            "work used their cores, so their speed says little about the setting "
-            "(--include-busy keeps them)"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "busy_left_out": 0 if self.include_busy or not self.trusted else len(self.busy_trials),
-            "trusted": self.trusted,
-            "busy_note": self.busy_line(),
-            "best": self.best.to_dict(),
-            "best_samples_per_s": self.best_samples_per_s,
-            "best_rung": self.best_rung,
-            "baseline": self.baseline.to_dict(),
-            "baseline_samples_per_s": self.baseline_samples_per_s,
-            "best_global_batch": self.best_global_batch,
-            "baseline_global_batch": self.baseline_global_batch,
-            "speedup": self.speedup,
-            "accuracy_checked": self.accuracy_checked,
-            "baseline_accuracy": self.baseline_accuracy,
-            "best_accuracy": self.best_accuracy,
-            "ranking": [
-                {"label": r.candidate.label, "rung": r.rung, "samples_per_s": r.samples_per_s}
-                for r in self.ranking
-            ],
-            "rejected": [
-                {"label": r.candidate.label, "reason": r.reason, "test_accuracy": r.test_accuracy}
-                for r in self.rejected
-            ],
-            "trials": [t.to_dict() for t in self.trials],
-            "rungs_completed": self.rungs_completed,
-            "elapsed_s": self.elapsed_s,
-            "budget_s": self.budget_s,
-            "stopped_by_budget": self.stopped_by_budget,
-            "candidates_measured": self.candidates_measured,
-            "candidates_total": self.candidates_total,
-            "budget_needed_s": self.budget_needed_s,
-            "only_baseline": self.only_baseline,
-            "notes": list(self.notes),
-        }
-
-
-Attempt = Callable[[Candidate, RunOptions, str, int | None], Trial]
-"""Makes one run of the search (`_Search.attempt`): (candidate, options, kind, rung) -> its
-trial, which the search keeps and its listener hears of."""
-
 FinalistsCheck = Callable[
     [list[Ranked], Attempt, Callable[[str], None]],
     tuple[float | None, Ranked | None, float | None, list[Rejection]],
@@ -296,21 +120,6 @@ FinalistsCheck = Callable[
 recommend/script_accuracy.py): given the ranking, the search's `Attempt` and its `note`, it
 returns the baseline's accuracy (None: nothing was compared, the ranking stands), the
 entry chosen (None: every finalist was rejected), its accuracy, and the rejections."""
-
-
-def accuracy_rejection(trial: Trial, baseline_accuracy: float, tolerance: float) -> str | None:
-    """Why the accuracy run `trial` fails the check, or None when it keeps the baseline's
-    accuracy: it failed, it reported no accuracy, or its test accuracy is lower than
-    `baseline_accuracy` by more than `tolerance` (a fraction)."""
-    if not trial.ok or trial.test_accuracy is None:
-        return f"accuracy run failed: {trial.error or 'no accuracy reported'}"
-    drop = baseline_accuracy - trial.test_accuracy
-    if drop > tolerance:
-        return (
-            f"test accuracy {trial.test_accuracy:.4f} is {drop * 100:.2f} points below "
-            f"the baseline's {baseline_accuracy:.4f} (tolerance {tolerance * 100:.2f})"
-        )
-    return None
 
 
 class SearchListener:
@@ -327,31 +136,6 @@ class SearchListener:
 
     def note(self, text: str) -> None:
         """Something the user should know (budget stops, rejections)."""
-
-
-def throughput_options(candidate: Candidate, base: RunOptions, timed_steps: int, warmup: int):
-    """The run options of a throughput trial: `timed_steps` measured after `warmup`."""
-    return candidate.options(base).with_(
-        steps=timed_steps + warmup,
-        epochs=None,
-        warmup_steps_untimed=warmup,
-        evaluate=False,
-        eval_every=None,
-    )
-
-
-def accuracy_options(candidate: Candidate, base: RunOptions, epochs: float) -> RunOptions:
-    """The run options of an accuracy check: `epochs` of real data, evaluated at the end.
-
-    Epochs rather than steps, so every setting sees the same number of samples whatever its
-    global batch (to within one batch).
-    """
-    return candidate.options(base).with_(
-        epochs=epochs,
-        steps=None,
-        evaluate=True,
-        eval_every=EVAL_AT_END,
-    )
 
 
 class _Search:
