@@ -30,14 +30,10 @@ from trainscale.errors import TrainscaleError
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
-from trainscale.simulate.calibrate import (
-    calibrate_from_peak,
-    cores_per_worker,
-    is_measured,
-    per_worker_batch,
-)
+from trainscale.simulate.calibrate import calibrate_from_peak
 from trainscale.simulate.cross_workload import calibrate_from_other_workloads
 from trainscale.simulate.predict import predict_one
+from trainscale.simulate.run_facts import cores_per_worker, is_measured, per_worker_batch
 from trainscale.simulate.setup import cached_layout, counting_device, resolve_cluster
 from trainscale.workloads import builtin_workload_names
 

@@ -18,7 +18,8 @@ from trainscale.simulate.buckets import (
     param_infos,
     recorded_layout,
 )
-from trainscale.simulate.calibrate import CalibrationError, per_worker_batch
+from trainscale.simulate.calibrate import CalibrationError
+from trainscale.simulate.run_facts import per_worker_batch
 from trainscale.simulate.script_calibration import script_layout, script_name
 from trainscale.train import meter as meter_module
 from trainscale.train.meter import NullMeter, ScriptMeasurements

@@ -12,16 +12,14 @@ from trainscale.simulate.calibrate import (
     CalibrationError,
     calibrate_from_peak,
     calibrate_from_runs,
-    cores_per_worker,
     fit_compute,
     fit_effective_link,
-    is_measured,
     matching_serial_runs,
     probe_link,
-    run_breakdown,
 )
 from trainscale.simulate.cluster import DeviceSpec, LinkSpec, load_preset
 from trainscale.simulate.predict import predict_one
+from trainscale.simulate.run_facts import cores_per_worker, is_measured, run_breakdown
 from trainscale.simulate.stragglers import sigma_from_spread
 from trainscale.simulate.validate import (
     ValidationReport,

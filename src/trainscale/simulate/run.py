@@ -20,7 +20,7 @@ from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
-from trainscale.simulate.calibrate import device_kind, probe_link
+from trainscale.simulate.calibrate import probe_link
 from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
 from trainscale.simulate.options import (
     MonteCarloOptions,
@@ -28,6 +28,7 @@ from trainscale.simulate.options import (
     StepModelOptions,
 )
 from trainscale.simulate.predict import predict_scaling
+from trainscale.simulate.run_facts import device_kind
 from trainscale.simulate.script_calibration import calibrate_script, script_name
 from trainscale.simulate.setup import (
     cached_layout,

@@ -24,10 +24,10 @@ from trainscale.simulate.calibrate import (
     Calibration,
     CalibrationError,
     calibrate_from_runs,
-    is_measured,
     matching_serial_runs,
 )
 from trainscale.simulate.cluster import ClusterSpec
+from trainscale.simulate.run_facts import is_measured
 from trainscale.simulate.setup import Setup, fit_network, load_given_runs
 
 SCRIPT_PREFIX = "script:"

@@ -28,12 +28,8 @@ from trainscale.simulate.calibrate import (
     calibrate_from_peak,
     calibrate_from_runs,
     check_calibration_run,
-    cores_per_worker,
-    device_kind,
     fit_effective_link,
-    is_measured,
     matching_serial_runs,
-    per_worker_batch,
     probe_link,
     shared_spread_sigma,
     training_flops_per_sample,
@@ -42,6 +38,12 @@ from trainscale.simulate.cluster import LOCAL, ClusterSpec, local_cluster, resol
 from trainscale.simulate.cross_workload import calibrate_from_other_workloads
 from trainscale.simulate.predict import predict_one
 from trainscale.simulate.probed_device import with_probed_costs
+from trainscale.simulate.run_facts import (
+    cores_per_worker,
+    device_kind,
+    is_measured,
+    per_worker_batch,
+)
 from trainscale.workloads import get_workload, is_builtin
 
 

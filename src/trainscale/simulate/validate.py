@@ -41,15 +41,17 @@ from trainscale.simulate.calibrate import (
     CalibrationError,
     calibrate_from_runs,
     check_calibration_run,
+    shared_spread_sigma,
+)
+from trainscale.simulate.cluster import ClusterSpec, LinkSpec, local_cluster
+from trainscale.simulate.predict import predict_one
+from trainscale.simulate.run_facts import (
     cores_per_worker,
     device_kind,
     device_name,
     is_measured,
     per_worker_batch,
-    shared_spread_sigma,
 )
-from trainscale.simulate.cluster import ClusterSpec, LinkSpec, local_cluster
-from trainscale.simulate.predict import predict_one
 from trainscale.simulate.setup import fit_network
 from trainscale.simulate.stragglers import DEFAULT_SAMPLES
 from trainscale.workloads import get_workload
