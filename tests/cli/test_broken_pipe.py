@@ -73,3 +73,31 @@ def test_reader_gone_before_the_first_write(
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == EXIT_BROKEN_PIPE
     assert err == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["workloads"],
+        ["recipes"],
+        ["simulate", "--list-clusters"],
+        ["simulate", "mnist-cnn", "--cluster", "v100-nvlink-ib", "--workers", "1,2"],
+    ],
+    ids=["workloads", "recipes", "clusters", "simulate"],
+)
+def test_a_table_for_a_reader_gone_ends_like_any_output(tmp_path: Path, args: list[str]) -> None:
+    """Tables are printed by rich, which on a broken pipe exits with status 1 of its own
+    accord: trainscale's tables end like its other output, 141 and not a word."""
+    proc = subprocess.Popen(
+        [*TRAINSCALE, *args, "--store", str(tmp_path / "none.db")]
+        if args[0] == "simulate" and "--list-clusters" not in args
+        else [*TRAINSCALE, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == EXIT_BROKEN_PIPE
+    assert err == ""

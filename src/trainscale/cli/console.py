@@ -25,12 +25,22 @@ PLAIN_WIDTH = 240
 own width)."""
 
 
+class StdoutConsole(Console):
+    """A console on standard output whose reader going away (`| head -1`) ends the command
+    like the rest of its output: rich would exit with status 1 of its own accord; the
+    BrokenPipeError reaches `cli.main`, which exits 141 without a word."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write: the reader is gone
+        raise BrokenPipeError
+
+
 def stdout_console(plain_width: int = PLAIN_WIDTH, emoji: bool = False) -> Console:
     """A console for standard output, markup off: tags, errors, labels and config values may
     contain [brackets] that are not markup."""
     if sys.stdout.isatty():
-        return Console(markup=False, highlight=False)
-    return Console(
+        return StdoutConsole(markup=False, highlight=False)
+    return StdoutConsole(
         file=sys.stdout,
         width=plain_width,
         color_system=None,
@@ -44,8 +54,8 @@ def table_console(markup: bool = True) -> Console:
     """A console for tables and lines on standard output: the terminal's width on a terminal;
     piped, `PLAIN_WIDTH` columns without colour, so no table is squeezed to 80 columns."""
     if sys.stdout.isatty():
-        return Console(markup=markup, highlight=False)
-    return Console(
+        return StdoutConsole(markup=markup, highlight=False)
+    return StdoutConsole(
         file=sys.stdout, width=PLAIN_WIDTH, color_system=None, markup=markup, highlight=False
     )
 

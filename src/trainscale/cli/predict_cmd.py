@@ -51,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainscale.cli.console import table_console
     from trainscale.simulate.run import time_to_accuracy
     from trainscale.simulate.tables import print_time_to_accuracy
 
@@ -66,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
         return 0
     print_time_to_accuracy(
-        result.workload, result.cluster, result.calibration, result.layout, result.rows
+        table_console(),
+        result.workload,
+        result.cluster,
+        result.calibration,
+        result.layout,
+        result.rows,
     )
     for path in result.plots:
         print(f"wrote {path}")

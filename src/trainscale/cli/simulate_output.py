@@ -8,6 +8,7 @@ from typing import Any
 
 def print_result(result: Any, as_json: bool) -> int:
     """Print a simulate result (scaling, validation, presets, published fits); exit 0."""
+    from trainscale.cli.console import table_console
     from trainscale.simulate import run as simulator
     from trainscale.simulate import tables
     from trainscale.simulate.published_run import PublishedFitResult
@@ -15,16 +16,22 @@ def print_result(result: Any, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.to_dict()))
         return 0
+    console = table_console()
     if isinstance(result, simulator.ClusterPresets):
-        tables.print_clusters(result.presets)
+        tables.print_clusters(console, result.presets)
     elif isinstance(result, simulator.ScalingResult):
         tables.print_predictions(
-            result.workload, result.cluster, result.calibration, result.layout, result.predictions
+            console,
+            result.workload,
+            result.cluster,
+            result.calibration,
+            result.layout,
+            result.predictions,
         )
     elif isinstance(result, PublishedFitResult):
         print_published(result)
     else:
-        tables.print_validation(result.report)
+        tables.print_validation(console, result.report)
     for path in result.plots:
         print(f"wrote {path}")
     return 0

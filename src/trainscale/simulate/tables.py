@@ -1,4 +1,4 @@
-"""The simulator's tables on the terminal (rich)."""
+"""The simulator's tables (rich), printed on the console the command gives them."""
 
 from __future__ import annotations
 
@@ -15,13 +15,6 @@ from trainscale.simulate.predict import Prediction
 from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow, best_by_mode
 from trainscale.simulate.units import format_bandwidth, format_time
 from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
-
-
-def _console():
-    console = Console()
-    # These tables are wide; piped into a file or a log they should not be squeezed to the
-    # 80 columns rich assumes without a terminal.
-    return console if console.is_terminal else Console(width=180)
 
 
 def _link(spec: LinkSpec | None) -> str:
@@ -68,6 +61,7 @@ def describe_setup(
 
 
 def print_predictions(
+    console: Console,
     workload: str,
     cluster: ClusterSpec,
     calibration: Calibration,
@@ -75,7 +69,6 @@ def print_predictions(
     predictions: Sequence[Prediction],
 ) -> None:
     """The prediction table and what it stands on."""
-    console = _console()
     table = Table(title=f"trainscale simulate: {workload} on {cluster.name}")
     headers = (
         "workers",
@@ -117,9 +110,8 @@ def print_predictions(
         console.print("note: one worker per device; the model does not model oversubscribed cores")
 
 
-def print_validation(report: ValidationReport) -> None:
+def print_validation(console: Console, report: ValidationReport) -> None:
     """Predicted against measured, run by run, then by setting and overall."""
-    console = _console()
     table = Table(title="trainscale simulate --validate: held-out runs")
     headers: tuple[str, ...] = (
         "run",
@@ -220,9 +212,8 @@ def print_validation(report: ValidationReport) -> None:
         console.print(f"skipped {run_id[:8]}: {reason}")
 
 
-def print_clusters(presets: Sequence[ClusterSpec]) -> None:
+def print_clusters(console: Console, presets: Sequence[ClusterSpec]) -> None:
     """The presets with their figures and where the figures come from."""
-    console = _console()
     table = Table(title="cluster presets (`--cluster NAME`; 'local' = this machine)")
     for header in ("name", "nodes x devices", "device", "intra-node", "inter-node", "exchange"):
         table.add_column(header, no_wrap=header == "name")
@@ -254,6 +245,7 @@ def print_clusters(presets: Sequence[ClusterSpec]) -> None:
 
 
 def print_time_to_accuracy(
+    console: Console,
     workload: str,
     cluster: ClusterSpec,
     calibration: Calibration,
@@ -261,7 +253,6 @@ def print_time_to_accuracy(
     rows: Sequence[TimeToAccuracyRow],
 ) -> None:
     """Steps to target x predicted step time, and where more hardware stops helping."""
-    console = _console()
     table = Table(title=f"trainscale predict-time-to-accuracy: {workload} on {cluster.name}")
     headers = (
         "run",
