@@ -44,6 +44,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from trainscale.errors import ConfigError
+from trainscale.simulate.buckets import GradientLayout
 from trainscale.simulate.calibrate import (
     Calibration,
     calibrate_from_peak,
@@ -192,7 +193,7 @@ class SystemModel:
     from the cluster file, and the cluster."""
 
     base: Calibration
-    layout: Any
+    layout: GradientLayout
     cluster: ClusterSpec
     samples: int = FIT_SAMPLES
     seed: int = 0

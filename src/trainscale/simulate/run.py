@@ -20,14 +20,21 @@ from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
-from trainscale.simulate.calibrate import probe_link
-from trainscale.simulate.cluster import LOCAL, load_preset, preset_names, resolve_cluster_argument
+from trainscale.simulate.buckets import GradientLayout
+from trainscale.simulate.calibrate import Calibration, probe_link
+from trainscale.simulate.cluster import (
+    LOCAL,
+    ClusterSpec,
+    load_preset,
+    preset_names,
+    resolve_cluster_argument,
+)
 from trainscale.simulate.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
 )
-from trainscale.simulate.predict import predict_scaling
+from trainscale.simulate.predict import Prediction, predict_scaling
 from trainscale.simulate.run_facts import device_kind
 from trainscale.simulate.script_calibration import calibrate_script, script_name
 from trainscale.simulate.setup import (
@@ -39,11 +46,12 @@ from trainscale.simulate.setup import (
     resolve_cluster,
 )
 from trainscale.simulate.time_to_accuracy import (
+    TimeToAccuracyRow,
     best_by_mode,
     emulated_setting,
     predict_time_to_accuracy,
 )
-from trainscale.simulate.validate import validate_runs
+from trainscale.simulate.validate import ValidationReport, validate_runs
 from trainscale.workloads import get_workload, workload_name
 
 
@@ -96,14 +104,14 @@ class ScalingResult:
     """Predicted steps of `workload` on `cluster`, one per worker count."""
 
     workload: str
-    cluster: Any
-    """The ClusterSpec predicted on."""
-    calibration: Any
-    """Where compute, optimizer, data and network times came from (`Calibration`)."""
-    layout: Any
-    """The gradient buckets (`GradientLayout`)."""
-    predictions: list[Any]
-    """One `Prediction` per worker count."""
+    cluster: ClusterSpec
+    """The cluster predicted on."""
+    calibration: Calibration
+    """Where compute, optimizer, data and network times came from."""
+    layout: GradientLayout
+    """The gradient buckets."""
+    predictions: list[Prediction]
+    """One per worker count."""
     plots: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,8 +218,7 @@ def simulate_scaling(
 class ValidationResult:
     """The model's predictions of stored measured runs, with their errors."""
 
-    report: Any
-    """The `ValidationReport`."""
+    report: ValidationReport
     plots: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,8 +306,8 @@ def validate_simulator(
 class ClusterPresets:
     """The shipped cluster presets; 'local' is generated from this machine when used."""
 
-    presets: list[Any]
-    """One ClusterSpec per preset."""
+    presets: list[ClusterSpec]
+    """One per preset."""
     plots: list[str] = field(default_factory=list)
     """None drawn (as for the other results)."""
 
@@ -318,11 +325,11 @@ class TimeToAccuracyResult:
     """Emulated steps to the target x predicted step time, per stored emulation."""
 
     workload: str
-    cluster: Any
-    calibration: Any
-    layout: Any
-    rows: list[Any]
-    """One `TimeToAccuracyRow` per emulated setting."""
+    cluster: ClusterSpec
+    calibration: Calibration
+    layout: GradientLayout
+    rows: list[TimeToAccuracyRow]
+    """One per emulated setting."""
     plots: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
