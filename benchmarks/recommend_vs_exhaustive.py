@@ -147,8 +147,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 2:
         parser.error("--repeats must be at least 2: one run of a setting is not a result")
+    from trainscale.advisor.trials import EVAL_AT_END
     from trainscale.metrics.compare import compare_step_times
-    from trainscale.recommend.trials import EVAL_AT_END
 
     store = args.store or Path(tempfile.mkdtemp()) / "recommend-vs-exhaustive.db"
     t_start = time.monotonic()

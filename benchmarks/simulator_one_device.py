@@ -8,9 +8,9 @@ GPU check's `workloads` step makes one per workload), two predictions at that ru
 and precision, neither of which sees the workload's own runs:
 
 - uncalibrated: the device's peak and per-operator overhead from the host's newest trusted
-  `trainscale probe` (`simulate/probed_device.py`), FLOPs and operators counted on the model;
+  `trainscale probe` (`simulator/probed_device.py`), FLOPs and operators counted on the model;
 - held out: a cost per operator and per FLOP fitted to the other workloads' runs on the
-  device (`simulate/cross_workload.py`).
+  device (`simulator/cross_workload.py`).
 
 Prints one line per workload and the median |error| of each, and writes them as JSON. The
 operators are counted on the device where this machine has it (cuDNN's LSTM is one operator,
@@ -30,11 +30,11 @@ from trainscale.errors import TrainscaleError
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
-from trainscale.simulate.calibrate import calibrate_from_peak
-from trainscale.simulate.cross_workload import calibrate_from_other_workloads
-from trainscale.simulate.predict import predict_one
-from trainscale.simulate.run_facts import cores_per_worker, is_measured, per_worker_batch
-from trainscale.simulate.setup import cached_layout, counting_device, resolve_cluster
+from trainscale.simulator.calibrate import calibrate_from_peak
+from trainscale.simulator.cross_workload import calibrate_from_other_workloads
+from trainscale.simulator.predict import predict_one
+from trainscale.simulator.run_facts import cores_per_worker, is_measured, per_worker_batch
+from trainscale.simulator.setup import cached_layout, counting_device, resolve_cluster
 from trainscale.workloads import builtin_workload_names
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.advisor import run as recommend_run
 from trainscale.cli import main
 from trainscale.hardware import facts
-from trainscale.recommend import run as recommend_run
 from trainscale.results.store import RunStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mnist_script.py"

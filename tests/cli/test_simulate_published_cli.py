@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from trainscale.simulate.published import published_table_names
+from trainscale.simulator.published import published_table_names
 
 from tests.helpers.cli import one_error_line, run_cli
 
@@ -73,7 +73,7 @@ def test_mistakes_are_one_line(capsys, args, message):
 
 @pytest.mark.parametrize("option", ["--validate-published", "--fit-to"])
 def test_an_unwritable_plot_directory_is_refused_before_any_fit(capsys, monkeypatch, option):
-    from trainscale.simulate import published_run
+    from trainscale.simulator import published_run
 
     def no_fit(*args, **kwargs):
         raise AssertionError("fitted before the plot directory was checked")

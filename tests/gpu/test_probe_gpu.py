@@ -70,7 +70,7 @@ def test_a_cuda_probe_lets_simulate_predict_a_workload_it_never_ran(tmp_path, ca
 
 
 def test_cudnn_runs_a_recurrent_layer_as_far_fewer_operators_than_the_cpu() -> None:
-    from trainscale.simulate.buckets import workload_layout
+    from trainscale.simulator.buckets import workload_layout
 
     on_cuda = workload_layout("imdb-bilstm", device="cuda").ops_per_step
     on_cpu = workload_layout("imdb-bilstm", device="cpu").ops_per_step

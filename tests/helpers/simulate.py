@@ -207,7 +207,7 @@ def calibration(
     batch: int = 64,
 ):
     """A hand-made calibration (seconds)."""
-    from trainscale.simulate.calibrate import Calibration
+    from trainscale.simulator.calibrate import Calibration
 
     return Calibration(
         workload="mnist-cnn",
@@ -238,7 +238,7 @@ def cluster(
     algorithm: str = "ring",
 ):
     """A hand-made cluster: `devices` per node, the given links."""
-    from trainscale.simulate.cluster import ClusterSpec, DeviceSpec, LinkSpec
+    from trainscale.simulator.cluster import ClusterSpec, DeviceSpec, LinkSpec
 
     inter = None
     if inter_bandwidth is not None:
@@ -257,7 +257,7 @@ def cluster(
 
 def tiny_layout(sizes_mib=(2.0, 8.0, 30.0), shares=(0.2, 0.5, 1.0)):
     """A gradient layout of buckets of the given sizes, ready at the given shares."""
-    from trainscale.simulate.buckets import MIB, Bucket, GradientLayout
+    from trainscale.simulator.buckets import MIB, Bucket, GradientLayout
 
     buckets = tuple(
         Bucket(index=i, num_bytes=int(s * MIB), num_tensors=1, ready_share=r)

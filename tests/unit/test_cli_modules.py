@@ -22,7 +22,7 @@ MAX_LINES = 150
 
 SHARED_FLAGS = ("--store", "--json", "--quiet", "--plot", "--data")
 """Arguments several commands take, declared once in cli/common.py (the simulator's shared
-options, --cluster and --samples among them, are declared in simulate/options.py)."""
+options, --cluster and --samples among them, are declared in simulator/options.py)."""
 
 OWN_MEANING = {
     ("bench", "--workload"): "the workload (a positional argument of `run`)",
@@ -34,10 +34,10 @@ OWN_MEANING = {
     ("recommend", "--warmup-steps"): "warm-up of each trial; its default follows --quick",
     ("emulate", "--workers"): "a list of worker counts, one emulated run each",
     ("simulate", "--device"): "the device of the 'local' cluster: no 'auto'",
-    ("simulate", "--precision"): "the predicted training's: no 'auto' (simulate/options.py)",
-    ("simulate", "--batch-size"): "the predicted per-worker batch (simulate/options.py)",
-    ("simulate", "--global-batch-size"): "the predicted global batch (simulate/options.py)",
-    ("simulate", "--bucket-cap-mb"): "the predicted DDP buckets (simulate/options.py)",
+    ("simulate", "--precision"): "the predicted training's: no 'auto' (simulator/options.py)",
+    ("simulate", "--batch-size"): "the predicted per-worker batch (simulator/options.py)",
+    ("simulate", "--global-batch-size"): "the predicted global batch (simulator/options.py)",
+    ("simulate", "--bucket-cap-mb"): "the predicted DDP buckets (simulator/options.py)",
     ("predict-time-to-accuracy", "--precision"): "as in simulate",
     ("simulate", "--threads-per-worker"): "cores of a 'local' cluster's worker",
     ("simulate", "--seed"): "the Monte Carlo seed",

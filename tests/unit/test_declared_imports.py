@@ -292,7 +292,7 @@ def test_scipy_is_declared_for_the_simulator_fit() -> None:
     imports = package_imports(PACKAGE, "trainscale")
     found = problems(imports, declared_distributions() - {"scipy"})
     assert found and all("scipy" in line for line in found), found
-    assert "trainscale.simulate.fit" in {line.split(":")[0] for line in found}
+    assert "trainscale.simulator.fit" in {line.split(":")[0] for line in found}
 
 
 def test_each_optional_module_belongs_to_its_extra() -> None:

@@ -9,6 +9,10 @@ from dataclasses import MISSING, dataclass, fields
 
 import pytest
 
+from trainscale.advisor.options import RecommendOptions
+from trainscale.advisor.run import search_settings
+from trainscale.advisor.search import DEFAULT_RUNG_STEPS
+from trainscale.advisor.space import BATCH_MULTIPLIERS
 from trainscale.benchmark.options import (
     DEFAULT_ROUNDS,
     DEFAULT_STEPS,
@@ -33,11 +37,7 @@ from trainscale.emulate.options import (
 )
 from trainscale.errors import ConfigError
 from trainscale.probe.options import MAX_REPEATS, ProbeOptions
-from trainscale.recommend.options import RecommendOptions
-from trainscale.recommend.run import search_settings
-from trainscale.recommend.search import DEFAULT_RUNG_STEPS
-from trainscale.recommend.space import BATCH_MULTIPLIERS
-from trainscale.simulate.options import MonteCarloOptions, ScalingOptions, StepModelOptions
+from trainscale.simulator.options import MonteCarloOptions, ScalingOptions, StepModelOptions
 
 
 @dataclass(frozen=True)

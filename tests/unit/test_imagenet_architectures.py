@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import ConfigError, DataError
-from trainscale.simulate.buckets import layout_from_params, param_infos
+from trainscale.simulator.buckets import layout_from_params, param_infos
 from trainscale.workloads import (
     architecture_names,
     get_workload,

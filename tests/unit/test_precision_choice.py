@@ -95,8 +95,8 @@ def test_fp16_on_the_cpu_is_still_refused():
 
 
 def test_the_simulator_asks_for_a_named_precision():
-    from trainscale.simulate.cluster import load_preset
-    from trainscale.simulate.setup import calibrate
+    from trainscale.simulator.cluster import load_preset
+    from trainscale.simulator.setup import calibrate
 
     with pytest.raises(ConfigError, match="--precision auto chooses for a run on this machine"):
         calibrate("mnist-cnn", load_preset("dgx1-v100"), None, precision="auto")

@@ -12,7 +12,7 @@ import torch
 from trainscale.cli import main
 from trainscale.probe.dispatch import measure_dispatch, tiny_network
 from trainscale.results.store import RunStore
-from trainscale.simulate.buckets import profile_model
+from trainscale.simulator.buckets import profile_model
 
 
 def test_the_probe_counts_operators_as_the_simulator_counts_a_workloads() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainscale.simulate.cluster import load_preset, preset_names
-from trainscale.simulate.published import (
+from trainscale.simulator.cluster import load_preset, preset_names
+from trainscale.simulator.published import (
     MODELS,
     PublishedTableError,
     load_all,

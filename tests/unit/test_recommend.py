@@ -7,18 +7,18 @@ import shlex
 
 import pytest
 
-from trainscale.config.cli import run_command
-from trainscale.config.options import RunOptions
-from trainscale.errors import ConfigError, TrainscaleError
-from trainscale.recommend.run import RecommendListener, fit_candidates, recommend, summary_lines
-from trainscale.recommend.search import SearchSettings, round_up_s, run_search
-from trainscale.recommend.space import (
+from trainscale.advisor.run import RecommendListener, fit_candidates, recommend, summary_lines
+from trainscale.advisor.search import SearchSettings, round_up_s, run_search
+from trainscale.advisor.space import (
     BF16_SKIP_REASON,
     Candidate,
     build_space,
     thread_counts,
     worker_counts,
 )
+from trainscale.config.cli import run_command
+from trainscale.config.options import RunOptions
+from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.runner.launch import RunFailed
 
 from tests.helpers.cli import parse_run_command
@@ -503,7 +503,7 @@ def test_every_trial_busy_ranks_them_anyway_marked_not_trusted(monkeypatch):
     from trainscale.hardware.contention import OtherProcess
 
     neighbour = OtherProcess(pid=4242, name="stress", cpu_percent=97.0)
-    monkeypatch.setattr("trainscale.recommend.search.busiest_processes", lambda: [neighbour])
+    monkeypatch.setattr("trainscale.advisor.search.busiest_processes", lambda: [neighbour])
     everyone = BusyTrials(SPACE, RATES, set(RATES))
     result = search(everyone, accuracy=False)
     # The ranking of the busy measurements: the same best as on a quiet machine here.
@@ -520,7 +520,7 @@ def test_a_trusted_search_says_so_and_names_no_neighbour(monkeypatch):
     def never():
         raise AssertionError("neighbours are looked for only where nothing quiet was left")
 
-    monkeypatch.setattr("trainscale.recommend.search.busiest_processes", never)
+    monkeypatch.setattr("trainscale.advisor.search.busiest_processes", never)
     result = search(BusyTrials(SPACE, BUSY_RATES, {BUSY_LABEL}), accuracy=False)
     assert result.trusted and _payload(result)["trusted"] is True
 

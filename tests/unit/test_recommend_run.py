@@ -1,19 +1,19 @@
-"""`recommend.run.recommend`: the recommendation as a library call, with stand-ins for the
+"""`advisor.run.recommend`: the recommendation as a library call, with stand-ins for the
 trial runs."""
 
 from __future__ import annotations
 
 import pytest
 
-from trainscale.errors import ConfigError
-from trainscale.recommend.options import RecommendOptions
-from trainscale.recommend.run import (
+from trainscale.advisor.options import RecommendOptions
+from trainscale.advisor.run import (
     RecommendListener,
     RecommendResult,
     recommend,
     search_settings,
     summary_lines,
 )
+from trainscale.errors import ConfigError
 
 from tests.helpers.cli import parse_run_command
 from tests.helpers.mnist_files import write_random_mnist

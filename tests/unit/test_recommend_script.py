@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.advisor.options import RecommendOptions
+from trainscale.advisor.run import RecommendListener, recommend, summary_lines
+from trainscale.advisor.script_accuracy import EVALUATED_NOTHING, WholeRunCheck
+from trainscale.advisor.search import SearchSettings, run_search
+from trainscale.advisor.space import Candidate, build_space, script_space
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
-from trainscale.recommend.options import RecommendOptions
-from trainscale.recommend.run import RecommendListener, recommend, summary_lines
-from trainscale.recommend.script_accuracy import EVALUATED_NOTHING, WholeRunCheck
-from trainscale.recommend.search import SearchSettings, run_search
-from trainscale.recommend.space import Candidate, build_space, script_space
 from trainscale.runner.launch import RunFailed
 from trainscale.runner.script_launch import prepare_script
 
@@ -118,7 +118,7 @@ class ScriptRuns:
 @pytest.fixture
 def runs(monkeypatch):
     stub = ScriptRuns()
-    monkeypatch.setattr("trainscale.recommend.script.start_script_run", stub)
+    monkeypatch.setattr("trainscale.advisor.script.start_script_run", stub)
     monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda: TWO_CORES)
     return stub
 
@@ -207,7 +207,7 @@ def test_a_scripts_search_runs_placements_stopped_after_their_steps(runs, tmp_pa
 
 def test_a_script_shorter_than_its_trials_is_said(monkeypatch, tmp_path):
     stub = ScriptRuns(steps_cap=6)
-    monkeypatch.setattr("trainscale.recommend.script.start_script_run", stub)
+    monkeypatch.setattr("trainscale.advisor.script.start_script_run", stub)
     monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda: TWO_CORES)
     options = RecommendOptions(quick=True, max_workers=1)
     result = recommend(script=EXAMPLE, options=options, store=tmp_path / "r.db")
@@ -249,7 +249,7 @@ def test_a_scripts_budget_is_estimated_per_step():
 def whole_runs(monkeypatch, **behaviour) -> ScriptRuns:
     """The stand-in script runs, with whole runs that behave as `behaviour` says."""
     stub = ScriptRuns(**behaviour)
-    monkeypatch.setattr("trainscale.recommend.script.start_script_run", stub)
+    monkeypatch.setattr("trainscale.advisor.script.start_script_run", stub)
     monkeypatch.setattr("trainscale.hardware.facts.collect_environment", lambda: TWO_CORES)
     return stub
 

@@ -13,14 +13,14 @@ from torch import nn
 
 import trainscale
 from trainscale.results.stored_settings import StoredSettings
-from trainscale.simulate.buckets import (
+from trainscale.simulator.buckets import (
     layout_from_params,
     param_infos,
     recorded_layout,
 )
-from trainscale.simulate.calibrate import CalibrationError
-from trainscale.simulate.run_facts import per_worker_batch
-from trainscale.simulate.script_calibration import script_layout, script_name
+from trainscale.simulator.calibrate import CalibrationError
+from trainscale.simulator.run_facts import per_worker_batch
+from trainscale.simulator.script_calibration import script_layout, script_name
 from trainscale.train import meter as meter_module
 from trainscale.train.meter import NullMeter, ScriptMeasurements
 from trainscale.train.script_summary import summarize_script

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from trainscale.results.store import RunStore
-from trainscale.simulate.calibrate import (
+from trainscale.simulator.calibrate import (
     DEFAULT_BACKWARD_SHARE,
     CalibrationError,
     calibrate_from_peak,
@@ -17,11 +17,11 @@ from trainscale.simulate.calibrate import (
     matching_serial_runs,
     probe_link,
 )
-from trainscale.simulate.cluster import DeviceSpec, LinkSpec, load_preset
-from trainscale.simulate.predict import predict_one
-from trainscale.simulate.run_facts import cores_per_worker, is_measured, run_breakdown
-from trainscale.simulate.stragglers import sigma_from_spread
-from trainscale.simulate.validate import (
+from trainscale.simulator.cluster import DeviceSpec, LinkSpec, load_preset
+from trainscale.simulator.predict import predict_one
+from trainscale.simulator.run_facts import cores_per_worker, is_measured, run_breakdown
+from trainscale.simulator.stragglers import sigma_from_spread
+from trainscale.simulator.validate import (
     ValidationReport,
     ValidationRow,
     measured_throughput,

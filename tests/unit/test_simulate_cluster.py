@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainscale.results.stored_machine import StoredMachine
-from trainscale.simulate.cluster import (
+from trainscale.simulator.cluster import (
     ClusterError,
     load_cluster_file,
     load_preset,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trainscale.metrics.scaling import amdahl_speedup
-from trainscale.simulate.buckets import (
+from trainscale.simulator.buckets import (
     DEFAULT_FIRST_BUCKET_BYTES,
     MIB,
     ParamInfo,
@@ -17,7 +17,7 @@ from trainscale.simulate.buckets import (
     bucket_caps,
     layout_from_params,
 )
-from trainscale.simulate.collectives import (
+from trainscale.simulator.collectives import (
     Link,
     Topology,
     allreduce_s,
@@ -28,13 +28,13 @@ from trainscale.simulate.collectives import (
     ring_allreduce_s,
     tree_allreduce_s,
 )
-from trainscale.simulate.predict import predict_scaling
-from trainscale.simulate.stragglers import (
+from trainscale.simulator.predict import predict_scaling
+from trainscale.simulator.stragglers import (
     max_normal_samples,
     sigma_from_spread,
     slowest_factor_samples,
 )
-from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
+from trainscale.simulator.units import parse_bandwidth, parse_flops, parse_time
 
 from tests.helpers.simulate import calibration, cluster, tiny_layout
 
@@ -256,7 +256,7 @@ def test_fixed_serial_work_gives_amdahls_speedup():
 def test_the_layout_of_a_registered_workload():
     """mnist-cnn: the classifier's 4.7 MB of gradients close the first bucket (it passes
     1 MiB), early in backward by FLOPs; the convolutions follow in a second bucket."""
-    from trainscale.simulate.buckets import workload_layout
+    from trainscale.simulator.buckets import workload_layout
 
     layout = workload_layout("mnist-cnn")
     assert layout.weights_from == "flops"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from trainscale.results.store import RunStore
-from trainscale.simulate.cross_workload import (
+from trainscale.simulator.cross_workload import (
     calibrate_from_other_workloads,
     fit_step_rates,
 )
-from trainscale.simulate.setup import calibrate, resolve_cluster
+from trainscale.simulator.setup import calibrate, resolve_cluster
 
 from tests.helpers.simulate import MACHINE, add_measured_run, run_id
 
@@ -111,8 +111,8 @@ def test_simulate_calibrates_from_other_workloads_before_any_peak(tmp_path) -> N
 def test_operators_are_counted_on_the_clusters_device_where_this_machine_has_it(
     monkeypatch,
 ) -> None:
-    from trainscale.simulate.cluster import load_preset
-    from trainscale.simulate.setup import counting_device
+    from trainscale.simulator.cluster import load_preset
+    from trainscale.simulator.setup import counting_device
 
     gpus = load_preset("v100-nvlink-ib")
     cpus = resolve_cluster("local", None, device="cpu", threads_per_worker=1, env=MACHINE)

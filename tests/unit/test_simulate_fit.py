@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 import pytest
 
 from trainscale.errors import ConfigError
-from trainscale.simulate.cluster import load_preset
-from trainscale.simulate.fit import Parameters, fit_table, placed, scaled_links, system_model
+from trainscale.simulator.cluster import load_preset
+from trainscale.simulator.fit import Parameters, fit_table, placed, scaled_links, system_model
 
 MODEL = "cifar10-resnet44"
 
@@ -121,7 +121,7 @@ def test_fit_devices_must_be_points_of_the_table(slow_network):
 
 
 def test_a_table_of_efficiencies_is_fitted_on_its_source_throughput_table():
-    from trainscale.simulate.published import load_table
+    from trainscale.simulator.published import load_table
 
     efficiency = load_table("horovod-readme-pascal-25gbe-vgg16-efficiency")
     throughput = load_table(efficiency.fit_from)

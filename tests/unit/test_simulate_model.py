@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainscale.simulate.model import StepCosts, simulate_step
-from trainscale.simulate.predict import predict_one, predict_scaling, step_costs
+from trainscale.simulator.model import StepCosts, simulate_step
+from trainscale.simulator.predict import predict_one, predict_scaling, step_costs
 
 from tests.helpers.simulate import calibration, cluster, tiny_layout
 
@@ -130,7 +130,7 @@ def test_exposed_share_grows_as_bandwidth_falls():
 
 
 def test_nodes_beyond_the_cluster_are_refused():
-    from trainscale.simulate.cluster import ClusterError
+    from trainscale.simulator.cluster import ClusterError
 
     with pytest.raises(ClusterError, match="do not fit"):
         predict_one(calibration(), tiny_layout(), cluster(devices=4), 8, 64)
@@ -148,8 +148,8 @@ def test_multi_node_prediction_uses_the_network():
 
 
 def test_time_per_step_of_each_emulated_mode():
-    from trainscale.simulate.collectives import ring_allreduce_s
-    from trainscale.simulate.time_to_accuracy import EmulatedSetting, step_time_s
+    from trainscale.simulator.collectives import ring_allreduce_s
+    from trainscale.simulator.time_to_accuracy import EmulatedSetting, step_time_s
 
     cal = calibration(per_sample=1e-3, optimizer=0.004, sigma=0.0)
     layout = tiny_layout()
@@ -176,7 +176,7 @@ def test_time_per_step_of_each_emulated_mode():
 def test_plots_of_an_uncalibrated_prediction_say_so():
     from dataclasses import replace
 
-    from trainscale.simulate.plots import (
+    from trainscale.simulator.plots import (
         UNCALIBRATED,
         calibration_note,
         scaling_plots,

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from trainscale.results.store import RunStore
-from trainscale.simulate.calibrate import CalibrationError
-from trainscale.simulate.cluster import DeviceSpec
-from trainscale.simulate.probed_device import (
+from trainscale.simulator.calibrate import CalibrationError
+from trainscale.simulator.cluster import DeviceSpec
+from trainscale.simulator.probed_device import (
     PROBED_EFFICIENCY,
     newest_probe,
     probed_peaks,
     with_probed_costs,
 )
-from trainscale.simulate.setup import calibrate, resolve_cluster
+from trainscale.simulator.setup import calibrate, resolve_cluster
 
 from tests.helpers.simulate import MACHINE
 

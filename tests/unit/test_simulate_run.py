@@ -1,4 +1,4 @@
-"""`simulate.run`: the simulator's questions as library calls on a fixture store."""
+"""`simulator.run`: the simulator's questions as library calls on a fixture store."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 from trainscale.cli import main
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.store import RunStore
-from trainscale.simulate.options import (
+from trainscale.simulator.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
 )
-from trainscale.simulate.run import (
+from trainscale.simulator.run import (
     ScalingResult,
     cluster_presets,
     simulate_scaling,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainscale.results.store import RunStore
-from trainscale.simulate.setup import cached_layout
+from trainscale.simulator.setup import cached_layout
 
 from tests.helpers.simulate import MACHINE, add_measured_run, run_id
 

@@ -9,8 +9,8 @@ import pytest
 
 from trainscale.config.files import parse_toml
 from trainscale.hardware.prices import parse_price_table
-from trainscale.simulate import cluster_file
-from trainscale.simulate.cluster import parse_cluster
+from trainscale.simulator import cluster_file
+from trainscale.simulator.cluster import parse_cluster
 from trainscale.sweeps.spec import parse_spec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -11,8 +11,8 @@ from pydantic import Field, model_validator
 
 from trainscale.config.files import Expect, TomlFile, TomlTable, load_toml, read_toml, validate
 from trainscale.errors import ConfigError
-from trainscale.simulate.cluster import ClusterError
-from trainscale.simulate.cluster_file import ClusterFile
+from trainscale.simulator.cluster import ClusterError
+from trainscale.simulator.cluster_file import ClusterFile
 
 
 def test_reads_utf8_toml(tmp_path: Path) -> None:

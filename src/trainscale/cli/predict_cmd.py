@@ -7,7 +7,7 @@ import json
 
 from trainscale.cli.common import add_json_argument, add_plot_argument, add_store_argument
 from trainscale.config.cli import add_declared_group, declared_from_args
-from trainscale.simulate.options import MonteCarloOptions, StepModelOptions
+from trainscale.simulator.options import MonteCarloOptions, StepModelOptions
 
 EPILOG = """\
 examples:
@@ -52,8 +52,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trainscale.cli.console import table_console
-    from trainscale.simulate.run import time_to_accuracy
-    from trainscale.simulate.tables import print_time_to_accuracy
+    from trainscale.simulator.run import time_to_accuracy
+    from trainscale.simulator.tables import print_time_to_accuracy
 
     result = time_to_accuracy(
         args.workload,

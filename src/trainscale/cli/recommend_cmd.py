@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from trainscale.advisor.options import SEARCH_FIELDS, RecommendOptions
 from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
 from trainscale.cli.lines import stdout_to_stderr
 from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
 from trainscale.config.options import option_leaves
-from trainscale.recommend.options import SEARCH_FIELDS, RecommendOptions
 
 EPILOG = """\
 examples:
@@ -70,9 +70,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from trainscale.advisor.run import recommend, summary_lines
+    from trainscale.advisor.script import recommend_target
     from trainscale.cli.recommend_progress import RecommendProgress
-    from trainscale.recommend.run import recommend, summary_lines
-    from trainscale.recommend.script import recommend_target
 
     # Progress goes to stderr even with --json: stdout carries only the result.
     console = Console(stderr=True, highlight=False)

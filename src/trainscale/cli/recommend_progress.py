@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from trainscale.advisor.run import RecommendListener
 from trainscale.hardware.facts import gpus_text
-from trainscale.recommend.run import RecommendListener
 
 if TYPE_CHECKING:
-    from trainscale.recommend.run import RecommendPlan
-    from trainscale.recommend.space import Candidate
-    from trainscale.recommend.trials import Trial
+    from trainscale.advisor.run import RecommendPlan
+    from trainscale.advisor.space import Candidate
+    from trainscale.advisor.trials import Trial
 
 
 class RecommendProgress(RecommendListener):

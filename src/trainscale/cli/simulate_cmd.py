@@ -10,7 +10,7 @@ from trainscale.cli.simulate_output import print_result
 from trainscale.cli.simulate_published import add_published_arguments, run_published
 from trainscale.config.cli import add_declared_group, declared_from_args, refuse_given
 from trainscale.errors import ConfigError
-from trainscale.simulate.options import (
+from trainscale.simulator.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
@@ -77,7 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainscale.simulate import run as simulator
+    from trainscale.simulator import run as simulator
 
     model = declared_from_args(StepModelOptions, args)
     scaling = declared_from_args(ScalingOptions, args)

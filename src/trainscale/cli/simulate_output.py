@@ -9,9 +9,9 @@ from typing import Any
 def print_result(result: Any, as_json: bool) -> int:
     """Print a simulate result (scaling, validation, presets, published fits); exit 0."""
     from trainscale.cli.console import table_console
-    from trainscale.simulate import run as simulator
-    from trainscale.simulate import tables
-    from trainscale.simulate.published_run import PublishedFitResult
+    from trainscale.simulator import run as simulator
+    from trainscale.simulator import tables
+    from trainscale.simulator.published_run import PublishedFitResult
 
     if as_json:
         print(json.dumps(result.to_dict()))

@@ -12,7 +12,7 @@ from trainscale.cli.simulate_output import print_result, print_table
 from trainscale.cli.values import positive_ints
 from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError
-from trainscale.simulate.options import MonteCarloOptions
+from trainscale.simulator.options import MonteCarloOptions
 
 
 def add_published_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +60,7 @@ def run_published(
         refuse_given(options, None, "does not apply to a published table (it names its system)")
     if args.list_published:
         return _list(args.json)
-    from trainscale.simulate.published_run import fit_published, validate_published
+    from trainscale.simulator.published_run import fit_published, validate_published
 
     common = {"samples": monte_carlo.samples, "seed": monte_carlo.seed, "plot_dir": args.plot}
     if args.validate_published:
@@ -73,7 +73,7 @@ def run_published(
 
 
 def _list(as_json: bool) -> int:
-    from trainscale.simulate.published import load_all
+    from trainscale.simulator.published import load_all
 
     tables = load_all()
     if as_json:

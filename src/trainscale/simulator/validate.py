@@ -35,25 +35,25 @@ from trainscale.metrics import stats
 from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.metrics.throughput import stored_step_time, throughput
 from trainscale.results.records import RunRecord
-from trainscale.simulate.buckets import GradientLayout
-from trainscale.simulate.calibrate import (
+from trainscale.simulator.buckets import GradientLayout
+from trainscale.simulator.calibrate import (
     Calibration,
     CalibrationError,
     calibrate_from_runs,
     check_calibration_run,
     shared_spread_sigma,
 )
-from trainscale.simulate.cluster import ClusterSpec, LinkSpec, local_cluster
-from trainscale.simulate.predict import predict_one
-from trainscale.simulate.run_facts import (
+from trainscale.simulator.cluster import ClusterSpec, LinkSpec, local_cluster
+from trainscale.simulator.predict import predict_one
+from trainscale.simulator.run_facts import (
     cores_per_worker,
     device_kind,
     device_name,
     is_measured,
     per_worker_batch,
 )
-from trainscale.simulate.setup import fit_network
-from trainscale.simulate.stragglers import DEFAULT_SAMPLES
+from trainscale.simulator.setup import fit_network
+from trainscale.simulator.stragglers import DEFAULT_SAMPLES
 from trainscale.workloads import get_workload
 
 TARGET_MEDIAN_ABS_ERROR = 0.10

@@ -1,5 +1,5 @@
 """One trial of the recommend search: the run options it makes, what it measured, and the
-accuracy check's rule (recommend/search.py runs them)."""
+accuracy check's rule (advisor/search.py runs them)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.advisor.space import Candidate
 from trainscale.config.options import RunOptions
-from trainscale.recommend.space import Candidate
 
 RunOne = Callable[[RunOptions], dict[str, Any]]
 """Runs one trial and returns its stored result (`execute_run`'s dict); raises RunFailed or

@@ -30,16 +30,16 @@ from trainscale.metrics import stats
 from trainscale.metrics.run_flags import ran_busy
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
-from trainscale.simulate.calibrate import DEFAULT_BACKWARD_SHARE, Calibration
-from trainscale.simulate.cluster import DeviceSpec
-from trainscale.simulate.run_facts import (
+from trainscale.simulator.calibrate import DEFAULT_BACKWARD_SHARE, Calibration
+from trainscale.simulator.cluster import DeviceSpec
+from trainscale.simulator.run_facts import (
     cores_per_worker,
     device_kind,
     is_measured,
     per_worker_batch,
     run_sigma,
 )
-from trainscale.simulate.stragglers import DEFAULT_SIGMA
+from trainscale.simulator.stragglers import DEFAULT_SIGMA
 
 MIN_WORKLOADS = 3
 """Three rates need three workloads at least: two would fix them only along a line."""

@@ -1,7 +1,7 @@
 """Cluster specs: devices per node, device compute, the intra-node link and the network.
 
 A cluster comes from a TOML file (its format, and the models that validate it, are in
-`cluster_file.py`), a shipped preset (`simulate/presets/*.toml`), or `local`, the machine at
+`cluster_file.py`), a shipped preset (`simulator/presets/*.toml`), or `local`, the machine at
 hand. Mistakes raise `ClusterError`: one line that names the file and the key.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from trainscale.config.files import load_toml, parse_toml, validate
 from trainscale.results.stored_machine import StoredMachine
-from trainscale.simulate.cluster_file import ClusterError, ClusterFile, LinkSection
-from trainscale.simulate.collectives import Link, Topology
+from trainscale.simulator.cluster_file import ClusterError, ClusterFile, LinkSection
+from trainscale.simulator.collectives import Link, Topology
 
 LOCAL = "local"
 """The name of the generated cluster that describes the machine at hand."""
@@ -237,15 +237,15 @@ def _link_of(section: LinkSection) -> LinkSpec:
 
 
 def preset_names() -> list[str]:
-    """The shipped presets (`simulate/presets/*.toml`), sorted, plus 'local'."""
-    folder = resources.files("trainscale.simulate") / "presets"
+    """The shipped presets (`simulator/presets/*.toml`), sorted, plus 'local'."""
+    folder = resources.files("trainscale.simulator") / "presets"
     names = [p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml")]
     return sorted(names) + [LOCAL]
 
 
 def load_preset(name: str) -> ClusterSpec:
     """A shipped preset by name ('local' is generated: see `local_cluster`)."""
-    folder = resources.files("trainscale.simulate") / "presets"
+    folder = resources.files("trainscale.simulator") / "presets"
     resource = folder / f"{name}.toml"
     if not resource.is_file():
         raise ClusterError(f"unknown cluster preset {name!r}; presets: {', '.join(preset_names())}")

@@ -36,9 +36,9 @@ from trainscale.hardware.contention import BUSY
 from trainscale.metrics import stats
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
-from trainscale.simulate.cluster import DeviceSpec, LinkSpec
-from trainscale.simulate.collectives import link_from_allreduce_fit
-from trainscale.simulate.run_facts import (
+from trainscale.simulator.cluster import DeviceSpec, LinkSpec
+from trainscale.simulator.collectives import link_from_allreduce_fit
+from trainscale.simulator.run_facts import (
     cores_per_worker,
     device_kind,
     device_name,
@@ -48,7 +48,7 @@ from trainscale.simulate.run_facts import (
     run_breakdown,
     run_sigma,
 )
-from trainscale.simulate.stragglers import DEFAULT_SIGMA
+from trainscale.simulator.stragglers import DEFAULT_SIGMA
 from trainscale.train.flops import count_flops_per_sample
 from trainscale.workloads import get_workload
 

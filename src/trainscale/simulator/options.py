@@ -18,7 +18,7 @@ from trainscale.config.limits import (
 )
 from trainscale.config.options import Device, PrecisionRequest, option
 from trainscale.errors import ConfigError
-from trainscale.simulate.collectives import Algorithm
+from trainscale.simulator.collectives import Algorithm
 
 WORKER_COUNTS = "whole numbers >= 1 separated by commas, like 1,2,4,8"
 

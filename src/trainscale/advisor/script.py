@@ -12,7 +12,7 @@ when its own loop decides (after an epoch, say), and a trial stopped after a few
 usually not got there. Checking it means running the whole script once per finalist, for as
 long as the script takes, which no budget bounds: so by default the recommendation is
 throughput only and says so, and `--check-accuracy` asks for those whole runs
-(recommend/script_accuracy.py). The printed command runs the whole script, with its own
+(advisor/script_accuracy.py). The printed command runs the whole script, with its own
 evaluations.
 """
 
@@ -23,12 +23,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainscale.advisor.space import Candidate, Space
+from trainscale.advisor.trials import RunOne, Trial
 from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
 from trainscale.config.script import SCRIPT_OPTIONS
 from trainscale.errors import ConfigError
-from trainscale.recommend.space import Candidate, Space
-from trainscale.recommend.trials import RunOne, Trial
 from trainscale.runner.script_launch import is_script, prepare_script, start_script_run
 
 ACCURACY_NOTE = (

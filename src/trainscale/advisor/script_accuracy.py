@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainscale.config.options import RunOptions
-from trainscale.recommend.space import Candidate, Space
-from trainscale.recommend.trials import (
+from trainscale.advisor.space import Candidate, Space
+from trainscale.advisor.trials import (
     Attempt,
     Ranked,
     Rejection,
     accuracy_rejection,
 )
+from trainscale.config.options import RunOptions
 
 EVALUATED_NOTHING = (
     "the script evaluated nothing: accuracy not checked (its whole run in the serial baseline "

@@ -28,7 +28,7 @@ the workers, which is why candidates are compared in samples/s, never in step ti
 trial's cost is estimated per step rather than per sample. A script has no short accuracy
 run (`accuracy_base` None): its accuracy is checked only on request, by a `FinalistsCheck`
 of whole script runs made after the search and outside its budget
-(recommend/script_accuracy.py), with the same rule (`accuracy_rejection`).
+(advisor/script_accuracy.py), with the same rule (`accuracy_rejection`).
 
 Busy machine. A throughput trial stored as busy (other work used its cores; see
 docs/methodology.md, "Contention") is left out of the ranking unless `include_busy`: the
@@ -47,13 +47,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainscale.config.options import RunOptions
-from trainscale.errors import TrainscaleError
-from trainscale.hardware.contention import busiest_processes
-from trainscale.metrics.run_flags import ran_busy
-from trainscale.recommend.recommendation import Recommendation
-from trainscale.recommend.space import Candidate, Space
-from trainscale.recommend.trials import (
+from trainscale.advisor.recommendation import Recommendation
+from trainscale.advisor.space import Candidate, Space
+from trainscale.advisor.trials import (
     Attempt,
     Ranked,
     Rejection,
@@ -63,6 +59,10 @@ from trainscale.recommend.trials import (
     accuracy_rejection,
     throughput_options,
 )
+from trainscale.config.options import RunOptions
+from trainscale.errors import TrainscaleError
+from trainscale.hardware.contention import busiest_processes
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.runner.launch import RunFailed
 
 DEFAULT_RUNG_STEPS = (10, 30, 90)
@@ -117,7 +117,7 @@ FinalistsCheck = Callable[
     tuple[float | None, Ranked | None, float | None, list[Rejection]],
 ]
 """An accuracy check made after the search, outside its budget (a script's whole runs,
-recommend/script_accuracy.py): given the ranking, the search's `Attempt` and its `note`, it
+advisor/script_accuracy.py): given the ranking, the search's `Attempt` and its `note`, it
 returns the baseline's accuracy (None: nothing was compared, the ranking stands), the
 entry chosen (None: every finalist was rejected), its accuracy, and the rejections."""
 

@@ -19,16 +19,16 @@ from typing import Any
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
 from trainscale.runner.script_launch import is_script
-from trainscale.simulate.buckets import GradientLayout, recorded_layout
-from trainscale.simulate.calibrate import (
+from trainscale.simulator.buckets import GradientLayout, recorded_layout
+from trainscale.simulator.calibrate import (
     Calibration,
     CalibrationError,
     calibrate_from_runs,
     matching_serial_runs,
 )
-from trainscale.simulate.cluster import ClusterSpec
-from trainscale.simulate.run_facts import is_measured
-from trainscale.simulate.setup import Setup, fit_network, load_given_runs
+from trainscale.simulator.cluster import ClusterSpec
+from trainscale.simulator.run_facts import is_measured
+from trainscale.simulator.setup import Setup, fit_network, load_given_runs
 
 SCRIPT_PREFIX = "script:"
 SCRIPT_PRECISION = "script"

@@ -8,13 +8,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from trainscale.simulate.buckets import GradientLayout
-from trainscale.simulate.calibrate import Calibration
-from trainscale.simulate.cluster import ClusterSpec, LinkSpec
-from trainscale.simulate.predict import Prediction
-from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow, best_by_mode
-from trainscale.simulate.units import format_bandwidth, format_time
-from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
+from trainscale.simulator.buckets import GradientLayout
+from trainscale.simulator.calibrate import Calibration
+from trainscale.simulator.cluster import ClusterSpec, LinkSpec
+from trainscale.simulator.predict import Prediction
+from trainscale.simulator.time_to_accuracy import TimeToAccuracyRow, best_by_mode
+from trainscale.simulator.units import format_bandwidth, format_time
+from trainscale.simulator.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
 
 
 def _link(spec: LinkSpec | None) -> str:

@@ -1,5 +1,5 @@
 """`trainscale simulate --fit-to TABLE` and `--validate-published`: the simulator fitted on
-part of a published scaling table (simulate/fit.py) and checked on the rest."""
+part of a published scaling table (simulator/fit.py) and checked on the rest."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainscale.simulate.cluster import load_preset
-from trainscale.simulate.fit import FIT_SAMPLES, TableFit, fit_table
-from trainscale.simulate.options import MonteCarloOptions
-from trainscale.simulate.published import load_all, load_table
-from trainscale.simulate.run import check_plot_dir, write_plots
+from trainscale.simulator.cluster import load_preset
+from trainscale.simulator.fit import FIT_SAMPLES, TableFit, fit_table
+from trainscale.simulator.options import MonteCarloOptions
+from trainscale.simulator.published import load_all, load_table
+from trainscale.simulator.run import check_plot_dir, write_plots
 
 TARGET_MEDIAN_ABS_ERROR = 0.10
 """The simulator's target on held-out published points (docs/simulator.md)."""
@@ -80,7 +80,7 @@ def _fit_all(
         fits.append(fit_table(table, cluster, fit_devices=fit_devices, samples=samples, seed=seed))
     result = PublishedFitResult(fits)
     if plot_dir is not None:
-        from trainscale.simulate.plots import published_plots
+        from trainscale.simulator.plots import published_plots
 
         result.plots = write_plots(plot_dir, published_plots(fits))
     return result

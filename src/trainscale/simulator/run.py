@@ -4,7 +4,7 @@ and how long training to the target takes (`time_to_accuracy`).
 
 Each returns a typed result with a `to_dict()` (the JSON the commands print) and, when given
 `plot_dir`, writes its plots there. They take the options the commands declare
-(simulate/options.py), whose values are checked when made; every other input a user can get
+(simulator/options.py), whose values are checked when made; every other input a user can get
 wrong (a plot folder, a question an option does not apply to) fails in one line before any
 work.
 """
@@ -20,24 +20,24 @@ from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import default_store_path
-from trainscale.simulate.buckets import GradientLayout
-from trainscale.simulate.calibrate import Calibration, probe_link
-from trainscale.simulate.cluster import (
+from trainscale.simulator.buckets import GradientLayout
+from trainscale.simulator.calibrate import Calibration, probe_link
+from trainscale.simulator.cluster import (
     LOCAL,
     ClusterSpec,
     load_preset,
     preset_names,
     resolve_cluster_argument,
 )
-from trainscale.simulate.options import (
+from trainscale.simulator.options import (
     MonteCarloOptions,
     ScalingOptions,
     StepModelOptions,
 )
-from trainscale.simulate.predict import Prediction, predict_scaling
-from trainscale.simulate.run_facts import device_kind
-from trainscale.simulate.script_calibration import calibrate_script, script_name
-from trainscale.simulate.setup import (
+from trainscale.simulator.predict import Prediction, predict_scaling
+from trainscale.simulator.run_facts import device_kind
+from trainscale.simulator.script_calibration import calibrate_script, script_name
+from trainscale.simulator.setup import (
     cached_layout,
     calibrate,
     default_workers,
@@ -45,13 +45,13 @@ from trainscale.simulate.setup import (
     open_store,
     resolve_cluster,
 )
-from trainscale.simulate.time_to_accuracy import (
+from trainscale.simulator.time_to_accuracy import (
     TimeToAccuracyRow,
     best_by_mode,
     emulated_setting,
     predict_time_to_accuracy,
 )
-from trainscale.simulate.validate import ValidationReport, validate_runs
+from trainscale.simulator.validate import ValidationReport, validate_runs
 from trainscale.workloads import get_workload, workload_name
 
 
@@ -140,7 +140,7 @@ def simulate_scaling(
 
     `workload` may be a training script (`script:train.py`, or its path): its stored runs
     calibrate it, and the parameter sizes they recorded make its buckets
-    (simulate/script_calibration.py); the script decides its precision."""
+    (simulator/script_calibration.py); the script decides its precision."""
     model = model or StepModelOptions()
     scaling = scaling or ScalingOptions()
     monte_carlo = monte_carlo or MonteCarloOptions()
@@ -206,7 +206,7 @@ def simulate_scaling(
     )
     result = ScalingResult(workload, spec, setup.calibration, setup.layout, predictions)
     if plot_dir is not None:
-        from trainscale.simulate.plots import scaling_plots
+        from trainscale.simulator.plots import scaling_plots
 
         result.plots = write_plots(
             plot_dir, scaling_plots(predictions, workload, spec.name, setup.calibration)
@@ -296,7 +296,7 @@ def validate_simulator(
         raise TrainscaleError(f"nothing to validate in {store_path}: {reasons}")
     result = ValidationResult(report)
     if plot_dir is not None:
-        from trainscale.simulate.plots import validation_plots
+        from trainscale.simulator.plots import validation_plots
 
         result.plots = write_plots(plot_dir, validation_plots(report))
     return result
@@ -405,7 +405,7 @@ def time_to_accuracy(
     )
     result = TimeToAccuracyResult(workload, spec, setup.calibration, setup.layout, rows)
     if plot_dir is not None:
-        from trainscale.simulate.plots import time_to_accuracy_plot
+        from trainscale.simulator.plots import time_to_accuracy_plot
 
         result.plots = write_plots(
             plot_dir, time_to_accuracy_plot(rows, workload, spec.name, setup.calibration)

@@ -1,6 +1,6 @@
 """Cluster files as written: pydantic models of the TOML, with the units parsed.
 
-A cluster is a TOML file (or a shipped preset, `simulate/presets/*.toml`). Every quantity
+A cluster is a TOML file (or a shipped preset, `simulator/presets/*.toml`). Every quantity
 carries its unit ("100 Gb/s", "5 us", "15.7 TFLOP/s", parsed by `units.py`) and every
 section may say where its figures come from (`source`); the presets always do.
 
@@ -51,8 +51,8 @@ from pydantic import BeforeValidator, Field, PlainValidator, field_validator, mo
 
 from trainscale.config.files import Expect, TomlFile, TomlTable
 from trainscale.errors import ConfigError
-from trainscale.simulate.collectives import ALGORITHMS, Algorithm
-from trainscale.simulate.units import parse_bandwidth, parse_flops, parse_time
+from trainscale.simulator.collectives import ALGORITHMS, Algorithm
+from trainscale.simulator.units import parse_bandwidth, parse_flops, parse_time
 
 DeviceKind = Literal["cpu", "cuda"]
 DEVICE_KINDS: tuple[str, ...] = get_args(DeviceKind)

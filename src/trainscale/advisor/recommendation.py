@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainscale.advisor.space import Candidate
+from trainscale.advisor.trials import Ranked, Rejection, Trial
 from trainscale.metrics.run_flags import NOT_TRUSTED
-from trainscale.recommend.space import Candidate
-from trainscale.recommend.trials import Ranked, Rejection, Trial
 
 
 @dataclass

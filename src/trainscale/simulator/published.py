@@ -1,9 +1,9 @@
 """Published scaling results as data: tables the simulator's predictions are checked against.
 
-Each table is a TOML file in `simulate/published/` (shipped with the package), one per
+Each table is a TOML file in `simulator/published/` (shipped with the package), one per
 source, system, model and precision: the whole-system training throughput a publication
 gives at each device count, on a system described by a cluster preset
-(`simulate/presets/`). docs/published-scaling.md lists every table and its source.
+(`simulator/presets/`). docs/published-scaling.md lists every table and its source.
 
 ```toml
 name = "tf-benchmarks-dgx1-p100-resnet50"   # = the file's stem
@@ -52,7 +52,7 @@ from pydantic import Field, field_validator, model_validator
 
 from trainscale.config.files import Expect, TomlFile, TomlTable, load_toml
 from trainscale.errors import ConfigError
-from trainscale.simulate.cluster import ClusterError, load_preset, preset_names
+from trainscale.simulator.cluster import ClusterError, load_preset, preset_names
 
 Model = Literal["resnet50", "resnet101", "resnet152", "inception-v3", "vgg16"]
 MODELS: tuple[str, ...] = get_args(Model)
@@ -191,8 +191,8 @@ class PublishedTable:
 
 
 def published_table_names() -> list[str]:
-    """The shipped tables (`simulate/published/*.toml`), sorted."""
-    folder = resources.files("trainscale.simulate") / _FOLDER
+    """The shipped tables (`simulator/published/*.toml`), sorted."""
+    folder = resources.files("trainscale.simulator") / _FOLDER
     return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
@@ -213,7 +213,7 @@ def _load_table(path_or_name: Path | str, loading: tuple[str, ...]) -> Published
         raise PublishedTableError(
             f"unknown published table {text!r}; tables: {', '.join(published_table_names())}"
         )
-    resource = resources.files("trainscale.simulate") / _FOLDER / f"{text}.toml"
+    resource = resources.files("trainscale.simulator") / _FOLDER / f"{text}.toml"
     with resources.as_file(resource) as path:
         file = load_toml(path, TableFile)
         return _table_of(file, path, origin=f"published:{text}", loading=loading)

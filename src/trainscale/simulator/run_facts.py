@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
-from trainscale.simulate.stragglers import sigma_from_spread
+from trainscale.simulator.stragglers import sigma_from_spread
 
 
 def is_emulation(record: RunRecord) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 from trainscale.errors import TrainscaleError
 from trainscale.hardware.contention import BUSY
-from trainscale.simulate.cluster import DeviceSpec
+from trainscale.simulator.cluster import DeviceSpec
 
 PROBED_EFFICIENCY = 0.5
 """Share of the probe's best matmul rate a training step's arithmetic is taken to reach: the

@@ -28,12 +28,12 @@ import numpy as np
 
 from trainscale.errors import TrainscaleError
 from trainscale.results.records import RunRecord
-from trainscale.simulate.buckets import GradientLayout
-from trainscale.simulate.calibrate import Calibration
-from trainscale.simulate.cluster import ClusterSpec
-from trainscale.simulate.collectives import allreduce_s, parameter_server_s
-from trainscale.simulate.predict import predict_one, step_costs
-from trainscale.simulate.stragglers import (
+from trainscale.simulator.buckets import GradientLayout
+from trainscale.simulator.calibrate import Calibration
+from trainscale.simulator.cluster import ClusterSpec
+from trainscale.simulator.collectives import allreduce_s, parameter_server_s
+from trainscale.simulator.predict import predict_one, step_costs
+from trainscale.simulator.stragglers import (
     DEFAULT_SAMPLES,
     mean_factor,
     slowest_factor_samples,

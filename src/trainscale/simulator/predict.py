@@ -19,12 +19,12 @@ import numpy as np
 
 from trainscale.errors import ConfigError
 from trainscale.metrics.throughput import throughput
-from trainscale.simulate.buckets import GradientLayout
-from trainscale.simulate.calibrate import Calibration
-from trainscale.simulate.cluster import ClusterSpec
-from trainscale.simulate.collectives import allreduce_s
-from trainscale.simulate.model import StepCosts, simulate_step
-from trainscale.simulate.stragglers import DEFAULT_SAMPLES, slowest_factor_samples
+from trainscale.simulator.buckets import GradientLayout
+from trainscale.simulator.calibrate import Calibration
+from trainscale.simulator.cluster import ClusterSpec
+from trainscale.simulator.collectives import allreduce_s
+from trainscale.simulator.model import StepCosts, simulate_step
+from trainscale.simulator.stragglers import DEFAULT_SAMPLES, slowest_factor_samples
 
 
 @dataclass(frozen=True)

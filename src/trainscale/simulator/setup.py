@@ -21,8 +21,8 @@ from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
 from trainscale.results.stored_machine import StoredMachine
-from trainscale.simulate.buckets import GradientLayout, workload_layout
-from trainscale.simulate.calibrate import (
+from trainscale.simulator.buckets import GradientLayout, workload_layout
+from trainscale.simulator.calibrate import (
     Calibration,
     CalibrationError,
     calibrate_from_peak,
@@ -34,11 +34,11 @@ from trainscale.simulate.calibrate import (
     shared_spread_sigma,
     training_flops_per_sample,
 )
-from trainscale.simulate.cluster import LOCAL, ClusterSpec, local_cluster, resolve_cluster_argument
-from trainscale.simulate.cross_workload import calibrate_from_other_workloads
-from trainscale.simulate.predict import predict_one
-from trainscale.simulate.probed_device import with_probed_costs
-from trainscale.simulate.run_facts import (
+from trainscale.simulator.cluster import LOCAL, ClusterSpec, local_cluster, resolve_cluster_argument
+from trainscale.simulator.cross_workload import calibrate_from_other_workloads
+from trainscale.simulator.predict import predict_one
+from trainscale.simulator.probed_device import with_probed_costs
+from trainscale.simulator.run_facts import (
     cores_per_worker,
     device_kind,
     is_measured,

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from matplotlib.ticker import ScalarFormatter
 
 from trainscale.reporting.plots import new_figure, png_bytes, slug
-from trainscale.simulate.calibrate import Calibration
-from trainscale.simulate.fit import TableFit
-from trainscale.simulate.predict import Prediction
-from trainscale.simulate.time_to_accuracy import TimeToAccuracyRow
-from trainscale.simulate.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
+from trainscale.simulator.calibrate import Calibration
+from trainscale.simulator.fit import TableFit
+from trainscale.simulator.predict import Prediction
+from trainscale.simulator.time_to_accuracy import TimeToAccuracyRow
+from trainscale.simulator.validate import TARGET_MEDIAN_ABS_ERROR, ValidationReport
 
 _IDEAL_STYLE = {"color": "0.45", "linestyle": "--", "linewidth": 1.2}
 

@@ -1,6 +1,6 @@
 """Fit the simulator to part of a published scaling table, predict the rest.
 
-A published table (simulate/published.py) gives a model's training throughput on 1, 8, 64,
+A published table (simulator/published.py) gives a model's training throughput on 1, 8, 64,
 ... devices of one system. Without a run of our own on that system, the simulator's
 compute comes from the cluster file: training FLOPs / (peak x efficiency) plus a fixed
 per-step overhead, and its communication from the links' nominal bandwidth. Four figures are
@@ -11,7 +11,7 @@ what published systems differ in most; they are the free parameters here:
   multiplications than that, so on 3x3-convolution models (VGG-16) it may exceed 1;
 - `overhead_s`: the per-step time that does not grow with the batch (dispatch, launches,
   input pipeline stalls, the framework's own bookkeeping);
-- `straggler_sigma`: the spread of a device's step time (simulate/stragglers.py); a
+- `straggler_sigma`: the spread of a device's step time (simulator/stragglers.py); a
   synchronous step waits for the slowest device, so it costs more the more devices there
   are (K80 boards sharing power between their two GPUs, input pipelines, PCIe contention);
 - `bandwidth_scale`: achieved / nominal bandwidth of every link (NCCL or MPI reaching part of
@@ -44,16 +44,16 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from trainscale.errors import ConfigError
-from trainscale.simulate.buckets import GradientLayout
-from trainscale.simulate.calibrate import (
+from trainscale.simulator.buckets import GradientLayout
+from trainscale.simulator.calibrate import (
     Calibration,
     calibrate_from_peak,
     training_flops_per_sample,
 )
-from trainscale.simulate.cluster import ClusterSpec
-from trainscale.simulate.predict import predict_one
-from trainscale.simulate.published import load_table
-from trainscale.simulate.setup import cached_layout
+from trainscale.simulator.cluster import ClusterSpec
+from trainscale.simulator.predict import predict_one
+from trainscale.simulator.published import load_table
+from trainscale.simulator.setup import cached_layout
 
 PRIOR_WEIGHT = 0.001
 """Weight of the pull toward the cluster file's values, per unit of log-parameter: small
@@ -75,7 +75,7 @@ NAMES = tuple(BOUNDS)
 
 
 class PointLike(Protocol):
-    """A published point (simulate/published.py `PublishedPoint`), read only."""
+    """A published point (simulator/published.py `PublishedPoint`), read only."""
 
     @property
     def devices(self) -> int: ...
@@ -90,7 +90,7 @@ class PointLike(Protocol):
 
 
 class TableLike(Protocol):
-    """A published table (simulate/published.py `PublishedTable`), read only."""
+    """A published table (simulator/published.py `PublishedTable`), read only."""
 
     @property
     def name(self) -> str: ...
@@ -364,7 +364,7 @@ def fit_table(
     fit_from = getattr(table, "fit_from", None)
     if fit_from and not fit_devices:
         # A table of efficiencies is calibrated by the fit points of its source's throughput
-        # table (simulate/published.py, `fit_from`).
+        # table (simulator/published.py, `fit_from`).
         calibrating = load_table(fit_from)
     chosen = tuple(fit_devices) if fit_devices else tuple(calibrating.fit)
     known = {point.devices for point in calibrating.points}

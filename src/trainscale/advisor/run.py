@@ -1,6 +1,6 @@
 """The recommendation, end to end: the space this machine allows, every candidate checked,
 the search, and the `trainscale run` command that reproduces the best setting. A workload's,
-or a user's own script's (recommend/script.py).
+or a user's own script's (advisor/script.py).
 
 `recommend` is what `trainscale recommend` calls; it returns a `RecommendResult` and reports
 its progress to a `RecommendListener` (the CLI prints it, a Python caller may pass its own).
@@ -15,14 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trainscale.config.cli import run_command
-from trainscale.config.options import RunOptions
-from trainscale.errors import ConfigError
-from trainscale.frameworks import require
-from trainscale.hardware import facts
-from trainscale.recommend.options import RecommendOptions
-from trainscale.recommend.recommendation import Recommendation
-from trainscale.recommend.script import (
+from trainscale.advisor.options import RecommendOptions
+from trainscale.advisor.recommendation import Recommendation
+from trainscale.advisor.script import (
     ACCURACY_NOTE,
     fit_script_candidates,
     refuse_accuracy_check,
@@ -32,8 +27,8 @@ from trainscale.recommend.script import (
     script_trials,
     short_trials_note,
 )
-from trainscale.recommend.script_accuracy import WholeRunCheck, plan_note
-from trainscale.recommend.search import (
+from trainscale.advisor.script_accuracy import WholeRunCheck, plan_note
+from trainscale.advisor.search import (
     DEFAULT_RUNG_STEPS,
     QUICK_RUNG_STEPS,
     SearchListener,
@@ -41,14 +36,19 @@ from trainscale.recommend.search import (
     round_up_s,
     run_search,
 )
-from trainscale.recommend.space import (
+from trainscale.advisor.space import (
     BATCH_MULTIPLIERS,
     Candidate,
     Space,
     machine_space,
     script_space,
 )
-from trainscale.recommend.trials import accuracy_options
+from trainscale.advisor.trials import accuracy_options
+from trainscale.config.cli import run_command
+from trainscale.config.options import RunOptions
+from trainscale.errors import ConfigError
+from trainscale.frameworks import require
+from trainscale.hardware import facts
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner import launch
 from trainscale.runner.data_choice import DataChoice, prepare_real
@@ -250,12 +250,12 @@ def recommend(
 
     `script="train.py"` (no workload) searches a user's own training script instead, run
     with `script_args`: workers x threads x affinity only, each trial a script run stopped
-    after its steps, throughput only (recommend/script.py); the options a script decides
+    after its steps, throughput only (advisor/script.py); the options a script decides
     itself (`batch_multipliers`, `framework`, `data_dir`, `download`) and the length of the
     accuracy runs are refused in one line. `data` says what the script trains on.
     `options.check_accuracy` (a script's only, not on synthetic data) then runs the whole
     script in the baseline and in the finalists best first until one keeps the baseline's
-    final accuracy within `options.accuracy_tolerance` (recommend/script_accuracy.py),
+    final accuracy within `options.accuracy_tolerance` (advisor/script_accuracy.py),
     outside the budget.
     """
     options = options or RecommendOptions()
