@@ -18,8 +18,10 @@ __version__ = "0.1.0"
 __all__ = [
     "BenchResults",
     "Comparison",
+    "Recommendation",
     "ReportFiles",
     "RunFailed",
+    "ScalingPrediction",
     "StoredRun",
     "StoredRuns",
     "SweepResults",
@@ -27,9 +29,11 @@ __all__ = [
     "bench",
     "compare",
     "meter",
+    "recommend",
     "report",
     "run",
     "runs",
+    "simulate",
     "sweep",
 ]
 

@@ -31,7 +31,13 @@ FUZZ = settings(
     derandomize=True,
 )
 
-POSITIONAL = {"run": ("mnist-cnn",), "compare": ("a", "b"), "sweep": ("cpu-parallel",)}
+POSITIONAL = {
+    "run": ("mnist-cnn",),
+    "compare": ("a", "b"),
+    "sweep": ("cpu-parallel",),
+    "recommend": ("mnist-cnn",),
+    "simulate": ("mnist-cnn",),
+}
 """What each function is given by position, unless the case gives it."""
 
 # (function, positional arguments or None for POSITIONAL, keywords, the keyword refused: its
@@ -59,12 +65,20 @@ WRONG = [
     ("compare", None, {"seed": "x"}, "seed"),
     ("report", (), {"out": None}, "out"),
     ("report", (), {"out": "r", "runs": 5}, "runs"),
+    ("recommend", None, {"budget_s": "60"}, "budget_s"),
+    ("recommend", None, {"rung_steps": "3,9"}, "rung_steps"),
+    ("recommend", None, {"data_dir": 5}, "data_dir"),
+    ("simulate", None, {"workers": "1,2"}, "workers"),
+    ("simulate", None, {"calibrate_from": "abc"}, "calibrate_from"),
+    ("simulate", None, {"cluster": 5}, "cluster"),
+    ("simulate", None, {"plot": 3}, "plot"),
     # int
     ("run", None, {"workers": "2"}, "workers"),
     ("run", None, {"workers": True}, "workers"),
     ("run", None, {"steps": 2.0}, "steps"),
     ("bench", (), {"steps": "3"}, "steps"),
     ("runs", (), {"limit": "3"}, "limit"),
+    ("simulate", None, {"samples": "100"}, "samples"),
     # float
     ("run", None, {"lr": "0.1"}, "lr"),
     ("run", None, {"timeout_s": True}, "timeout_s"),
@@ -75,6 +89,7 @@ WRONG = [
     ("run", None, {"progress": "yes"}, "progress"),
     ("bench", (), {"quick": "yes"}, "quick"),
     ("sweep", None, {"dry_run": 1}, "dry_run"),
+    ("recommend", None, {"quick": 1}, "quick"),
     # str, and a choice of strings
     ("run", None, {"rdzv_id": 5}, "rdzv_id"),
     ("run", None, {"data": "auto"}, "data"),
@@ -106,6 +121,19 @@ WRONG = [
 ]
 
 
+STARTS = (
+    "start_run",
+    "run_bench",
+    "load_sweep",
+    "compare_runs",
+    "list_runs",
+    "build_report",
+    "search_recommendation",
+    "simulate_scaling",
+)
+"""The functions of `calls` that start work once a call's keywords are checked."""
+
+
 def _name(case: tuple) -> str:
     function, args, keywords, _ = case
     shown = [repr(a) for a in args or ()] + [f"{k}={v!r}" for k, v in keywords.items()]
@@ -116,9 +144,8 @@ def _name(case: tuple) -> str:
 def nothing_starts(monkeypatch):
     """Every way a call could start work, recorded instead."""
     started: list[str] = []
-    for name in ("start_run", "run_bench", "load_sweep", "compare_runs", "list_runs"):
+    for name in STARTS:
         monkeypatch.setattr(calls, name, _recorder(getattr(calls, name), started))
-    monkeypatch.setattr(calls, "build_report", _recorder(calls.build_report, started))
     return started
 
 
@@ -220,6 +247,16 @@ def test_valid_keywords_of_the_other_functions_pass_on_unchanged(tmp_path):
     assert checked == {"workload_options": {"file": "t.csv"}, "report": tmp_path, "resume": True}
 
 
+def test_a_list_is_taken_for_a_tuple_and_passed_on_as_one():
+    from trainscale.simulator.options import ScalingOptions, StepModelOptions
+
+    sources = ((ScalingOptions, ()), (StepModelOptions, ()))
+    checked = check_arguments("simulate", {"workers": [1, 2], "calibrate_from": ["a"]}, *sources)
+    assert checked == {"workers": (1, 2), "calibrate_from": ("a",)}
+    with pytest.raises(ConfigError, match=r"option workers: must be a list or tuple or None"):
+        check_arguments("simulate", {"workers": {1, 2}}, *sources)
+
+
 def test_a_valid_run_reaches_the_launch_with_its_values(tmp_path, monkeypatch):
     seen = []
 
@@ -284,6 +321,16 @@ KEYWORDS = {
     "compare": ["config", "confidence", "resamples", "seed", "store"],
     "runs": ["status", "tag", "limit", "store"],
     "report": ["sweep", "runs", "baseline", "prices", "store"],
+    "recommend": [
+        *("budget_s", "quick", "rung_steps", "warmup_steps", "batch_multipliers"),
+        *("max_workers", "include_busy", "accuracy_epochs", "accuracy_tolerance"),
+        *("check_accuracy", "data", "data_dir", "download", "framework", "store"),
+    ],
+    "simulate": [
+        *("cluster", "nodes", "calibrate_from", "precision", "device", "threads_per_worker"),
+        *("algorithm", "straggler_sigma", "workers", "batch_size", "global_batch_size"),
+        *("bucket_cap_mb", "samples", "seed", "plot", "store"),
+    ],
 }
 """The keywords with a declared type (the workloads and compared sides take anything)."""
 
@@ -301,14 +348,7 @@ def calls_with_any_values(draw):
 def test_any_keyword_value_is_a_config_error_or_goes_on_never_another_exception(tmp_path):
     started: list[str] = []
     with ExitStack() as stack:
-        for name in (
-            "start_run",
-            "run_bench",
-            "load_sweep",
-            "compare_runs",
-            "list_runs",
-            "build_report",
-        ):
+        for name in STARTS:
             stand_in = _recorder(getattr(calls, name), started)
             stack.enter_context(mock.patch.object(calls, name, stand_in))
 

@@ -37,9 +37,16 @@ POSITIONAL: dict[str, tuple[Any, ...]] = {
     "compare": ("a", "b"),
     "runs": (),
     "report": (),
+    "recommend": ("mnist-cnn",),
+    "simulate": ("mnist-cnn",),
 }
 """What each function is given by position (report's `out` is required: it is drawn too)."""
-TAKEN_BY_POSITION = {"run": {"workload"}, "sweep": {"spec_or_recipe"}, "compare": {"a", "b"}}
+TAKEN_BY_POSITION = {
+    "run": {"workload"},
+    "sweep": {"spec_or_recipe"},
+    "compare": {"a", "b"},
+    "recommend": {"workload"},
+}
 
 # No '/', '\\' or '.': a random path must stay inside the test's working directory.
 SAFE_TEXT = st.text(
@@ -81,9 +88,17 @@ def _stand_in(function: Any) -> Any:
 @pytest.fixture
 def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every function through which a call would start, measure or read work stops it."""
-    for name in ("start_run", "run_bench", "run_sweep", "compare_runs", "list_runs"):
+    for name in (
+        "start_run",
+        "run_bench",
+        "run_sweep",
+        "compare_runs",
+        "list_runs",
+        "build_report",
+        "search_recommendation",
+        "simulate_scaling",
+    ):
         monkeypatch.setattr(calls, name, _stand_in(getattr(calls, name)))
-    monkeypatch.setattr(calls, "build_report", _stand_in(calls.build_report))
 
 
 def _valid_keywords(function: str) -> list[str]:

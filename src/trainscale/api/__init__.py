@@ -8,11 +8,13 @@ See docs/python-api.md. Importing this module imports what the commands need, to
 included (seconds); `import trainscale` alone stays cheap and loads this on first use.
 """
 
-from trainscale.api.calls import bench, compare, report, run, runs, sweep
+from trainscale.api.calls import bench, compare, recommend, report, run, runs, simulate, sweep
 from trainscale.api.results import (
     BenchResults,
     Comparison,
+    Recommendation,
     ReportFiles,
+    ScalingPrediction,
     StoredRun,
     StoredRuns,
     SweepResults,
@@ -22,15 +24,19 @@ from trainscale.runner.launch import RunFailed
 __all__ = [
     "BenchResults",
     "Comparison",
+    "Recommendation",
     "ReportFiles",
     "RunFailed",
+    "ScalingPrediction",
     "StoredRun",
     "StoredRuns",
     "SweepResults",
     "bench",
     "compare",
+    "recommend",
     "report",
     "run",
     "runs",
+    "simulate",
     "sweep",
 ]

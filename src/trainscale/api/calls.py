@@ -1,5 +1,6 @@
-"""The API's functions: what `trainscale run`, `bench`, `sweep`, `compare`, `runs list` and
-`report` do, called from Python, through the same functions the CLI handlers call.
+"""The API's functions: what `trainscale run`, `bench`, `sweep`, `compare`, `runs list`,
+`report`, `recommend` and `simulate` do, called from Python, through the same functions the
+CLI handlers call.
 
 Keyword arguments are the CLI's flags without dashes (`global_batch_size=128`); an unknown
 one, or a value not of the keyword's declared type, is a ConfigError naming it, before
@@ -16,13 +17,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from trainscale.advisor.options import RecommendOptions
+from trainscale.advisor.run import RecommendResult
+from trainscale.advisor.run import recommend as search_recommendation
 from trainscale.api.keywords import check_arguments, parameters, run_options
 from trainscale.api.main_guard import check_main_guard
-from trainscale.api.progress import BenchLines, SweepLines, say
+from trainscale.api.progress import BenchLines, RecommendLines, SweepLines, say
 from trainscale.api.results import (
     BenchResults,
     Comparison,
+    Recommendation,
     ReportFiles,
+    ScalingPrediction,
     StoredRun,
     StoredRuns,
     SweepResults,
@@ -42,6 +48,8 @@ from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.runner.launch import RemoteResult, start_run
 from trainscale.runner.script_launch import start_script_run
+from trainscale.simulator.options import MonteCarloOptions, ScalingOptions, StepModelOptions
+from trainscale.simulator.run import simulate_scaling
 from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
 from trainscale.workloads import workload_name
 
@@ -270,6 +278,104 @@ def report(
     )
 
 
+def recommend(
+    workload: Any = None,
+    *,
+    script: str | os.PathLike[str] | None = None,
+    script_args: list[str] | tuple[str, ...] = (),
+    store: StorePath = None,
+    progress: bool = False,
+    **options: Any,
+) -> Recommendation:
+    """Search this machine for the fastest setting of `workload` that keeps its accuracy,
+    as `trainscale recommend` does: short trials on synthetic data (successive halving
+    within `budget_s`), then the finalists' accuracy on real data against the serial fp32
+    baseline. Every trial is stored, tagged recommend:<id>.
+
+    Options (as the CLI's flags): `budget_s`, `quick`, `rung_steps`, `warmup_steps`,
+    `batch_multipliers`, `max_workers`, `include_busy`, `accuracy_epochs`,
+    `accuracy_tolerance` (percentage points), `check_accuracy` (a script's), `data`,
+    `data_dir`, `download`, `framework`. Raises ConfigError (or another TrainscaleError)
+    for a mistake, before the first trial.
+
+    `script="train.py"` (no workload) searches your own training script instead, as
+    `trainscale recommend train.py -- ARGS` does: `script_args` are its own arguments
+    (docs/own-scripts.md).
+    """
+    check_main_guard("recommend")
+    given = {"workload": workload, "store": store, "progress": progress}
+    given.update(script=script, script_args=script_args)
+    leave_out = ("workload", "store", "listener", "script", "script_args", "options")
+    sources = ((recommend, ()), (search_recommendation, leave_out), (RecommendOptions, ()))
+    checked = check_arguments("recommend", {**given, **options}, *sources)
+    options = {key: value for key, value in checked.items() if key not in given}
+    search = {k: options.pop(k) for k in list(options) if k in option_leaves(RecommendOptions)}
+    if script is not None and workload is not None:
+        raise ConfigError("recommend() takes a workload or script=..., not both")
+    if script is None and workload is None:
+        raise ConfigError(
+            "recommend() needs a workload (a name, a reference, or the function that makes "
+            "one), or script='train.py'"
+        )
+    result = search_recommendation(
+        None if workload is None else workload_text(workload),
+        script=None if script is None else os.fspath(script),
+        script_args=list(script_args),
+        options=RecommendOptions(**search),
+        store=_path(store),
+        listener=RecommendLines() if progress else None,
+        **options,
+    )
+    return _recommendation(result, _path(store) or default_store_path())
+
+
+def simulate(
+    workload: Any,
+    *,
+    store: StorePath = None,
+    plot: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> ScalingPrediction:
+    """Predict the step time, throughput and speedup of `workload` at each worker count on
+    a cluster, as `trainscale simulate WORKLOAD` does, calibrated from the stored runs.
+
+    Options (as the CLI's flags): the cluster and its step model (`cluster`: a preset, a
+    cluster TOML file or 'local'; `nodes`, `calibrate_from` (run ids), `precision`,
+    `device`, `threads_per_worker`, `algorithm`, `straggler_sigma`), the scaling question
+    (`workers`: a list of counts; `batch_size` or `global_batch_size`, `bucket_cap_mb`), the
+    Monte Carlo (`samples`, `seed`) and `plot` (a directory for the PNG plots). `workload`
+    may be a name, a custom workload's reference or function, or `script:train.py`.
+    """
+    sources = (
+        (simulate, ("workload",)),
+        (StepModelOptions, ()),
+        (ScalingOptions, ()),
+        (MonteCarloOptions, ()),
+    )
+    checked = check_arguments("simulate", {"store": store, "plot": plot, **options}, *sources)
+
+    def declared(cls: type[Any]) -> Any:
+        return cls(**{k: v for k, v in checked.items() if k in option_leaves(cls)})
+
+    result = simulate_scaling(
+        workload_text(workload),
+        model=declared(StepModelOptions),
+        scaling=declared(ScalingOptions),
+        monte_carlo=declared(MonteCarloOptions),
+        store=_path(store),
+        plot_dir=None if plot is None else Path(plot),
+    )
+    return ScalingPrediction(
+        workload=result.workload,
+        cluster=result.cluster.name,
+        device=result.cluster.device.name,
+        calibration=result.calibration.source,
+        points=tuple(p.to_dict() for p in result.predictions),
+        plots=tuple(Path(p) for p in result.plots),
+        data=result.to_dict(),
+    )
+
+
 # -- helpers -------------------------------------------------------------------------------
 
 
@@ -365,4 +471,28 @@ def _sweep_results(result: SweepResult) -> SweepResults:
         report=result.report,
         runs=_stored_runs(result.store, sweep_id=outcome.sweep_id),
         configurations=_configurations(result.store, sweep_id=outcome.sweep_id),
+    )
+
+
+def _recommendation(result: RecommendResult, store: Path) -> Recommendation:
+    found, payload = result.recommendation, result.to_dict()
+    return Recommendation(
+        recommend_id=result.plan.recommend_id,
+        workload=result.plan.workload,
+        script=result.plan.script,
+        best=found.best.label,
+        command=result.command,
+        speedup=found.speedup,
+        samples_per_s=found.best_samples_per_s,
+        baseline_samples_per_s=found.baseline_samples_per_s,
+        accuracy_checked=found.accuracy_checked,
+        best_accuracy=found.best_accuracy,
+        baseline_accuracy=found.baseline_accuracy,
+        trusted=found.trusted,
+        accuracy_failed=result.accuracy_failed,
+        notes=tuple(found.notes),
+        setting=found.best.to_dict(),
+        ranking=tuple(payload["ranking"]),
+        runs=_stored_runs(store, tag=result.plan.tag),
+        data=payload,
     )

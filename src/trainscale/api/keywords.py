@@ -7,8 +7,8 @@ in config/options.py, through the same pydantic models that check a sweep file's
 (config/tables.py), and every other keyword against the annotations of the API function's
 signature and of the library function it is passed on to. A str is not a number, a string
 is not a bool, None is taken only where the type allows it; a float may be given as an int,
-a path as a str or an os.PathLike. A wrong value is one ConfigError line naming the
-function, the keyword, what it must be and what was given:
+a path as a str or an os.PathLike, a tuple of values as a list. A wrong value is one
+ConfigError line naming the function, the keyword, what it must be and what was given:
 
     trainscale.run() option seed: input should be a valid integer, got 'x'
 """
@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from trainscale.config.files import Expect, describe
 from trainscale.config.options import RunOptions
@@ -77,12 +77,15 @@ def check_arguments(function: str, given: Mapping[str, Any], *sources: Source) -
 
     Returns the values to pass on: as given, except that a keyword named as a run option
     (`data_dir`, `workload_options`) comes back as the run option takes it (a path as
-    text, (KEY, VALUE) pairs as a dict)."""
+    text, (KEY, VALUE) pairs as a dict), and a list given for a tuple as a tuple."""
     model = _signature_model(function, sources)
     check_keywords(function, given, model.model_fields)
     checked = _validate(function, model, given, _positional(sources))
     options = RunOptions.flat_fields()
-    return {key: getattr(checked, key) if key in options else given[key] for key in given}
+    return {
+        key: getattr(checked, key) if key in options or isinstance(value, list) else value
+        for key, value in given.items()
+    }
 
 
 def run_options(
@@ -174,7 +177,24 @@ def _keyword_type(name: str, annotation: Any) -> Any:
     if _is_path(annotation):
         optional = " or None" if type(None) in get_args(annotation) else ""
         return Annotated[annotation, Expect(f"a str or os.PathLike{optional}")]
+    if _is_variadic_tuple(annotation):  # `workers=[1, 2, 4]`, as Python callers write it
+        optional = " or None" if type(None) in get_args(annotation) else ""
+        return Annotated[
+            annotation, BeforeValidator(_list_as_tuple), Expect(f"a list or tuple{optional}")
+        ]
     return annotation
+
+
+def _is_variadic_tuple(annotation: Any) -> bool:
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
+    return any(
+        get_origin(kind) is tuple and get_args(kind)[-1:] == (Ellipsis,)
+        for kind in kinds or (annotation,)
+    )
+
+
+def _list_as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _is_path(annotation: Any) -> bool:

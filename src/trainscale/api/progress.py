@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from trainscale.advisor.run import RecommendListener, RecommendPlan
+from trainscale.advisor.trials import Trial
 from trainscale.benchmark.run import BenchListener, BenchResult
 from trainscale.sweeps.run import SweepRunListener
 
@@ -61,3 +63,27 @@ class SweepLines(SweepRunListener):
     def run_finished(self, planned: Any, result: Any, error: str | None) -> None:
         if error is not None:
             say(f"{planned.label}, repeat {planned.repeat} failed: {error}")
+
+
+class RecommendLines(RecommendListener):
+    """A search's plan, each trial as it ends, and its notes (budget stops, rejections)."""
+
+    def planned(self, plan: RecommendPlan) -> None:
+        say(
+            f"recommend {plan.recommend_id}: {plan.workload}, "
+            f"{len(plan.space.candidates)} candidates, budget {plan.settings.budget_s:.0f} s"
+        )
+
+    def trial_finished(self, trial: Trial) -> None:
+        where = f"rung {trial.rung}" if trial.rung is not None else "accuracy"
+        if not trial.ok:
+            say(f"{trial.candidate.label} ({where}) failed: {trial.error}")
+        elif trial.kind == "accuracy":
+            accuracy = "-" if trial.test_accuracy is None else f"{trial.test_accuracy:.4f}"
+            say(f"{trial.candidate.label} ({where}): test accuracy {accuracy}")
+        else:
+            rate = "-" if trial.samples_per_s is None else f"{trial.samples_per_s:,.0f}"
+            say(f"{trial.candidate.label} ({where}): {rate} samples/s")
+
+    def note(self, text: str) -> None:
+        say(text)

@@ -314,3 +314,111 @@ class ReportFiles:
     def to_dataframe(self) -> Any:
         """report.csv as a DataFrame: one row per configuration."""
         return data_frame(self.configurations, CONFIGURATION_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The fastest setting found on this machine that keeps the serial baseline's accuracy
+    (`trainscale recommend`), and how it was found."""
+
+    recommend_id: str
+    workload: str
+    script: str | None
+    """The script searched, or None for a workload."""
+    best: str
+    """The recommended setting's label, e.g. '2w x 1t compact bf16 b64'."""
+    command: str
+    """The `trainscale run` command of the best setting (full recipe)."""
+    speedup: float | None
+    """The best's samples/s over the baseline's, measured in the same rung."""
+    samples_per_s: float | None
+    baseline_samples_per_s: float | None
+    accuracy_checked: bool
+    """Whether the finalists' accuracy was compared with the baseline's (not on synthetic
+    data, nor for a script without `check_accuracy`)."""
+    best_accuracy: float | None
+    baseline_accuracy: float | None
+    trusted: bool
+    """False where every throughput trial ran on a busy machine, so the ranking rests on
+    them."""
+    accuracy_failed: bool
+    """A script's accuracy check could not be made: the baseline's whole run failed (the
+    CLI's exit status 1)."""
+    notes: tuple[str, ...] = field(repr=False)
+    """What the user should know: budget stops, rejections, a global batch that differs."""
+    setting: Mapping[str, Any] = field(repr=False)
+    """The best setting's workers, threads, affinity, precision, batch and core sets."""
+    ranking: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """Every candidate measured, best first: label, the rung it reached, samples/s there."""
+    runs: StoredRuns = field(repr=False)
+    """Every trial run, as stored (tag recommend:<id>), in the order they ran."""
+    data: Mapping[str, Any] = field(repr=False, compare=False)
+    """The `trainscale recommend --json` object."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale recommend --json` object."""
+        return dict(self.data)
+
+    def to_dataframe(self) -> Any:
+        """One row per candidate measured, best first: label, rung, samples_per_s."""
+        return data_frame(self.ranking, ("label", "rung", "samples_per_s"))
+
+
+PREDICTION_COLUMNS = (
+    "workers",
+    "nodes",
+    "per_worker_batch",
+    "global_batch",
+    "algorithm",
+    "step_time_s",
+    "step_time_s_mean",
+    "samples_per_s",
+    "speedup",
+    "efficiency",
+    "data_s",
+    "forward_s",
+    "backward_s",
+    "optimizer_s",
+    "comm_s",
+    "exposed_comm_s",
+    "exposed_comm_share",
+    "straggler_s",
+    "num_buckets",
+)
+"""The DataFrame columns of a scaling prediction, one row per worker count."""
+
+
+@dataclass(frozen=True)
+class ScalingPrediction:
+    """Predicted steps of a workload on a cluster, one per worker count (`trainscale
+    simulate`): a prediction from stored runs, probes or a cluster file, not a measurement."""
+
+    workload: str
+    cluster: str
+    """The cluster's name: a preset's, a file's, or 'local'."""
+    device: str
+    calibration: str
+    """Where a worker's compute came from: 'runs' (measured here), 'workloads' (rates
+    fitted to other workloads' runs on the device) or 'peak' (the device's peak FLOP/s x an
+    efficiency)."""
+    points: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """One per worker count: step time (median and mean over the sampled stragglers),
+    samples/s, speedup and efficiency against the first count, the step's parts."""
+    plots: tuple[Path, ...] = ()
+    """The PNG plots written (with `plot=DIR`)."""
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The `trainscale simulate --json` object: the cluster, the calibration, the gradient
+    buckets and the predictions."""
+
+    @property
+    def speedups(self) -> dict[int, float | None]:
+        """Predicted speedup per worker count."""
+        return {int(point["workers"]): point.get("speedup") for point in self.points}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale simulate --json` object."""
+        return dict(self.data)
+
+    def to_dataframe(self) -> Any:
+        """One row per worker count: `PREDICTION_COLUMNS`."""
+        return data_frame(self.points, PREDICTION_COLUMNS)
