@@ -307,3 +307,33 @@ def test_calibrate_from_serial_and_parallel_runs(store_path, cluster_file, capsy
     two = out["predictions"][1]
     assert two["per_worker_batch"] == 32
     assert two["step_time_s"] == pytest.approx(0.055, rel=0.03)
+
+
+def test_a_precision_without_runs_names_the_precision_with_them(store_path, cluster_file, capsys):
+    # The fixture's serial runs are fp32, as a run on a CPU without native bf16 makes them;
+    # asked for bf16, with no peak in the cluster file to fall back on, the error says what
+    # would calibrate (a run's --precision auto and the simulator's default can differ).
+    args = ["simulate", "mnist-cnn", "--cluster", str(cluster_file), "--precision", "bf16"]
+    assert run_cli([*args, "--store", str(store_path)]) == 2
+    line = one_error_line(capsys)
+    assert "no stored serial run of mnist-cnn on Test CPU 9000 (bf16)" in line
+    assert line.endswith(
+        "but mnist-cnn has serial runs on Test CPU 9000 in fp32, not in bf16: --precision fp32 "
+        "calibrates from them"
+    )
+
+
+def test_a_prediction_from_the_peak_says_which_precision_has_runs(
+    store_path, cluster_file, tmp_path, capsys
+):
+    with_peak = tmp_path / "with-peak.toml"
+    peak = 'cores = 1\npeak_flops = { bf16 = "1 TFLOP/s" }\nefficiency = 0.5'
+    with_peak.write_text(CLUSTER.replace("cores = 1", peak))
+    args = ["simulate", "mnist-cnn", "--cluster", str(with_peak), "--precision", "bf16"]
+    assert run_cli([*args, "--workers", "1", "--store", str(store_path), "--json"]) == 0
+    calibration = json.loads(capsys.readouterr().out)["calibration"]
+    assert calibration["source"] == "peak"
+    assert calibration["notes"][-1] == (
+        "mnist-cnn has serial runs on Test CPU 9000 in fp32, not in bf16: --precision fp32 "
+        "calibrates from them"
+    )

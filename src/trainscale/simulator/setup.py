@@ -240,6 +240,7 @@ def calibrate(
                     "data left out",
                 )
         else:
+            hint = other_precisions_hint(all_runs, workload, cluster, precision, cores)
             flops = training_flops_per_sample(workload, all_runs)
             calibration = calibrate_from_other_workloads(
                 workload,
@@ -251,7 +252,9 @@ def calibrate(
                 reference_batch_size=get_workload(workload).recipe.batch_size,
                 ops_of=lambda name: _builtin_ops(name, counted_on),
                 sigma_override=sigma_override,
-            ) or _from_peak(workload, cluster, precision, flops, layout, sigma_override)
+            ) or _from_peak(workload, cluster, precision, flops, layout, sigma_override, hint)
+            if hint:
+                calibration = _note(calibration, hint)
     if calibration.precision != precision and given:
         calibration = _note(calibration, f"calibration runs are {calibration.precision}")
     return Setup(workload=workload, cluster=cluster, calibration=calibration, layout=layout)
@@ -263,6 +266,32 @@ def _builtin_ops(workload: str, device: str) -> int | None:
     return cached_layout(workload, None, device).ops_per_step if is_builtin(workload) else None
 
 
+def other_precisions_hint(
+    records: Sequence[RunRecord],
+    workload: str,
+    cluster: ClusterSpec,
+    precision: str,
+    cores: int | None,
+) -> str | None:
+    """What to ask instead, where `workload` has no serial run on the cluster's device at
+    `precision` but has some at another (a run's `--precision auto` picks bf16 where the
+    hardware has it, the simulator fp32 unless told): None when it has none."""
+    device = cluster.device
+    others = [
+        other
+        for other in ("fp32", "bf16", "fp16")
+        if other != precision
+        and matching_serial_runs(records, workload, device, other, cores=cores)
+    ]
+    if not others:
+        return None
+    asks = " or ".join(f"--precision {other}" for other in others)
+    return (
+        f"{workload} has serial runs on {device.name} in {' and '.join(others)}, not in "
+        f"{precision}: {asks} calibrates from them"
+    )
+
+
 def _from_peak(
     workload: str,
     cluster: ClusterSpec,
@@ -270,9 +299,11 @@ def _from_peak(
     flops: float,
     layout: GradientLayout,
     sigma_override: float | None,
+    hint: str | None = None,
 ) -> Calibration:
     """Compute from the device's peak and per-operator overhead: a cluster file's, or for
-    the machine at hand its probes' (`probed_device`)."""
+    the machine at hand its probes' (`probed_device`); a failure names `hint`, the runs
+    at another precision, first."""
     try:
         return calibrate_from_peak(
             workload,
@@ -285,6 +316,8 @@ def _from_peak(
             sigma_override=sigma_override,
         )
     except CalibrationError as error:
+        if hint is not None:
+            raise CalibrationError(f"{error}; but {hint}") from None
         if cluster.origin != LOCAL:
             raise
         raise CalibrationError(
