@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BenchResults",
     "Comparison",
+    "Emulation",
     "Recommendation",
     "ReportFiles",
     "RunFailed",
@@ -28,6 +29,7 @@ __all__ = [
     "__version__",
     "bench",
     "compare",
+    "emulate",
     "meter",
     "recommend",
     "report",

@@ -1,6 +1,6 @@
-"""`trainscale.recommend` and `trainscale.simulate`: the best setting here and the predicted
-scaling beyond it, as the CLI's `--json` gives them, with one DataFrame row per candidate or
-worker count."""
+"""`trainscale.recommend`, `simulate` and `emulate`: the best setting here, the predicted
+scaling beyond it and what N workers cost in accuracy, as the CLI's `--json` gives them,
+with one DataFrame row per candidate or worker count."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from trainscale.api.results import PREDICTION_COLUMNS
 from trainscale.cli import main
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
+
+from tests.helpers.mnist_files import write_random_mnist
 
 
 def test_simulate_predicts_what_the_command_predicts(tmp_path, capsys):
@@ -106,3 +108,31 @@ def test_recommend_takes_a_workload_or_a_script(tmp_path):
     with pytest.raises(ConfigError, match=r"^recommend\(\) takes a workload or script"):
         trainscale.recommend("mnist-cnn", script="train.py", store=tmp_path / "r.db")
     assert not (tmp_path / "r.db").exists()
+
+
+def test_emulate_stores_a_run_per_worker_count_and_reads_them_back(tmp_path):
+    data = write_random_mnist(tmp_path / "mnist", 256, 64)
+    store = tmp_path / "e.db"
+    emulated = trainscale.emulate(
+        "mnist-cnn", workers=[1, 2], mode="sync", epochs=0.5, data_dir=data, store=store
+    )
+    document = emulated.to_dict()
+    assert emulated.emulation_id == document["emulation_id"] and emulated.mode == "sync"
+    assert [p["workers"] for p in emulated.points] == [1, 2]
+    assert [p["global_batch_size"] for p in emulated.points] == [64, 128]
+    assert set(emulated.accuracy) == {1, 2}
+    assert all(0.0 <= a <= 1.0 for a in emulated.accuracy.values())
+    assert [r.run_id for r in emulated.runs] == [p["run_id"] for p in emulated.points]
+    assert {r.tag for r in emulated.runs} == {document["tag"]}
+    assert emulated.report_command == document["report"]
+    frame = emulated.to_dataframe()
+    assert frame["workers"].tolist() == [1, 2] and "steps_curve" not in frame.columns
+    assert frame["test_accuracy"].tolist() == [emulated.accuracy[1], emulated.accuracy[2]]
+
+
+def test_emulate_needs_its_worker_counts_and_mode_and_takes_only_its_options(tmp_path):
+    with pytest.raises(ConfigError, match=r"^emulate\(\) needs the worker counts and the mode"):
+        trainscale.emulate("mnist-cnn", workers=[1, 2])
+    with pytest.raises(ConfigError, match=r"has no option 'threads_per_worker'"):
+        trainscale.emulate("mnist-cnn", workers=[1], mode="sync", threads_per_worker=1)
+    assert not list(tmp_path.glob("*.db"))

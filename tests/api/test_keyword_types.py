@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trainscale
-from trainscale.api import calls
+from trainscale.api import calls, questions
 from trainscale.api.keywords import check_arguments, run_options
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
@@ -37,6 +37,7 @@ POSITIONAL = {
     "sweep": ("cpu-parallel",),
     "recommend": ("mnist-cnn",),
     "simulate": ("mnist-cnn",),
+    "emulate": ("mnist-cnn",),
 }
 """What each function is given by position, unless the case gives it."""
 
@@ -72,6 +73,10 @@ WRONG = [
     ("simulate", None, {"calibrate_from": "abc"}, "calibrate_from"),
     ("simulate", None, {"cluster": 5}, "cluster"),
     ("simulate", None, {"plot": 3}, "plot"),
+    ("emulate", None, {"workers": "1,2", "mode": "sync"}, "workers"),
+    ("emulate", None, {"workers": [1], "mode": "fast"}, "mode"),
+    ("emulate", None, {"workers": [1], "mode": "sync", "epochs": "1"}, "epochs"),
+    ("emulate", None, {"workers": [1], "mode": "sync", "local_steps": "8"}, "local_steps"),
     # int
     ("run", None, {"workers": "2"}, "workers"),
     ("run", None, {"workers": True}, "workers"),
@@ -122,16 +127,17 @@ WRONG = [
 
 
 STARTS = (
-    "start_run",
-    "run_bench",
-    "load_sweep",
-    "compare_runs",
-    "list_runs",
-    "build_report",
-    "search_recommendation",
-    "simulate_scaling",
+    (calls, "start_run"),
+    (calls, "run_bench"),
+    (calls, "load_sweep"),
+    (calls, "compare_runs"),
+    (calls, "list_runs"),
+    (calls, "build_report"),
+    (questions, "search_recommendation"),
+    (questions, "simulate_scaling"),
+    (questions, "run_emulation"),
 )
-"""The functions of `calls` that start work once a call's keywords are checked."""
+"""The functions through which the API's calls start work once their keywords are checked."""
 
 
 def _name(case: tuple) -> str:
@@ -144,8 +150,8 @@ def _name(case: tuple) -> str:
 def nothing_starts(monkeypatch):
     """Every way a call could start work, recorded instead."""
     started: list[str] = []
-    for name in STARTS:
-        monkeypatch.setattr(calls, name, _recorder(getattr(calls, name), started))
+    for module, name in STARTS:
+        monkeypatch.setattr(module, name, _recorder(getattr(module, name), started))
     return started
 
 
@@ -326,6 +332,11 @@ KEYWORDS = {
         *("max_workers", "include_busy", "accuracy_epochs", "accuracy_tolerance"),
         *("check_accuracy", "data", "data_dir", "download", "framework", "store"),
     ],
+    "emulate": [
+        *("workers", "mode", "per_worker_batch_size", "local_steps", "staleness_spread"),
+        *("staleness_aware_lr", "lr_scaling", "lr", "epochs", "steps", "seed", "data"),
+        *("data_dir", "workload_options", "store"),
+    ],
     "simulate": [
         *("cluster", "nodes", "calibrate_from", "precision", "device", "threads_per_worker"),
         *("algorithm", "straggler_sigma", "workers", "batch_size", "global_batch_size"),
@@ -348,9 +359,9 @@ def calls_with_any_values(draw):
 def test_any_keyword_value_is_a_config_error_or_goes_on_never_another_exception(tmp_path):
     started: list[str] = []
     with ExitStack() as stack:
-        for name in STARTS:
-            stand_in = _recorder(getattr(calls, name), started)
-            stack.enter_context(mock.patch.object(calls, name, stand_in))
+        for module, name in STARTS:
+            stand_in = _recorder(getattr(module, name), started)
+            stack.enter_context(mock.patch.object(module, name, stand_in))
 
         @FUZZ
         @given(calls_with_any_values())

@@ -19,14 +19,17 @@ def test_import_trainscale_loads_neither_the_api_nor_torch():
 
 
 def test_the_api_names_stay_the_functions_once_every_package_is_imported():
+    from trainscale import api
     from trainscale.advisor.run import recommend  # noqa: F401
-    from trainscale.api import calls
     from trainscale.benchmark.run import run_bench  # noqa: F401
+    from trainscale.emulation.run import run_emulation  # noqa: F401
     from trainscale.reporting.build import build_report  # noqa: F401
     from trainscale.runner.launch import execute_run  # noqa: F401
     from trainscale.simulator.run import simulate_scaling  # noqa: F401
     from trainscale.sweeps.run import run_sweep  # noqa: F401
 
     # No subpackage of trainscale takes an API function's name when it is imported.
-    for name in ("run", "bench", "sweep", "compare", "runs", "report", "recommend", "simulate"):
-        assert getattr(trainscale, name) is getattr(calls, name), name
+    functions = ("run", "bench", "sweep", "compare", "runs", "report")
+    for name in (*functions, "recommend", "simulate", "emulate"):
+        assert callable(getattr(trainscale, name)), name
+        assert getattr(trainscale, name) is getattr(api, name), name

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import trainscale
-from trainscale.api import calls
+from trainscale.api import calls, questions
 from trainscale.errors import ConfigError, TrainscaleError
 
 from tests.helpers.fuzz import fuzz_settings
@@ -39,6 +39,7 @@ POSITIONAL: dict[str, tuple[Any, ...]] = {
     "report": (),
     "recommend": ("mnist-cnn",),
     "simulate": ("mnist-cnn",),
+    "emulate": ("mnist-cnn",),
 }
 """What each function is given by position (report's `out` is required: it is drawn too)."""
 TAKEN_BY_POSITION = {
@@ -88,17 +89,18 @@ def _stand_in(function: Any) -> Any:
 @pytest.fixture
 def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every function through which a call would start, measure or read work stops it."""
-    for name in (
-        "start_run",
-        "run_bench",
-        "run_sweep",
-        "compare_runs",
-        "list_runs",
-        "build_report",
-        "search_recommendation",
-        "simulate_scaling",
+    for module, name in (
+        (calls, "start_run"),
+        (calls, "run_bench"),
+        (calls, "run_sweep"),
+        (calls, "compare_runs"),
+        (calls, "list_runs"),
+        (calls, "build_report"),
+        (questions, "search_recommendation"),
+        (questions, "simulate_scaling"),
+        (questions, "run_emulation"),
     ):
-        monkeypatch.setattr(calls, name, _stand_in(getattr(calls, name)))
+        monkeypatch.setattr(module, name, _stand_in(getattr(module, name)))
 
 
 def _valid_keywords(function: str) -> list[str]:

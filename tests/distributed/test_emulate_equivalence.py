@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from trainscale.config import RunOptions
-from trainscale.emulate.engine import emulate
-from trainscale.emulate.spec import EmulationSpec, emulation_config, resolve_spec
+from trainscale.emulation.engine import emulate
+from trainscale.emulation.spec import EmulationSpec, emulation_config, resolve_spec
 from trainscale.parallel.launcher import launch_workers
 
 from tests.distributed.ddp_equivalence_worker import train_and_return_state

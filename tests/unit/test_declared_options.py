@@ -30,7 +30,7 @@ from trainscale.config.cli import (
 from trainscale.config.limits import DEFAULT_MONTE_CARLO_SAMPLES, MAX_MONTE_CARLO_SAMPLES
 from trainscale.config.options import RunOptions, option, option_leaves
 from trainscale.config.values import comma_names
-from trainscale.emulate.options import (
+from trainscale.emulation.options import (
     DEFAULT_LOCAL_STEPS,
     DEFAULT_STALENESS_SPREAD,
     EmulationOptions,

@@ -6,17 +6,17 @@ import pytest
 import torch
 
 from trainscale.config.options import RunOptions
-from trainscale.emulate.async_ps import compute_time
-from trainscale.emulate.engine import emulate, plan_global_steps
-from trainscale.emulate.local_sgd import LocalSGD
-from trainscale.emulate.options import EmulationOptions
-from trainscale.emulate.record import complete_emulation, create_emulation_row, emulation_tag
-from trainscale.emulate.spec import (
+from trainscale.emulation.async_ps import compute_time
+from trainscale.emulation.engine import emulate, plan_global_steps
+from trainscale.emulation.local_sgd import LocalSGD
+from trainscale.emulation.options import EmulationOptions
+from trainscale.emulation.record import complete_emulation, create_emulation_row, emulation_tag
+from trainscale.emulation.spec import (
     EmulationSpec,
     emulation_config,
     resolve_spec,
 )
-from trainscale.emulate.streams import make_streams
+from trainscale.emulation.streams import make_streams
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy

@@ -1,12 +1,12 @@
-"""`emulate.run.run_emulation`: an emulation as a library call on tiny real files."""
+"""`emulation.run.run_emulation`: an emulation as a library call on tiny real files."""
 
 from __future__ import annotations
 
 import pytest
 
 from trainscale.config.options import RunOptions
-from trainscale.emulate.options import EmulationOptions
-from trainscale.emulate.run import EmulationListener, EmulationResult, run_emulation
+from trainscale.emulation.options import EmulationOptions
+from trainscale.emulation.run import EmulationListener, EmulationResult, run_emulation
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
 

@@ -11,7 +11,7 @@ from trainscale.config.limits import MAX_RESAMPLES, check_count
 from trainscale.config.options import RunOptions
 from trainscale.data.tensors import DataRequest, DataSize
 from trainscale.data.text import encode_ids
-from trainscale.emulate.spec import EmulationSpec, check_emulation_memory
+from trainscale.emulation.spec import EmulationSpec, check_emulation_memory
 from trainscale.errors import ConfigError
 from trainscale.hardware.resources import (
     FDS_PER_WORKER,

@@ -8,10 +8,12 @@ See docs/python-api.md. Importing this module imports what the commands need, to
 included (seconds); `import trainscale` alone stays cheap and loads this on first use.
 """
 
-from trainscale.api.calls import bench, compare, recommend, report, run, runs, simulate, sweep
+from trainscale.api.calls import bench, compare, report, run, runs, sweep
+from trainscale.api.questions import emulate, recommend, simulate
 from trainscale.api.results import (
     BenchResults,
     Comparison,
+    Emulation,
     Recommendation,
     ReportFiles,
     ScalingPrediction,
@@ -24,6 +26,7 @@ from trainscale.runner.launch import RunFailed
 __all__ = [
     "BenchResults",
     "Comparison",
+    "Emulation",
     "Recommendation",
     "ReportFiles",
     "RunFailed",
@@ -33,6 +36,7 @@ __all__ = [
     "SweepResults",
     "bench",
     "compare",
+    "emulate",
     "recommend",
     "report",
     "run",

@@ -1,6 +1,6 @@
-"""The API's functions: what `trainscale run`, `bench`, `sweep`, `compare`, `runs list`,
-`report`, `recommend` and `simulate` do, called from Python, through the same functions the
-CLI handlers call.
+"""The API's functions: what `trainscale run`, `bench`, `sweep`, `compare`, `runs list`
+and `report` do, called from Python, through the same functions the CLI handlers call
+(`recommend`, `simulate` and `emulate` are in api/questions.py).
 
 Keyword arguments are the CLI's flags without dashes (`global_batch_size=128`); an unknown
 one, or a value not of the keyword's declared type, is a ConfigError naming it, before
@@ -17,22 +17,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from trainscale.advisor.options import RecommendOptions
-from trainscale.advisor.run import RecommendResult
-from trainscale.advisor.run import recommend as search_recommendation
 from trainscale.api.keywords import check_arguments, parameters, run_options
 from trainscale.api.main_guard import check_main_guard
-from trainscale.api.progress import BenchLines, RecommendLines, SweepLines, say
+from trainscale.api.progress import BenchLines, SweepLines, say
 from trainscale.api.results import (
     BenchResults,
     Comparison,
-    Recommendation,
     ReportFiles,
-    ScalingPrediction,
     StoredRun,
     StoredRuns,
     SweepResults,
 )
+from trainscale.api.stored import StorePath, store_file, stored_run, stored_runs
 from trainscale.api.workload_arg import workload_text
 from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.run import BenchResult, run_bench
@@ -45,16 +41,11 @@ from trainscale.reporting.compare_runs import compare as compare_runs
 from trainscale.reporting.csv_table import csv_rows
 from trainscale.reporting.listing import list_runs
 from trainscale.results.schema import RUN_STATUSES
-from trainscale.results.store import RunStore, default_store_path
+from trainscale.results.store import default_store_path
 from trainscale.runner.launch import RemoteResult, start_run
 from trainscale.runner.script_launch import start_script_run
-from trainscale.simulator.options import MonteCarloOptions, ScalingOptions, StepModelOptions
-from trainscale.simulator.run import simulate_scaling
 from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
 from trainscale.workloads import workload_name
-
-StorePath = str | os.PathLike[str] | None
-"""A results database; None: the CLI's default ($TRAINSCALE_STORE, else ./trainscale.db)."""
 
 
 def run(
@@ -91,19 +82,20 @@ def run(
         given.update(script=script, script_args=script_args)
         opts = run_options("run", os.fspath(script), given, (run, ("workload",)))
         stored = start_script_run(
-            os.fspath(script), list(script_args), opts, _path(store), progress=progress
+            os.fspath(script), list(script_args), opts, store_file(store), progress=progress
         )
-        return _stored_run(store, stored["run_id"])
+        return stored_run(store, stored["run_id"])
     if workload is None:
         raise ConfigError(
             "run() needs a workload (a name, a reference, or the function that makes one), "
             "or script='train.py'"
         )
     opts = run_options("run", workload_text(workload), given, (run, ("workload",)))
-    result = start_run(opts, _path(store), quiet=not progress, announce=say if progress else None)
+    announce = say if progress else None
+    result = start_run(opts, store_file(store), quiet=not progress, announce=announce)
     if result is None or isinstance(result, RemoteResult):
         return None
-    return _stored_run(store, result["run_id"])
+    return stored_run(store, result["run_id"])
 
 
 def bench(
@@ -144,13 +136,13 @@ def bench(
     result = run_bench(
         "mnist-cnn" if workload is None else workload_text(workload),
         options=BenchOptions(**length),
-        store=_path(store),
+        store=store_file(store),
         listener=listener,
         script=None if script is None else os.fspath(script),
         script_args=list(script_args),
         **options,
     )
-    return _bench_results(result, _path(store))
+    return _bench_results(result, store_file(store))
 
 
 def sweep(
@@ -186,7 +178,7 @@ def sweep(
     result = run_sweep(
         spec,
         source,
-        store=_path(store),
+        store=store_file(store),
         listener=SweepLines() if progress else None,
         **{k: v for k, v in options.items() if k not in load_keys},
     )
@@ -206,7 +198,7 @@ def compare(a: Any, b: Any, *, store: StorePath = None, **options: Any) -> Compa
         "compare", {**given, **options}, (compare, ()), (compare_runs, ("a", "b", "store"))
     )
     options = {key: value for key, value in checked.items() if key not in given}
-    found = compare_runs(_ident(a), _ident(b), store=_path(store), **options)
+    found = compare_runs(_ident(a), _ident(b), store=store_file(store), **options)
     return Comparison(
         a=found.a.name,
         b=found.b.name,
@@ -236,7 +228,7 @@ def runs(
         raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
     if workload is not None:  # a custom workload's reference or function: its name
         workload = workload_name(workload_text(workload))
-    found = list_runs(_path(store), workload=workload, status=status, tag=tag, limit=limit)
+    found = list_runs(store_file(store), workload=workload, status=status, tag=tag, limit=limit)
     return StoredRuns(tuple(StoredRun.from_record(record) for record in found.records))
 
 
@@ -260,7 +252,7 @@ def report(
     given = {"out": out, "sweep": sweep, "runs": runs, "baseline": baseline, "prices": prices}
     check_arguments("report", {**given, "store": store, **unknown}, (report, ()))
     written = build_report(
-        _path(store) or default_store_path(),
+        store_file(store) or default_store_path(),
         sweep_id=None if sweep is None else _ident(sweep),
         run_ids=None if runs is None else [_ident(item) for item in runs],
         out_dir=out,
@@ -278,109 +270,7 @@ def report(
     )
 
 
-def recommend(
-    workload: Any = None,
-    *,
-    script: str | os.PathLike[str] | None = None,
-    script_args: list[str] | tuple[str, ...] = (),
-    store: StorePath = None,
-    progress: bool = False,
-    **options: Any,
-) -> Recommendation:
-    """Search this machine for the fastest setting of `workload` that keeps its accuracy,
-    as `trainscale recommend` does: short trials on synthetic data (successive halving
-    within `budget_s`), then the finalists' accuracy on real data against the serial fp32
-    baseline. Every trial is stored, tagged recommend:<id>.
-
-    Options (as the CLI's flags): `budget_s`, `quick`, `rung_steps`, `warmup_steps`,
-    `batch_multipliers`, `max_workers`, `include_busy`, `accuracy_epochs`,
-    `accuracy_tolerance` (percentage points), `check_accuracy` (a script's), `data`,
-    `data_dir`, `download`, `framework`. Raises ConfigError (or another TrainscaleError)
-    for a mistake, before the first trial.
-
-    `script="train.py"` (no workload) searches your own training script instead, as
-    `trainscale recommend train.py -- ARGS` does: `script_args` are its own arguments
-    (docs/own-scripts.md).
-    """
-    check_main_guard("recommend")
-    given = {"workload": workload, "store": store, "progress": progress}
-    given.update(script=script, script_args=script_args)
-    leave_out = ("workload", "store", "listener", "script", "script_args", "options")
-    sources = ((recommend, ()), (search_recommendation, leave_out), (RecommendOptions, ()))
-    checked = check_arguments("recommend", {**given, **options}, *sources)
-    options = {key: value for key, value in checked.items() if key not in given}
-    search = {k: options.pop(k) for k in list(options) if k in option_leaves(RecommendOptions)}
-    if script is not None and workload is not None:
-        raise ConfigError("recommend() takes a workload or script=..., not both")
-    if script is None and workload is None:
-        raise ConfigError(
-            "recommend() needs a workload (a name, a reference, or the function that makes "
-            "one), or script='train.py'"
-        )
-    result = search_recommendation(
-        None if workload is None else workload_text(workload),
-        script=None if script is None else os.fspath(script),
-        script_args=list(script_args),
-        options=RecommendOptions(**search),
-        store=_path(store),
-        listener=RecommendLines() if progress else None,
-        **options,
-    )
-    return _recommendation(result, _path(store) or default_store_path())
-
-
-def simulate(
-    workload: Any,
-    *,
-    store: StorePath = None,
-    plot: str | os.PathLike[str] | None = None,
-    **options: Any,
-) -> ScalingPrediction:
-    """Predict the step time, throughput and speedup of `workload` at each worker count on
-    a cluster, as `trainscale simulate WORKLOAD` does, calibrated from the stored runs.
-
-    Options (as the CLI's flags): the cluster and its step model (`cluster`: a preset, a
-    cluster TOML file or 'local'; `nodes`, `calibrate_from` (run ids), `precision`,
-    `device`, `threads_per_worker`, `algorithm`, `straggler_sigma`), the scaling question
-    (`workers`: a list of counts; `batch_size` or `global_batch_size`, `bucket_cap_mb`), the
-    Monte Carlo (`samples`, `seed`) and `plot` (a directory for the PNG plots). `workload`
-    may be a name, a custom workload's reference or function, or `script:train.py`.
-    """
-    sources = (
-        (simulate, ("workload",)),
-        (StepModelOptions, ()),
-        (ScalingOptions, ()),
-        (MonteCarloOptions, ()),
-    )
-    checked = check_arguments("simulate", {"store": store, "plot": plot, **options}, *sources)
-
-    def declared(cls: type[Any]) -> Any:
-        return cls(**{k: v for k, v in checked.items() if k in option_leaves(cls)})
-
-    result = simulate_scaling(
-        workload_text(workload),
-        model=declared(StepModelOptions),
-        scaling=declared(ScalingOptions),
-        monte_carlo=declared(MonteCarloOptions),
-        store=_path(store),
-        plot_dir=None if plot is None else Path(plot),
-    )
-    return ScalingPrediction(
-        workload=result.workload,
-        cluster=result.cluster.name,
-        device=result.cluster.device.name,
-        calibration=result.calibration.source,
-        points=tuple(p.to_dict() for p in result.predictions),
-        plots=tuple(Path(p) for p in result.plots),
-        data=result.to_dict(),
-    )
-
-
 # -- helpers -------------------------------------------------------------------------------
-
-
-def _path(store: StorePath) -> Path | None:
-    return Path(store) if store is not None else None
 
 
 def _ident(side: Any) -> str:
@@ -400,18 +290,6 @@ def _sweep_source(given: str | os.PathLike[str]) -> tuple[Path | None, str | Non
     return None, text
 
 
-def _stored_run(store: StorePath, run_id: str) -> StoredRun:
-    with RunStore(_path(store) or default_store_path(), create=False) as opened:
-        return StoredRun.from_record(opened.get_run(run_id))
-
-
-def _stored_runs(store: Path, **filters: Any) -> StoredRuns:
-    """Runs by store filter, in the order they were made."""
-    with RunStore(store, create=False) as opened:
-        records = opened.list_runs(**filters)
-    return StoredRuns(tuple(StoredRun.from_record(r) for r in reversed(records)))
-
-
 def _configurations(store: Path, **source: Any) -> tuple[dict[str, Any], ...]:
     """report.csv's rows for a sweep or runs; () when none of them completed."""
     try:
@@ -422,7 +300,7 @@ def _configurations(store: Path, **source: Any) -> tuple[dict[str, Any], ...]:
 
 def _bench_results(result: BenchResult, store: Path | None) -> BenchResults:
     store_path = store or default_store_path()
-    stored = _stored_runs(store_path, tag=f"bench:{result.bench_id}")
+    stored = stored_runs(store_path, tag=f"bench:{result.bench_id}")
     setting_of = {
         run["run_id"]: item.rung.name for item in result.results for run in item.completed
     }
@@ -469,30 +347,6 @@ def _sweep_results(result: SweepResult) -> SweepResults:
         failed=tuple(outcome.failed),
         skipped_done=outcome.skipped_done,
         report=result.report,
-        runs=_stored_runs(result.store, sweep_id=outcome.sweep_id),
+        runs=stored_runs(result.store, sweep_id=outcome.sweep_id),
         configurations=_configurations(result.store, sweep_id=outcome.sweep_id),
-    )
-
-
-def _recommendation(result: RecommendResult, store: Path) -> Recommendation:
-    found, payload = result.recommendation, result.to_dict()
-    return Recommendation(
-        recommend_id=result.plan.recommend_id,
-        workload=result.plan.workload,
-        script=result.plan.script,
-        best=found.best.label,
-        command=result.command,
-        speedup=found.speedup,
-        samples_per_s=found.best_samples_per_s,
-        baseline_samples_per_s=found.baseline_samples_per_s,
-        accuracy_checked=found.accuracy_checked,
-        best_accuracy=found.best_accuracy,
-        baseline_accuracy=found.baseline_accuracy,
-        trusted=found.trusted,
-        accuracy_failed=result.accuracy_failed,
-        notes=tuple(found.notes),
-        setting=found.best.to_dict(),
-        ranking=tuple(payload["ranking"]),
-        runs=_stored_runs(store, tag=result.plan.tag),
-        data=payload,
     )

@@ -10,6 +10,7 @@ from typing import Any
 from trainscale.advisor.run import RecommendListener, RecommendPlan
 from trainscale.advisor.trials import Trial
 from trainscale.benchmark.run import BenchListener, BenchResult
+from trainscale.emulation.run import EmulationListener
 from trainscale.sweeps.run import SweepRunListener
 
 
@@ -87,3 +88,10 @@ class RecommendLines(RecommendListener):
 
     def note(self, text: str) -> None:
         say(text)
+
+
+class EmulationLines(EmulationListener):
+    """Each worker count as it starts training."""
+
+    def started(self, index: int, total: int, spec: Any, config: Any, plan: Any) -> None:
+        say(f"[{index}/{total}] {spec.workers} worker(s), {spec.mode}")

@@ -422,3 +422,39 @@ class ScalingPrediction:
     def to_dataframe(self) -> Any:
         """One row per worker count: `PREDICTION_COLUMNS`."""
         return data_frame(self.points, PREDICTION_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """What N workers cost in accuracy (`trainscale emulate`): one stored run per worker
+    count, trained in one process as N workers would optimise."""
+
+    emulation_id: str
+    workload: str
+    mode: str
+    """'sync', 'async' or 'local-sgd'."""
+    report_command: str
+    """The `trainscale report` command of these runs."""
+    points: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """Per worker count: `run_id`, `workers`, `global_batch_size`, `lr`, `test_accuracy`,
+    `steps_to_target`, `samples_to_target`, `accuracy_by_epoch`, the mode's own figures."""
+    runs: StoredRuns = field(repr=False)
+    """The runs, as stored (tag emulate:<id>), in the order they trained."""
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The `trainscale emulate --json` object."""
+
+    @property
+    def accuracy(self) -> dict[int, float | None]:
+        """Final test accuracy per worker count."""
+        return {int(point["workers"]): point.get("test_accuracy") for point in self.points}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale emulate --json` object."""
+        return dict(self.data)
+
+    def to_dataframe(self) -> Any:
+        """One row per worker count, its figures as columns (the accuracy by epoch joined
+        into one cell; the curve of steps left out)."""
+        rows = [scalar_row({k: v for k, v in p.items() if k != "steps_curve"}) for p in self.points]
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        return data_frame(rows, columns)

@@ -14,8 +14,8 @@ from trainscale.config.cli import (
     declared_from_args,
     options_from_args,
 )
-from trainscale.emulate.options import EmulationOptions
-from trainscale.emulate.run import EMULATED_OPTIONS
+from trainscale.emulation.options import EmulationOptions
+from trainscale.emulation.run import EMULATED_OPTIONS
 
 EPILOG = """\
 examples:
@@ -71,7 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Emulate every N in turn, store each as a run, print the table (or JSON)."""
-    from trainscale.emulate.run import run_emulation
+    from trainscale.emulation.run import run_emulation
 
     quiet = args.quiet or args.json
     with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it

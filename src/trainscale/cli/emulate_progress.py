@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from trainscale.emulate.run import EmulationListener
+from trainscale.emulation.run import EmulationListener
 
 
 class Progress(EmulationListener):

@@ -1,5 +1,5 @@
 """Which samples each worker trains and evaluates on: a function of its rank and the world
-size alone, so a real rank and an emulated one (emulate/streams.py) draw the same shard."""
+size alone, so a real rank and an emulated one (emulation/streams.py) draw the same shard."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A run's result as typed objects, and the one place its stored summary is made from them.
 
 A training run's measurements are `RunMetrics` (made by train/summary.py under the rules of
-docs/methodology.md); an emulation's are `EmulationMetrics` (emulate/summary.py). Either,
+docs/methodology.md); an emulation's are `EmulationMetrics` (emulation/summary.py). Either,
 with the workers' facts, the data's source and (for a run) its hardware figures and energy,
 is a `RunResult`; `RunResult.summary()` is the JSON stored in the `runs` table, the same
 keys as ever, so stores written before keep reading. Exports take their columns from these

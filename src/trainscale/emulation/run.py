@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainscale.config.options import RunConfig, RunOptions
-from trainscale.emulate.options import EmulationOptions
+from trainscale.emulation.options import EmulationOptions
 from trainscale.parallel.interrupts import failure_reason
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.train.progress import make_progress
 
 if TYPE_CHECKING:
-    from trainscale.emulate.engine import EmulationPlan
+    from trainscale.emulation.engine import EmulationPlan
 
 EMULATED_OPTIONS = (
     "lr_scaling",
@@ -65,7 +65,7 @@ class EmulationResult:
 
     @property
     def tag(self) -> str:
-        from trainscale.emulate.record import emulation_tag
+        from trainscale.emulation.record import emulation_tag
 
         return emulation_tag(self.emulation_id)
 
@@ -144,9 +144,9 @@ def run_emulation(
     import torch
 
     from trainscale.data.tensors import Located
-    from trainscale.emulate.engine import emulate, plan_global_steps
-    from trainscale.emulate.record import complete_emulation, create_emulation_row, emulation_tag
-    from trainscale.emulate.spec import emulation_config, resolve_spec, specs_of
+    from trainscale.emulation.engine import emulate, plan_global_steps
+    from trainscale.emulation.record import complete_emulation, create_emulation_row, emulation_tag
+    from trainscale.emulation.spec import emulation_config, resolve_spec, specs_of
     from trainscale.runner.record import new_run_id
     from trainscale.runner.worker import load_data
     from trainscale.workloads import get_workload

@@ -17,7 +17,7 @@ from typing import Any
 
 from trainscale.config.options import EMULATION_KEY, RunConfig, RunOptions
 from trainscale.data.tensors import Located
-from trainscale.emulate.options import (
+from trainscale.emulation.options import (
     DEFAULT_LOCAL_STEPS,
     DEFAULT_STALENESS_SPREAD,
     MODES,

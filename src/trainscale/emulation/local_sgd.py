@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
-from trainscale.emulate.gradient import average_into, backward_on, emulation_rules
-from trainscale.emulate.streams import WorkerStream
+from trainscale.emulation.gradient import average_into, backward_on, emulation_rules
+from trainscale.emulation.streams import WorkerStream
 from trainscale.train.loop import StepInput
 from trainscale.train.lr import make_optimisation
 from trainscale.workloads.base import Workload

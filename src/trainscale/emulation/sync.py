@@ -15,13 +15,13 @@ import torch
 from torch import nn
 
 from trainscale.config.options import RunConfig
-from trainscale.emulate.gradient import (
+from trainscale.emulation.gradient import (
     backward_on,
     emulation_rules,
     restore_buffers,
     snapshot_buffers,
 )
-from trainscale.emulate.streams import WorkerStream
+from trainscale.emulation.streams import WorkerStream
 from trainscale.train.loop import StepInput
 from trainscale.train.lr import make_optimisation
 from trainscale.workloads.base import Workload

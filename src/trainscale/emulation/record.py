@@ -9,8 +9,8 @@ times are stored (the emulating process's step times say nothing about N workers
 from __future__ import annotations
 
 from trainscale.config.options import RunConfig, settings_hash
-from trainscale.emulate.engine import EmulationOutcome
-from trainscale.emulate.spec import EmulationSpec, stored_config
+from trainscale.emulation.engine import EmulationOutcome
+from trainscale.emulation.spec import EmulationSpec, stored_config
 from trainscale.hardware import facts
 from trainscale.results.store import RunStore
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainscale.config.options import RunConfig
-from trainscale.emulate.spec import EmulationSpec
+from trainscale.emulation.spec import EmulationSpec
 from trainscale.metrics import stats
 from trainscale.results.run_result import EmulationMetrics
 from trainscale.train.loop import LoopOutcome

@@ -29,12 +29,12 @@ from torch import nn
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
-from trainscale.emulate.async_ps import AsyncParameterServer
-from trainscale.emulate.local_sgd import LocalSGD
-from trainscale.emulate.spec import EmulationSpec
-from trainscale.emulate.streams import WorkerStream, make_streams
-from trainscale.emulate.summary import emulation_summary
-from trainscale.emulate.sync import SyncSGD
+from trainscale.emulation.async_ps import AsyncParameterServer
+from trainscale.emulation.local_sgd import LocalSGD
+from trainscale.emulation.spec import EmulationSpec
+from trainscale.emulation.streams import WorkerStream, make_streams
+from trainscale.emulation.summary import emulation_summary
+from trainscale.emulation.sync import SyncSGD
 from trainscale.errors import ConfigError
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy, worker_facts
