@@ -298,3 +298,10 @@ def test_a_sweep_is_found_by_its_name_and_a_configuration_against_a_run(fixture_
     (row,) = data["comparisons"]
     assert row["a_runs"] == ["0ne0cfg0-r0", "0ne0cfg0-r1"]  # the failed repeat left out
     assert data["a"]["skipped_runs"] == 1
+
+
+def test_two_runs_are_labelled_by_the_settings_that_set_them_apart(fixture_store, capsys):
+    (same,) = compare_json(capsys, fixture_store, "aaaa0001", "aaaa0002")["comparisons"]
+    assert same["label"] == ""  # the same settings: nothing to name
+    (unlike,) = compare_json(capsys, fixture_store, "aaaa0001", "cccc0001")["comparisons"]
+    assert unlike["label"] == "A workload=mnist-cnn; B workload=mnist-dbn"

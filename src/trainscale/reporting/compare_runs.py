@@ -20,6 +20,7 @@ from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAM
 from trainscale.errors import StoreError, TrainscaleError
 from trainscale.metrics.compare import compare_step_times, timed_steps
 from trainscale.metrics.run_flags import NOT_TRUSTED, busy_count, stalls_note, trusted
+from trainscale.reporting.labels import LABEL_SKIP, differing_keys, labels_from_differences
 from trainscale.reporting.script_notes import disagreement_text, is_input_bound
 from trainscale.results.records import DamagedRecordError, RunRecord, SweepRecord
 from trainscale.results.store import RunStore, default_store_path
@@ -204,8 +205,10 @@ def pair_groups(a: Side, b: Side, config: str | None) -> list[tuple[str, Group, 
         group_a, group_b = pick(a), pick(b)
         return [(config, group_a, group_b)]
     if len(a.groups) == 1 and len(b.groups) == 1:
-        label = a.groups[0].label if a.groups[0].label == b.groups[0].label else ""
-        return [(label, a.groups[0], b.groups[0])]
+        group_a, group_b = a.groups[0], b.groups[0]
+        if group_a.label == group_b.label:
+            return [(group_a.label, group_a, group_b)]
+        return [(how_they_differ(group_a, group_b), group_a, group_b)]
     if len(a.groups) > 1 and len(b.groups) > 1:
         by_label = {g.label: g for g in b.groups}
         pairs = [(g.label, g, by_label[g.label]) for g in a.groups if g.label in by_label]
@@ -405,3 +408,14 @@ def unmatched(a: Side, b: Side, pairs: list[tuple[str, Group, Group]]) -> list[s
     if len(a.groups) > 1 and len(b.groups) > 1:
         return [g.label for side in (a, b) for g in side.groups if id(g) not in used]
     return []
+
+
+def how_they_differ(a: Group, b: Group) -> str:
+    """What sets two single configurations apart, by the settings that differ, named as
+    reports name configurations: 'A workers=1, threads_per_worker=2; B workers=2, ...';
+    '' where their settings are the same (or unknown)."""
+    configs = {"a": a.runs[0].config, "b": b.runs[0].config}
+    if not all(configs.values()) or not differing_keys(configs.values(), LABEL_SKIP):
+        return ""
+    labels = labels_from_differences(configs)
+    return f"A {labels['a']}; B {labels['b']}"
