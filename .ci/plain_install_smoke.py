@@ -147,6 +147,11 @@ def main() -> int:
             "r = trainscale.run('mnist-cnn', data='synthetic', steps=4, evaluate=False)\n"
             "print(r.run_id)\n"
         )
+        predicted = (
+            "import trainscale\n"
+            "p = trainscale.simulate('mnist-cnn', cluster='v100-nvlink-ib', workers=[1, 2])\n"
+            "print(p.speedups)\n"
+        )
         frames = (
             "import sys, trainscale\n"
             "from trainscale.errors import TrainscaleError\n"
@@ -166,6 +171,10 @@ def main() -> int:
                 "run --framework jax", [ts, "run", "mnist-cnn", *short, "--framework", "jax"], "jax"
             ),
             Check("python -c trainscale.run(...)", [str(venv / "bin" / "python"), "-c", api]),
+            Check(
+                "python -c trainscale.simulate(...)",
+                [str(venv / "bin" / "python"), "-c", predicted],
+            ),
             Check(
                 "run SCRIPT.py -- ARGS (own script)",
                 [
