@@ -174,37 +174,38 @@ def _keyword_type(name: str, annotation: Any) -> Any:
     metadata = (leaf.item.metadata or {}) if leaf is not None else {}
     if leaf is not None and (metadata.get("path") or metadata.get("pairs")):
         return option_type(replace(leaf, annotation=annotation), python=True)
-    if _is_path(annotation):
-        optional = " or None" if type(None) in get_args(annotation) else ""
+    optional = " or None" if type(None) in _kinds(annotation) else ""
+    if any(_is_path(kind) for kind in _kinds(annotation)):
         return Annotated[annotation, Expect(f"a str or os.PathLike{optional}")]
-    if _is_variadic_tuple(annotation):  # `workers=[1, 2, 4]`, as Python callers write it
-        optional = " or None" if type(None) in get_args(annotation) else ""
+    if any(_is_variadic_tuple(kind) for kind in _kinds(annotation)):
+        # `workers=[1, 2, 4]`, as Python callers write it; passed on as a tuple
         return Annotated[
             annotation, BeforeValidator(_list_as_tuple), Expect(f"a list or tuple{optional}")
         ]
     return annotation
 
 
-def _is_variadic_tuple(annotation: Any) -> bool:
-    kinds = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
-    return any(
-        get_origin(kind) is tuple and get_args(kind)[-1:] == (Ellipsis,)
-        for kind in kinds or (annotation,)
+def _kinds(annotation: Any) -> tuple[Any, ...]:
+    """The types a union annotation allows, or the annotation alone."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return get_args(annotation)
+    return (annotation,)
+
+
+def _is_path(kind: Any) -> bool:
+    return (
+        get_origin(kind) is os.PathLike
+        or kind is os.PathLike
+        or (isinstance(kind, type) and issubclass(kind, Path))
     )
+
+
+def _is_variadic_tuple(kind: Any) -> bool:
+    return get_origin(kind) is tuple and get_args(kind)[-1:] == (Ellipsis,)
 
 
 def _list_as_tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
-
-
-def _is_path(annotation: Any) -> bool:
-    kinds = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else ()
-    return any(
-        get_origin(kind) is os.PathLike
-        or kind is os.PathLike
-        or (isinstance(kind, type) and issubclass(kind, Path))
-        for kind in kinds or (annotation,)
-    )
 
 
 # -- one line per mistake ----------------------------------------------------------------------
