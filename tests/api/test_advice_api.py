@@ -136,3 +136,9 @@ def test_emulate_needs_its_worker_counts_and_mode_and_takes_only_its_options(tmp
     with pytest.raises(ConfigError, match=r"has no option 'threads_per_worker'"):
         trainscale.emulate("mnist-cnn", workers=[1], mode="sync", threads_per_worker=1)
     assert not list(tmp_path.glob("*.db"))
+
+
+@pytest.mark.parametrize("function", ["recommend", "simulate", "emulate"])
+def test_a_call_without_a_workload_is_one_config_error_line(function, tmp_path):
+    with pytest.raises(ConfigError, match=rf"^{function}\(\) needs a workload \(a name, "):
+        getattr(trainscale, function)(store=tmp_path / "s.db")

@@ -29,7 +29,7 @@ from trainscale.api.results import (
     SweepResults,
 )
 from trainscale.api.stored import StorePath, store_file, stored_run, stored_runs
-from trainscale.api.workload_arg import workload_text
+from trainscale.api.workload_arg import needs_a_workload, workload_text
 from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.run import BenchResult, run_bench
 from trainscale.benchmark.table import baseline_of
@@ -86,10 +86,7 @@ def run(
         )
         return stored_run(store, stored["run_id"])
     if workload is None:
-        raise ConfigError(
-            "run() needs a workload (a name, a reference, or the function that makes one), "
-            "or script='train.py'"
-        )
+        raise needs_a_workload("run", or_script=True)
     opts = run_options("run", workload_text(workload), given, (run, ("workload",)))
     announce = say if progress else None
     result = start_run(opts, store_file(store), quiet=not progress, announce=announce)

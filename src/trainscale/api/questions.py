@@ -17,7 +17,7 @@ from trainscale.api.main_guard import check_main_guard
 from trainscale.api.progress import EmulationLines, RecommendLines
 from trainscale.api.results import Emulation, Recommendation, ScalingPrediction
 from trainscale.api.stored import StorePath, store_file, stored_runs
-from trainscale.api.workload_arg import workload_text
+from trainscale.api.workload_arg import needs_a_workload, workload_text
 from trainscale.config.options import option_leaves
 from trainscale.emulation.options import EmulationOptions
 from trainscale.emulation.run import EMULATED_OPTIONS, run_emulation
@@ -61,10 +61,7 @@ def recommend(
     if script is not None and workload is not None:
         raise ConfigError("recommend() takes a workload or script=..., not both")
     if script is None and workload is None:
-        raise ConfigError(
-            "recommend() needs a workload (a name, a reference, or the function that makes "
-            "one), or script='train.py'"
-        )
+        raise needs_a_workload("recommend", or_script=True)
     result = search_recommendation(
         None if workload is None else workload_text(workload),
         script=None if script is None else os.fspath(script),
@@ -78,7 +75,7 @@ def recommend(
 
 
 def simulate(
-    workload: Any,
+    workload: Any = None,
     *,
     store: StorePath = None,
     plot: str | os.PathLike[str] | None = None,
@@ -101,6 +98,8 @@ def simulate(
         (MonteCarloOptions, ()),
     )
     checked = check_arguments("simulate", {"store": store, "plot": plot, **options}, *sources)
+    if workload is None:
+        raise needs_a_workload("simulate")
 
     def declared(cls: type[Any]) -> Any:
         return cls(**{k: v for k, v in checked.items() if k in option_leaves(cls)})
@@ -125,7 +124,7 @@ def simulate(
 
 
 def emulate(
-    workload: Any,
+    workload: Any = None,
     *,
     workers: list[int] | tuple[int, ...] | None = None,
     mode: str | None = None,
@@ -150,6 +149,8 @@ def emulate(
         {"store": store, "progress": progress, **options},
         [*emulation_keys, *EMULATED_OPTIONS, "store", "progress"],
     )
+    if workload is None:
+        raise needs_a_workload("emulate")
     if workers is None or mode is None:
         raise ConfigError(
             "emulate() needs the worker counts and the mode: workers=[1, 2, 4], mode='sync' "

@@ -37,3 +37,12 @@ def workload_text(workload: Any) -> str:
     if file is None or not name.isidentifier():
         raise ConfigError(f"{name or workload!r} cannot be imported by the workers: {IN_A_FILE}")
     return f"{file}:{name}"
+
+
+def needs_a_workload(function: str, or_script: bool = False) -> ConfigError:
+    """The error of `trainscale.<function>()` called without a workload."""
+    script = ", or script='train.py'" if or_script else ""
+    return ConfigError(
+        f"{function}() needs a workload (a name, a reference, or the function that makes "
+        f"one){script}"
+    )
