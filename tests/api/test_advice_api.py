@@ -68,9 +68,21 @@ def test_simulate_mistakes_are_one_config_error_line(tmp_path, options, message)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_recommend_returns_the_search_and_reads_its_trials_back(tmp_path):
-    """A real search, as small as it gets: one worker, the recipe's batch, one rung of two
-    steps, on synthetic data (so no accuracy run)."""
+def test_recommend_returns_the_search_and_reads_its_trials_back(tmp_path, monkeypatch):
+    """A real search, as small as it gets: the baseline and one more candidate, one rung of
+    two steps, on synthetic data (so no accuracy run)."""
+    from dataclasses import replace
+
+    from trainscale.advisor import run as advisor_run
+
+    space = advisor_run.machine_space
+
+    def two_candidates(*args, **kwargs):
+        full = space(*args, **kwargs)
+        other = next(c for c in full.candidates if c != full.baseline)
+        return replace(full, candidates=[full.baseline, other])
+
+    monkeypatch.setattr(advisor_run, "machine_space", two_candidates)
     store = tmp_path / "r.db"
     found = trainscale.recommend(
         "mnist-cnn",
