@@ -9,7 +9,7 @@ import json
 import pytest
 
 import trainscale
-from trainscale.api.results import PREDICTION_COLUMNS
+from trainscale.api.results import PREDICTION_COLUMNS, TIME_TO_ACCURACY_COLUMNS
 from trainscale.cli import main
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
@@ -122,11 +122,19 @@ def test_recommend_takes_a_workload_or_a_script(tmp_path):
     assert not (tmp_path / "r.db").exists()
 
 
-def test_emulate_stores_a_run_per_worker_count_and_reads_them_back(tmp_path):
+def test_emulate_stores_a_run_per_worker_count_then_its_time_to_accuracy_is_predicted(
+    tmp_path, capsys
+):
     data = write_random_mnist(tmp_path / "mnist", 256, 64)
     store = tmp_path / "e.db"
     emulated = trainscale.emulate(
-        "mnist-cnn", workers=[1, 2], mode="sync", epochs=0.5, data_dir=data, store=store
+        "mnist-cnn",
+        workers=[1, 2],
+        mode="sync",
+        epochs=0.5,
+        target_accuracy=0.01,  # random digits: a target that the first evaluation reaches
+        data_dir=data,
+        store=store,
     )
     document = emulated.to_dict()
     assert emulated.emulation_id == document["emulation_id"] and emulated.mode == "sync"
@@ -140,6 +148,23 @@ def test_emulate_stores_a_run_per_worker_count_and_reads_them_back(tmp_path):
     frame = emulated.to_dataframe()
     assert frame["workers"].tolist() == [1, 2] and "steps_curve" not in frame.columns
     assert frame["test_accuracy"].tolist() == [emulated.accuracy[1], emulated.accuracy[2]]
+    # Its time to accuracy on a cluster: the emulated steps x the predicted step.
+    predicted = trainscale.predict_time_to_accuracy(
+        "mnist-cnn", emulation=emulated, cluster="v100-nvlink-ib", samples=200, store=store
+    )
+    args = ["predict-time-to-accuracy", "mnist-cnn", "--cluster", "v100-nvlink-ib"]
+    args += ["--emulation", emulated.emulation_id, "--samples", "200", "--store", str(store)]
+    assert main([*args, "--json"]) == 0
+    assert predicted.to_dict() == json.loads(capsys.readouterr().out)
+    rows = predicted.to_dataframe()
+    assert list(rows.columns) == list(TIME_TO_ACCURACY_COLUMNS)
+    assert rows["run_id"].tolist() == [p["run_id"] for p in emulated.points]
+    first = predicted.points[0]
+    assert first["steps_to_target"] >= 1
+    assert first["time_to_target_s"] == pytest.approx(
+        first["steps_to_target"] * first["step_time_s"]
+    )
+    assert predicted.best_by_mode["sync"]["fastest_workers"] in (1, 2)
 
 
 def test_emulate_needs_its_worker_counts_and_mode_and_takes_only_its_options(tmp_path):
@@ -150,7 +175,9 @@ def test_emulate_needs_its_worker_counts_and_mode_and_takes_only_its_options(tmp
     assert not list(tmp_path.glob("*.db"))
 
 
-@pytest.mark.parametrize("function", ["recommend", "simulate", "emulate"])
+@pytest.mark.parametrize(
+    "function", ["recommend", "simulate", "emulate", "predict_time_to_accuracy"]
+)
 def test_a_call_without_a_workload_is_one_config_error_line(function, tmp_path):
     with pytest.raises(ConfigError, match=rf"^{function}\(\) needs a workload \(a name, "):
         getattr(trainscale, function)(store=tmp_path / "s.db")

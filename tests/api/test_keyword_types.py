@@ -38,6 +38,7 @@ POSITIONAL = {
     "recommend": ("mnist-cnn",),
     "simulate": ("mnist-cnn",),
     "emulate": ("mnist-cnn",),
+    "predict_time_to_accuracy": ("mnist-cnn",),
 }
 """What each function is given by position, unless the case gives it."""
 
@@ -73,6 +74,8 @@ WRONG = [
     ("simulate", None, {"calibrate_from": "abc"}, "calibrate_from"),
     ("simulate", None, {"cluster": 5}, "cluster"),
     ("simulate", None, {"plot": 3}, "plot"),
+    ("predict_time_to_accuracy", None, {"samples": 2.5}, "samples"),
+    ("predict_time_to_accuracy", None, {"cluster": ["a"]}, "cluster"),
     ("emulate", None, {"workers": "1,2", "mode": "sync"}, "workers"),
     ("emulate", None, {"workers": [1], "mode": "fast"}, "mode"),
     ("emulate", None, {"workers": [1], "mode": "sync", "epochs": "1"}, "epochs"),
@@ -136,6 +139,7 @@ STARTS = (
     (questions, "search_recommendation"),
     (questions, "simulate_scaling"),
     (questions, "run_emulation"),
+    (questions, "time_to_accuracy"),
 )
 """The functions through which the API's calls start work once their keywords are checked."""
 
@@ -336,6 +340,10 @@ KEYWORDS = {
         *("workers", "mode", "per_worker_batch_size", "local_steps", "staleness_spread"),
         *("staleness_aware_lr", "lr_scaling", "lr", "epochs", "steps", "seed", "data"),
         *("data_dir", "workload_options", "store"),
+    ],
+    "predict_time_to_accuracy": [
+        *("cluster", "nodes", "calibrate_from", "precision", "device", "threads_per_worker"),
+        *("algorithm", "straggler_sigma", "samples", "seed", "plot", "store"),
     ],
     "simulate": [
         *("cluster", "nodes", "calibrate_from", "precision", "device", "threads_per_worker"),

@@ -40,6 +40,7 @@ POSITIONAL: dict[str, tuple[Any, ...]] = {
     "recommend": ("mnist-cnn",),
     "simulate": ("mnist-cnn",),
     "emulate": ("mnist-cnn",),
+    "predict_time_to_accuracy": ("mnist-cnn",),
 }
 """What each function is given by position (report's `out` is required: it is drawn too)."""
 TAKEN_BY_POSITION = {
@@ -99,6 +100,7 @@ def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
         (questions, "search_recommendation"),
         (questions, "simulate_scaling"),
         (questions, "run_emulation"),
+        (questions, "time_to_accuracy"),
     ):
         monkeypatch.setattr(module, name, _stand_in(getattr(module, name)))
 

@@ -9,7 +9,7 @@ included (seconds); `import trainscale` alone stays cheap and loads this on firs
 """
 
 from trainscale.api.calls import bench, compare, report, run, runs, sweep
-from trainscale.api.questions import emulate, recommend, simulate
+from trainscale.api.questions import emulate, predict_time_to_accuracy, recommend, simulate
 from trainscale.api.results import (
     BenchResults,
     Comparison,
@@ -20,6 +20,7 @@ from trainscale.api.results import (
     StoredRun,
     StoredRuns,
     SweepResults,
+    TimeToAccuracy,
 )
 from trainscale.runner.launch import RunFailed
 
@@ -34,9 +35,11 @@ __all__ = [
     "StoredRun",
     "StoredRuns",
     "SweepResults",
+    "TimeToAccuracy",
     "bench",
     "compare",
     "emulate",
+    "predict_time_to_accuracy",
     "recommend",
     "report",
     "run",

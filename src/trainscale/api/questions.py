@@ -1,6 +1,7 @@
-"""The API's questions beyond one run, as `trainscale recommend`, `simulate` and `emulate`
-ask them: the fastest setting here that keeps accuracy, the scaling on a cluster beyond this
-machine, and what N workers cost in accuracy. Keywords are checked as `calls` checks them
+"""The API's questions beyond one run, as `trainscale recommend`, `simulate`, `emulate` and
+`predict-time-to-accuracy` ask them: the fastest setting here that keeps accuracy, the
+scaling on a cluster beyond this machine, what N workers cost in accuracy, and the time to
+accuracy that makes on a cluster. Keywords are checked as `calls` checks them
 (api/keywords.py); results are read back from the store where runs were made."""
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from trainscale.advisor.run import recommend as search_recommendation
 from trainscale.api.keywords import check_arguments, check_keywords, run_options
 from trainscale.api.main_guard import check_main_guard
 from trainscale.api.progress import EmulationLines, RecommendLines
-from trainscale.api.results import Emulation, Recommendation, ScalingPrediction
+from trainscale.api.results import (
+    Emulation,
+    Recommendation,
+    ScalingPrediction,
+    TimeToAccuracy,
+)
 from trainscale.api.stored import StorePath, store_file, stored_runs
 from trainscale.api.workload_arg import needs_a_workload, workload_text
 from trainscale.config.options import option_leaves
@@ -23,7 +29,8 @@ from trainscale.emulation.options import EmulationOptions
 from trainscale.emulation.run import EMULATED_OPTIONS, run_emulation
 from trainscale.errors import ConfigError
 from trainscale.simulator.options import MonteCarloOptions, ScalingOptions, StepModelOptions
-from trainscale.simulator.run import simulate_scaling
+from trainscale.simulator.run import simulate_scaling, time_to_accuracy
+from trainscale.simulator.time_to_accuracy import best_by_mode
 
 
 def recommend(
@@ -100,15 +107,11 @@ def simulate(
     checked = check_arguments("simulate", {"store": store, "plot": plot, **options}, *sources)
     if workload is None:
         raise needs_a_workload("simulate")
-
-    def declared(cls: type[Any]) -> Any:
-        return cls(**{k: v for k, v in checked.items() if k in option_leaves(cls)})
-
     result = simulate_scaling(
         workload_text(workload),
-        model=declared(StepModelOptions),
-        scaling=declared(ScalingOptions),
-        monte_carlo=declared(MonteCarloOptions),
+        model=_declared(StepModelOptions, checked),
+        scaling=_declared(ScalingOptions, checked),
+        monte_carlo=_declared(MonteCarloOptions, checked),
         store=store_file(store),
         plot_dir=None if plot is None else Path(plot),
     )
@@ -176,6 +179,62 @@ def emulate(
         runs=stored_runs(store, tag=result.tag),
         data=result.to_dict(),
     )
+
+
+def predict_time_to_accuracy(
+    workload: Any = None,
+    *,
+    emulation: Any = None,
+    store: StorePath = None,
+    plot: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> TimeToAccuracy:
+    """Predict the time to the target accuracy of each stored emulation of `workload` on a
+    cluster, as `trainscale predict-time-to-accuracy` does: the emulated steps to the
+    target times the predicted time per step.
+
+    `emulation` picks one emulation (an `Emulation` from `emulate()`, or its id); default:
+    every completed one. Options (as the CLI's flags): the cluster and its step model
+    (`cluster`, `nodes`, `calibrate_from`, `precision`, `device`, `threads_per_worker`,
+    `algorithm`, `straggler_sigma`), the Monte Carlo (`samples`, `seed`) and `plot`.
+    """
+    sources = (
+        (predict_time_to_accuracy, ("workload",)),
+        (StepModelOptions, ()),
+        (MonteCarloOptions, ()),
+    )
+    given = {"emulation": emulation, "store": store, "plot": plot, **options}
+    checked = check_arguments("predict_time_to_accuracy", given, *sources)
+    if workload is None:
+        raise needs_a_workload("predict_time_to_accuracy")
+    ident = emulation.emulation_id if isinstance(emulation, Emulation) else emulation
+    if ident is not None and not isinstance(ident, str):
+        raise ConfigError(
+            "trainscale.predict_time_to_accuracy() option emulation: must be an Emulation or "
+            f"its id, got {emulation!r}"
+        )
+    result = time_to_accuracy(
+        workload_text(workload),
+        model=_declared(StepModelOptions, checked),
+        emulation=ident,
+        monte_carlo=_declared(MonteCarloOptions, checked),
+        store=store_file(store),
+        plot_dir=None if plot is None else Path(plot),
+    )
+    return TimeToAccuracy(
+        workload=result.workload,
+        cluster=result.cluster.name,
+        calibration=result.calibration.source,
+        points=tuple(row.to_dict() for row in result.rows),
+        best_by_mode=best_by_mode(result.rows),
+        plots=tuple(Path(p) for p in result.plots),
+        data=result.to_dict(),
+    )
+
+
+def _declared(cls: type[Any], checked: dict[str, Any]) -> Any:
+    """The options object `cls` of the checked keywords that are its fields."""
+    return cls(**{k: v for k, v in checked.items() if k in option_leaves(cls)})
 
 
 def _recommendation(result: RecommendResult, store: StorePath) -> Recommendation:

@@ -458,3 +458,49 @@ class Emulation:
         rows = [scalar_row({k: v for k, v in p.items() if k != "steps_curve"}) for p in self.points]
         columns = list(dict.fromkeys(key for row in rows for key in row))
         return data_frame(rows, columns)
+
+
+TIME_TO_ACCURACY_COLUMNS = (
+    "run_id",
+    "mode",
+    "workers",
+    "global_batch_size",
+    "per_worker_batch_size",
+    "local_steps",
+    "steps_to_target",
+    "samples_to_target",
+    "target_accuracy",
+    "step_time_s",
+    "time_to_target_s",
+    "device_seconds",
+)
+"""The DataFrame columns of a time-to-accuracy prediction, one row per emulated setting."""
+
+
+@dataclass(frozen=True)
+class TimeToAccuracy:
+    """Predicted time to the target accuracy on a cluster (`trainscale
+    predict-time-to-accuracy`): per emulated setting, its emulated steps to the target
+    times the predicted time per step."""
+
+    workload: str
+    cluster: str
+    calibration: str
+    """Where a worker's compute came from: 'runs', 'workloads' or 'peak'."""
+    points: tuple[Mapping[str, Any], ...] = field(repr=False)
+    """One per emulated setting: mode, workers, batch, steps to target (emulated), step time
+    and time to target (predicted), device-seconds."""
+    best_by_mode: Mapping[str, Mapping[str, Any]] = field(repr=False)
+    """Per mode: the fastest worker count, its time, and the counts beyond it that are
+    slower."""
+    plots: tuple[Path, ...] = ()
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The `trainscale predict-time-to-accuracy --json` object."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale predict-time-to-accuracy --json` object."""
+        return dict(self.data)
+
+    def to_dataframe(self) -> Any:
+        """One row per emulated setting: `TIME_TO_ACCURACY_COLUMNS`."""
+        return data_frame(self.points, TIME_TO_ACCURACY_COLUMNS)
