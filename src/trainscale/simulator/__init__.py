@@ -10,6 +10,8 @@ One concern per module:
 - `buckets`: DDP's gradient buckets and the share of backward compute behind each.
 - `stragglers`: the per-worker compute-time distribution (lognormal) and its Monte Carlo.
 - `model`: one data-parallel step as DDP runs it (bucketed, overlapped, reverse order).
+- `run_facts`: what a stored run tells the simulator (its device, one worker's cores and
+  batch, its step's breakdown and spread).
 - `calibrate`: compute, optimizer and data time, and the network, from stored runs.
 - `script_calibration`: a user's script as the workload: its stored runs, and the buckets
   from the parameter sizes its meter recorded.
