@@ -27,7 +27,9 @@ def _outputs(notebook, kind: str) -> list[dict]:
     ]
 
 
-def test_the_example_notebook_runs_bench_and_reports_with_plots_inline(tmp_path, monkeypatch):
+def test_the_example_notebook_runs_bench_predicts_and_reports_with_plots_inline(
+    tmp_path, monkeypatch
+):
     # A copy of the notebook and its workload file, side by side in a fresh folder: the
     # notebook names the workload by the file next to it, as a user's would.
     for name in (NOTEBOOK, "my_workload.py"):
@@ -52,6 +54,9 @@ def test_the_example_notebook_runs_bench_and_reports_with_plots_inline(tmp_path,
     # The DataFrames were shown (the runs, the bench's settings).
     tables = [o["data"]["text/html"] for o in _outputs(notebook, "execute_result")]
     assert any("samples_per_s_median" in table for table in tables)
+    # The prediction beyond this machine: one row per worker count, 1 to 16.
+    assert "calibrated from: " in printed
+    assert any("exposed_comm_share" in table and ">16<" in table for table in tables)
 
     with RunStore(tmp_path / "notebook-runs.db", create=False) as store:
         runs = store.list_runs(workload="spiral-mlp")
