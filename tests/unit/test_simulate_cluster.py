@@ -172,8 +172,16 @@ def test_the_machine_at_hand():
     assert spec.device.matches(StoredMachine(hostname="box", cpu_model="other"))
     assert not spec.device.matches(StoredMachine(hostname="elsewhere", cpu_model="Test CPU"))
     assert "default" in spec.intra_node.source
-    with pytest.raises(ClusterError, match="do not fit"):
+    with pytest.raises(ClusterError, match="do not fit") as too_many:
         spec.check_workers(3)
+    # Workers of 2 cores each: the error says how this machine holds more of them.
+    assert str(too_many.value).endswith(
+        "3 workers do not fit; a device here is a worker on 2 cores: --threads-per-worker 1 "
+        "makes 4 of them (calibrated from serial runs on 1 core)"
+    )
     gpus = {"hostname": "g", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8}
     gpu = local_cluster(StoredMachine.of(gpus), device_kind="cuda")
     assert gpu.devices_per_node == 8 and gpu.overlap == 1.0
+    with pytest.raises(ClusterError) as too_many_gpus:
+        gpu.check_workers(9)
+    assert str(too_many_gpus.value).endswith("9 workers do not fit")  # a GPU is a GPU

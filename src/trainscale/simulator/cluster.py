@@ -123,6 +123,17 @@ class ClusterSpec:
             servers=self.servers,
         )
 
+    def _fewer_cores(self) -> str:
+        """How the machine at hand holds more CPU workers: fewer cores each (its device is a
+        worker on the cores the newest serial run used, or --threads-per-worker)."""
+        cores = self.device.cores
+        if self.origin != LOCAL or self.device.kind != "cpu" or not cores or cores < 2:
+            return ""
+        return (
+            f"; a device here is a worker on {cores} cores: --threads-per-worker 1 makes "
+            f"{self.devices_per_node * cores} of them (calibrated from serial runs on 1 core)"
+        )
+
     def check_workers(self, workers: int) -> None:
         """ClusterError unless `workers` devices fit in this cluster."""
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -131,7 +142,7 @@ class ClusterSpec:
         if limit is not None and workers > limit:
             raise ClusterError(
                 f"cluster {self.name!r} has {limit} devices ({self.nodes} node(s) x "
-                f"{self.devices_per_node}); {workers} workers do not fit"
+                f"{self.devices_per_node}); {workers} workers do not fit{self._fewer_cores()}"
             )
         if self.inter_node is None and workers > self.devices_per_node:
             raise ClusterError(
