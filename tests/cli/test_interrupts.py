@@ -11,7 +11,6 @@ import contextlib
 import os
 import shlex
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ import pytest
 
 from trainscale.hardware.precision_choice import choose_precision
 from trainscale.results.store import RunStore
+
+from tests.helpers.owned_runs import run_rows
 
 START_TIMEOUT_S = 180  # a loaded 2-core machine takes long to import torch in every worker
 SPAWNED = "multiprocessing.spawn"  # the command line of a worker process
@@ -59,20 +60,6 @@ def start(args: list[str], cwd: Path, **env: str) -> Command:
     return Command(proc, out, err)
 
 
-def rows(store: Path) -> list[tuple[str, str, str | None]]:
-    """(run id, status, error) of every run, read without opening a RunStore."""
-    if not store.exists():
-        return []
-    try:
-        conn = sqlite3.connect(store, timeout=5)
-        try:
-            return conn.execute("SELECT run_id, status, error FROM runs").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:  # the file may be mid-creation
-        return []
-
-
 def workers(command: Command) -> list[psutil.Process]:
     found = []
     for child in psutil.Process(command.proc.pid).children(recursive=True):
@@ -97,7 +84,7 @@ def wait_until_running(command: Command, store: Path, num_workers: int, training
     while True:
         assert command.proc.poll() is None, command.stderr[-3000:]
         assert time.monotonic() < deadline, "the run never started: " + command.stderr[-3000:]
-        running = [run_id for run_id, status, _ in rows(store) if status == "running"]
+        running = [run_id for run_id, status, _ in run_rows(store) if status == "running"]
         found = workers(command)
         started = bool(running) and len(found) == num_workers
         if started and (not training or all(listening(worker) for worker in found)):
@@ -242,7 +229,7 @@ def test_a_stopped_sweep_says_how_to_resume_and_the_resume_finishes_it(
     assert "Traceback" not in command.stderr and "KeyboardInterrupt" not in command.stderr
     assert not [line for line in lines[:-1] if "interrupted" in line or "torch" in line]
     assert not still_alive(processes)
-    assert rows(tmp_path / "s.db") == [(run_id, "failed", f"interrupted ({name})")]
+    assert run_rows(tmp_path / "s.db") == [(run_id, "failed", f"interrupted ({name})")]
 
     words = shlex.split(hint)
     assert words[0] == "trainscale"

@@ -31,7 +31,7 @@ from trainscale.sweeps.plan import make_plan
 from trainscale.sweeps.spec import parse_spec
 
 from tests.helpers.cli import one_error_line, run_cli
-from tests.helpers.owned_runs import create_owned_run
+from tests.helpers.owned_runs import create_owned_run, run_rows
 
 HERE = Path(__file__).parent
 START_TIMEOUT_S = 180
@@ -62,7 +62,9 @@ def test_a_run_whose_command_was_killed_is_failed_as_stale_when_runs_are_read(
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not (store_path.exists() and psutil.Process(proc.pid).children()):
+        # Its row first: before the row, the command's only child may be the `git` that
+        # records the revision, and killing it then leaves no run to find stale.
+        while not (run_rows(store_path) and psutil.Process(proc.pid).children()):
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         workers = psutil.Process(proc.pid).children(recursive=True)

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 
 from trainscale.results.owner import Owner, this_host
 from trainscale.results.store import RunStore
+
+
+def run_rows(store: Path) -> list[tuple[str, str, str | None]]:
+    """(run id, status, error) of every run, read without opening a RunStore: a test that
+    watches a command's store must not create the file or take its locks."""
+    if not store.exists():
+        return []
+    try:
+        conn = sqlite3.connect(store, timeout=5)
+        try:
+            return conn.execute("SELECT run_id, status, error FROM runs").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # the file may be mid-creation
+        return []
 
 
 def create_owned_run(store: RunStore, run_id: str, owner: Owner | None = None) -> None:
