@@ -270,6 +270,22 @@ def test_labels_from_differences_disambiguates() -> None:
     }
 
 
+def test_a_setting_a_run_was_stored_without_is_its_default_in_labels() -> None:
+    """A run stored before `framework` existed trained with PyTorch: beside a PyTorch run it
+    differs only by what really differs, and beside a JAX run it is named pytorch."""
+    old = {"workload": "mnist-cnn", "workers": 1}
+    newer = {"workload": "mnist-cnn", "workers": 2, "framework": "pytorch"}
+    assert labels_from_differences({"old": old, "new": newer}) == {
+        "old": "workers=1",
+        "new": "workers=2",
+    }
+    jax = {**newer, "workers": 1, "framework": "jax"}
+    assert labels_from_differences({"old": old, "jax": jax}) == {
+        "old": "framework=pytorch",
+        "jax": "framework=jax",
+    }
+
+
 PHASES = ("data", "forward", "backward", "optimizer", "exposed_comm")
 
 

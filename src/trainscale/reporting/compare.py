@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trainscale.metrics.scaling import AmdahlFit, fit_amdahl
-from trainscale.reporting.labels import LABEL_SKIP, differing_keys, value_text
+from trainscale.reporting.labels import LABEL_SKIP, differing_keys, setting, settings_text
 from trainscale.reporting.model import AffinityRow, Configuration, Series
 
 # For plot series: everything that varies except the worker count and what follows from it.
@@ -24,7 +24,7 @@ def series_of(configs: Sequence[Configuration]) -> list[Series]:
     differing = differing_keys([c.config for c in configs], frozenset(skip))
     groups: dict[str, list[Configuration]] = {}
     for config in configs:
-        name = ", ".join(f"{key}={value_text(key, config.config.get(key))}" for key in differing)
+        name = settings_text(config.config, differing)
         groups.setdefault(name or config.workload, []).append(config)
     return [
         Series(name=name, keys=[c.key for c in sorted(members, key=lambda c: c.workers)])
@@ -72,7 +72,7 @@ def affinity_table(configs: Sequence[Configuration]) -> tuple[list[AffinityRow],
     Rows keep the configurations' order; % gain is the share of the slowest configuration's
     processing time per step that each one saves.
     """
-    settings = {tuple(str(c.config.get(k)) for k in _PARALLEL_KEYS) for c in configs}
+    settings = {tuple(str(setting(c.config, k)) for k in _PARALLEL_KEYS) for c in configs}
     timed = [(c, c.step_time_s_median) for c in configs if c.step_time_s_median]
     if len(settings) < 2 or len(timed) < 2:
         return [], ""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import MISSING
 from typing import Any
 
+from trainscale.config.options import RunConfig
 from trainscale.results.records import RunRecord
 
 # Keys of a resolved config that never name a configuration: labels, derived values, paths.
@@ -59,14 +61,7 @@ def labels_from_differences(
         differing.remove("lr")
     labels: dict[str, str] = {}
     for key, config in configs.items():
-        if differing:
-            text = ", ".join(f"{name}={value_text(name, config.get(name))}" for name in differing)
-        else:
-            text = (
-                f"workers={config.get('workers', '?')}, threads_per_worker="
-                f"{value_text('threads_per_worker', config.get('threads_per_worker', '?'))}"
-            )
-        labels[key] = text
+        labels[key] = settings_text(config, differing or ["workers", "threads_per_worker"])
     used = list(labels.values()) + list(taken)
     for key, text in labels.items():
         if used.count(text) > 1:
@@ -82,10 +77,27 @@ def differing_keys(configs: Iterable[Mapping[str, Any]], skip: frozenset[str]) -
     differing = [
         name
         for name in names
-        if len({json.dumps(c.get(name), sort_keys=True, default=str) for c in configs}) > 1
+        if len({json.dumps(setting(c, name), sort_keys=True, default=str) for c in configs}) > 1
     ]
     first = [name for name in _LABEL_FIRST if name in differing]
     return first + sorted(name for name in differing if name not in first)
+
+
+def setting(config: Mapping[str, Any], name: str) -> Any:
+    """One setting of a stored config. A run stored before the setting existed trained with
+    its declared default, as the settings hash takes it (`config.options.settings_hash`):
+    such a run and a newer one at that default do not differ by it. A setting without a
+    declared default that the config lacks is '?'."""
+    if name in config:
+        return config[name]
+    field = RunConfig.flat_fields().get(name)
+    default = field.default() if field is not None else MISSING
+    return "?" if default is MISSING else default
+
+
+def settings_text(config: Mapping[str, Any], names: Iterable[str]) -> str:
+    """'workers=2, precision=bf16': the named settings of a stored config."""
+    return ", ".join(f"{name}={value_text(name, setting(config, name))}" for name in names)
 
 
 def value_text(name: str, value: Any) -> str:
