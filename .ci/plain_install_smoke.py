@@ -152,6 +152,11 @@ def main() -> int:
             "p = trainscale.simulate('mnist-cnn', cluster='v100-nvlink-ib', workers=[1, 2])\n"
             "print(p.speedups)\n"
         )
+        probed = (
+            "import trainscale\n"
+            "m = trainscale.probe(quick=True, only=['matmul'])\n"
+            "print(m.matmul_flops_per_s)\n"
+        )
         frames = (
             "import sys, trainscale\n"
             "from trainscale.errors import TrainscaleError\n"
@@ -175,6 +180,7 @@ def main() -> int:
                 "python -c trainscale.simulate(...)",
                 [str(venv / "bin" / "python"), "-c", predicted],
             ),
+            Check("python -c trainscale.probe(...)", [str(venv / "bin" / "python"), "-c", probed]),
             Check(
                 "run SCRIPT.py -- ARGS (own script)",
                 [

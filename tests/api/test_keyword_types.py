@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trainscale
-from trainscale.api import calls, questions
+from trainscale.api import calls, machine, questions
 from trainscale.api.keywords import check_arguments, run_options
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
@@ -80,6 +80,9 @@ WRONG = [
     ("emulate", None, {"workers": [1], "mode": "fast"}, "mode"),
     ("emulate", None, {"workers": [1], "mode": "sync", "epochs": "1"}, "epochs"),
     ("emulate", None, {"workers": [1], "mode": "sync", "local_steps": "8"}, "local_steps"),
+    ("probe", (), {"only": "matmul"}, "only"),
+    ("probe", (), {"device": "gpu"}, "device"),
+    ("probe", (), {"message_sizes": "64K"}, "message_sizes"),
     # int
     ("run", None, {"workers": "2"}, "workers"),
     ("run", None, {"workers": True}, "workers"),
@@ -96,6 +99,8 @@ WRONG = [
     ("run", None, {"download": "false"}, "download"),
     ("run", None, {"progress": "yes"}, "progress"),
     ("bench", (), {"quick": "yes"}, "quick"),
+    ("probe", (), {"quick": 1}, "quick"),
+    ("probe", (), {"threads": "2"}, "threads"),
     ("sweep", None, {"dry_run": 1}, "dry_run"),
     ("recommend", None, {"quick": 1}, "quick"),
     # str, and a choice of strings
@@ -140,6 +145,7 @@ STARTS = (
     (questions, "simulate_scaling"),
     (questions, "run_emulation"),
     (questions, "time_to_accuracy"),
+    (machine, "run_probe"),
 )
 """The functions through which the API's calls start work once their keywords are checked."""
 
@@ -344,6 +350,10 @@ KEYWORDS = {
     "predict_time_to_accuracy": [
         *("cluster", "nodes", "calibrate_from", "precision", "device", "threads_per_worker"),
         *("algorithm", "straggler_sigma", "samples", "seed", "plot", "store"),
+    ],
+    "probe": [
+        *("device", "only", "threads", "workers", "allow_oversubscribe", "precisions"),
+        *("matmul_sizes", "message_sizes", "repeats", "quick", "timeout_s", "store"),
     ],
     "simulate": [
         *("cluster", "nodes", "calibrate_from", "precision", "device", "threads_per_worker"),

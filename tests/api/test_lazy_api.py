@@ -23,6 +23,7 @@ def test_the_api_names_stay_the_functions_once_every_package_is_imported():
     from trainscale.advisor.run import recommend  # noqa: F401
     from trainscale.benchmark.run import run_bench  # noqa: F401
     from trainscale.emulation.run import run_emulation  # noqa: F401
+    from trainscale.probing.run import run_probe  # noqa: F401
     from trainscale.reporting.build import build_report  # noqa: F401
     from trainscale.runner.launch import execute_run  # noqa: F401
     from trainscale.simulator.run import simulate_scaling  # noqa: F401
@@ -30,6 +31,15 @@ def test_the_api_names_stay_the_functions_once_every_package_is_imported():
 
     # No subpackage of trainscale takes an API function's name when it is imported.
     functions = ("run", "bench", "sweep", "compare", "runs", "report")
-    for name in (*functions, "recommend", "simulate", "emulate", "predict_time_to_accuracy"):
+    questions = ("recommend", "simulate", "emulate", "predict_time_to_accuracy", "probe")
+    for name in (*functions, *questions):
         assert callable(getattr(trainscale, name)), name
+        assert getattr(trainscale, name) is getattr(api, name), name
+
+
+def test_every_name_of_the_api_is_a_name_of_trainscale():
+    from trainscale import api
+
+    assert set(api.__all__) <= set(trainscale.__all__)
+    for name in api.__all__:
         assert getattr(trainscale, name) is getattr(api, name), name

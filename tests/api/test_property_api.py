@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import trainscale
 from trainscale.api import calls, questions
 from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.probing import run as probing
 
 from tests.helpers.fuzz import fuzz_settings
 
@@ -41,6 +42,7 @@ POSITIONAL: dict[str, tuple[Any, ...]] = {
     "simulate": ("mnist-cnn",),
     "emulate": ("mnist-cnn",),
     "predict_time_to_accuracy": ("mnist-cnn",),
+    "probe": (),
 }
 """What each function is given by position (report's `out` is required: it is drawn too)."""
 TAKEN_BY_POSITION = {
@@ -101,6 +103,7 @@ def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
         (questions, "simulate_scaling"),
         (questions, "run_emulation"),
         (questions, "time_to_accuracy"),
+        (probing, "execute_probe"),  # after the probe's plan, which checks every value
     ):
         monkeypatch.setattr(module, name, _stand_in(getattr(module, name)))
 

@@ -12,8 +12,8 @@ import torch
 from trainscale.cli import main
 from trainscale.errors import ConfigError
 from trainscale.hardware.facts import usable_cores
-from trainscale.probe.options import ProbeOptions, parse_bytes
-from trainscale.probe.run import plan_probe
+from trainscale.probing.options import ProbeOptions, parse_bytes
+from trainscale.probing.run import plan_probe
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
 
@@ -62,7 +62,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path: Path, argv, says) ->
 def test_an_unusable_store_fails_before_anything_is_measured(capsys, tmp_path, monkeypatch):
     measured = []
     monkeypatch.setattr(
-        "trainscale.probe.matmul.measure_matmul", lambda *a, **k: measured.append(a)
+        "trainscale.probing.matmul.measure_matmul", lambda *a, **k: measured.append(a)
     )
     argv = ["probe", "--device", "cpu", "--only", "matmul", "--matmul-sizes", "32", "--quick"]
     store = tmp_path / "no" / "such" / "s.db"
@@ -185,7 +185,7 @@ def test_schema_2_store_migrates_to_3_keeping_its_runs(tmp_path: Path) -> None:
 
 
 def test_a_size_too_slow_for_the_budget_is_skipped_and_says_so() -> None:
-    from trainscale.probe.matmul import measure_matmul
+    from trainscale.probing.matmul import measure_matmul
 
     result = measure_matmul(torch.device("cpu"), ["fp32"], [512, 32], 1, 0.001, budget_s=0.01)
     rows = result["precisions"]["fp32"]["by_size"]
@@ -220,9 +220,9 @@ def test_a_probe_measures_contention_stores_it_and_warns_when_busy(
     from trainscale.hardware.contention import OtherProcess
 
     monkeypatch.setattr(FakeSampler, "verdict", verdict)
-    monkeypatch.setattr("trainscale.probe.run.ContentionSampler", FakeSampler)
+    monkeypatch.setattr("trainscale.probing.run.ContentionSampler", FakeSampler)
     neighbour = [OtherProcess(pid=4242, name="stress", cpu_percent=97.0)]
-    monkeypatch.setattr("trainscale.probe.run.busiest_processes", lambda: neighbour)
+    monkeypatch.setattr("trainscale.probing.run.busiest_processes", lambda: neighbour)
     store = tmp_path / "s.db"
     argv = ["probe", "--device", "cpu", "--only", "matmul", "--threads", "1", "--store", str(store)]
     argv += ["--matmul-sizes", "32", "--precisions", "fp32", "--repeats", "2", "--quick"]

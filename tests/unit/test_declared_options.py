@@ -36,7 +36,7 @@ from trainscale.emulation.options import (
     EmulationOptions,
 )
 from trainscale.errors import ConfigError
-from trainscale.probe.options import MAX_REPEATS, ProbeOptions
+from trainscale.probing.options import MAX_REPEATS, ProbeOptions
 from trainscale.simulator.options import MonteCarloOptions, ScalingOptions, StepModelOptions
 
 

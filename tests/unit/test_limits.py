@@ -25,8 +25,8 @@ from trainscale.hardware.resources import (
     format_bytes,
 )
 from trainscale.metrics.compare import compare_step_times
-from trainscale.probe.options import ProbeOptions
-from trainscale.probe.run import plan_probe
+from trainscale.probing.options import ProbeOptions
+from trainscale.probing.run import plan_probe
 from trainscale.results.outputs import check_out_dir, check_out_file
 from trainscale.runner.footprint import DATA_COPIES, Footprint, check_run_memory, estimate_footprint
 from trainscale.runner.resolve import locate_data, prepare, resolve

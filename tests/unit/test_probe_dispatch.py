@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from trainscale.cli import main
-from trainscale.probe.dispatch import measure_dispatch, tiny_network
+from trainscale.probing.dispatch import measure_dispatch, tiny_network
 from trainscale.results.store import RunStore
 from trainscale.simulator.buckets import profile_model
 

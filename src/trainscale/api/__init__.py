@@ -9,11 +9,13 @@ included (seconds); `import trainscale` alone stays cheap and loads this on firs
 """
 
 from trainscale.api.calls import bench, compare, report, run, runs, sweep
+from trainscale.api.machine import probe
 from trainscale.api.questions import emulate, predict_time_to_accuracy, recommend, simulate
 from trainscale.api.results import (
     BenchResults,
     Comparison,
     Emulation,
+    MachineProbe,
     Recommendation,
     ReportFiles,
     ScalingPrediction,
@@ -22,12 +24,15 @@ from trainscale.api.results import (
     SweepResults,
     TimeToAccuracy,
 )
+from trainscale.probing.run import ProbeFailed
 from trainscale.runner.launch import RunFailed
 
 __all__ = [
     "BenchResults",
     "Comparison",
     "Emulation",
+    "MachineProbe",
+    "ProbeFailed",
     "Recommendation",
     "ReportFiles",
     "RunFailed",
@@ -40,6 +45,7 @@ __all__ = [
     "compare",
     "emulate",
     "predict_time_to_accuracy",
+    "probe",
     "recommend",
     "report",
     "run",

@@ -504,3 +504,85 @@ class TimeToAccuracy:
     def to_dataframe(self) -> Any:
         """One row per emulated setting: `TIME_TO_ACCURACY_COLUMNS`."""
         return data_frame(self.points, TIME_TO_ACCURACY_COLUMNS)
+
+
+PROBE_COLUMNS = ("kind", "figure", "value", "unit")
+
+
+@dataclass(frozen=True)
+class MachineProbe:
+    """What this machine achieved (`trainscale probe`): each measurement stored in the
+    `probes` table, where runs' MFU and `simulate(cluster="local")` find it."""
+
+    host: str
+    device_type: str
+    """'cpu' or 'cuda'."""
+    device: str
+    """The CPU model or the GPU's name: what the figures are stored under."""
+    matmul_flops_per_s: Mapping[str, float]
+    """The best square-matmul FLOP/s per precision."""
+    fraction_of_peak: Mapping[str, float | None]
+    """Each precision's best against the theoretical peak (None: no peak known)."""
+    seconds_per_op: float | None
+    """The cost of one operator of a training step of negligible arithmetic."""
+    transfer_bytes_per_s: Mapping[str, float]
+    """Pinned host-to-device ('h2d') and device-to-host ('d2h') copies (CUDA only)."""
+    allreduce_alpha_s: float | None
+    """The all-reduce's fitted latency."""
+    allreduce_beta_s_per_byte: float | None
+    """The all-reduce's fitted inverse bandwidth."""
+    skipped: Mapping[str, str]
+    """Measurements left out, with why."""
+    busy: bool
+    """Other work used the cores while it measured: its figures are not trusted."""
+    quick: bool
+    """A smoke test's small sizes: never a run's yardstick."""
+    probe_ids: Mapping[str, str]
+    """The stored id of each measurement."""
+    data: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The `trainscale probe --json` object."""
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> MachineProbe:
+        """The typed probe of `run_probe`'s result (the `--json` object)."""
+        matmul = result.get("matmul") or {}
+        precisions = matmul.get("precisions") or {}
+        dispatch = result.get("dispatch") or {}
+        transfer = result.get("transfer") or {}
+        fit = (result.get("allreduce") or {}).get("fit") or {}
+        return cls(
+            host=result["host"],
+            device_type=result["device_type"],
+            device=result["device"],
+            matmul_flops_per_s={p: f["best_flops_per_s"] for p, f in precisions.items()},
+            fraction_of_peak={
+                p: f.get("fraction_of_theoretical_peak") for p, f in precisions.items()
+            },
+            seconds_per_op=dispatch.get("seconds_per_op"),
+            transfer_bytes_per_s={
+                way: transfer[way]["best_bytes_per_s"] for way in ("h2d", "d2h") if way in transfer
+            },
+            allreduce_alpha_s=fit.get("alpha_s"),
+            allreduce_beta_s_per_byte=fit.get("beta_s_per_byte"),
+            skipped=dict(result.get("skipped") or {}),
+            busy=(result.get("contention") or {}).get("verdict") == "busy",
+            quick=bool(result.get("quick")),
+            probe_ids=dict(result.get("probe_ids") or {}),
+            data=dict(result),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `trainscale probe --json` object."""
+        return dict(self.data)
+
+    def to_dataframe(self) -> Any:
+        """One row per headline figure: `kind`, `figure`, `value`, `unit`."""
+        figures = [
+            *(("matmul", p, rate, "FLOP/s") for p, rate in self.matmul_flops_per_s.items()),
+            ("dispatch", "per operator", self.seconds_per_op, "s"),
+            *(("transfer", way, rate, "B/s") for way, rate in self.transfer_bytes_per_s.items()),
+            ("allreduce", "alpha", self.allreduce_alpha_s, "s"),
+            ("allreduce", "beta", self.allreduce_beta_s_per_byte, "s/B"),
+        ]
+        rows = [dict(zip(PROBE_COLUMNS, row, strict=True)) for row in figures if row[2] is not None]
+        return data_frame(rows, PROBE_COLUMNS)

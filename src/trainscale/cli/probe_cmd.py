@@ -8,7 +8,7 @@ import sys
 
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.config.cli import add_declared_options, declared_from_args
-from trainscale.probe.options import ProbeOptions
+from trainscale.probing.options import ProbeOptions
 
 EPILOG = """\
 examples:
@@ -46,8 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Probe and store; a mistake raises a TrainscaleError (one line, exit 2)."""
-    from trainscale.probe.run import ProbeFailed, run_probe
-    from trainscale.probe.summary import summary_lines
+    from trainscale.probing.run import ProbeFailed, run_probe
+    from trainscale.probing.summary import summary_lines
 
     options = declared_from_args(ProbeOptions, args)
     say = None if args.json else (lambda message: print(f"probing {message}", file=sys.stderr))

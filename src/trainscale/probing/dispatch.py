@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from trainscale.probe.timing import best_seconds_per_call
+from trainscale.probing.timing import best_seconds_per_call
 from trainscale.train.op_count import count_ops
 
 DEPTH = 16

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from trainscale.probe.timing import best_seconds_per_call
+from trainscale.probing.timing import best_seconds_per_call
 
 _DTYPES = {
     "fp32": torch.float32,

@@ -18,7 +18,7 @@ from trainscale.hardware.facts import read_cpu_facts, usable_cores
 from trainscale.hardware.peaks import cpu_peak, gpu_peak
 from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
 from trainscale.parallel.affinity import oversubscription_message
-from trainscale.probe.options import (
+from trainscale.probing.options import (
     CPU_PRECISIONS,
     CUDA_PRECISIONS,
     KIB,
@@ -277,6 +277,7 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
         "device_type": device_type,
         "device": name,
         "skipped": dict(plan.skipped),
+        "quick": plan.quick,
     }
     measured: list[tuple[str, dict[str, Any], int | None]] = []
     # What else used the machine while the probe measured: a busy probe's figures are the
@@ -286,7 +287,7 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
         if "matmul" in plan.kinds:
             sizes = ", ".join(map(str, plan.matmul_sizes))
             say(f"matmul: {', '.join(plan.precisions)} at n = {sizes}")
-            from trainscale.probe.matmul import measure_matmul
+            from trainscale.probing.matmul import measure_matmul
 
             with _intra_op_threads(plan.threads):
                 result = measure_matmul(
@@ -310,7 +311,7 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
 
         if "dispatch" in plan.kinds:
             say("per-operator overhead: training steps of a network of negligible arithmetic")
-            from trainscale.probe.dispatch import measure_dispatch
+            from trainscale.probing.dispatch import measure_dispatch
 
             with _intra_op_threads(plan.threads):
                 result = measure_dispatch(device, plan.repeats, plan.min_batch_s, plan.budget_s)
@@ -320,7 +321,7 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
 
         if "transfer" in plan.kinds:
             say(f"host-device copies: {', '.join(format_bytes(s) for s in plan.transfer_sizes)}")
-            from trainscale.probe.transfer import measure_transfer
+            from trainscale.probing.transfer import measure_transfer
 
             result = measure_transfer(device, plan.transfer_sizes, plan.repeats)
             measured.append(("transfer", result, None))
@@ -333,7 +334,7 @@ def execute_probe(plan: ProbePlan, store_path: Path | None, progress: Any = None
                 f"{format_bytes(plan.message_sizes[0])} .. {format_bytes(plan.message_sizes[-1])}"
             )
             from trainscale.parallel.launcher import WorkersFailed
-            from trainscale.probe.allreduce import measure_allreduce
+            from trainscale.probing.allreduce import measure_allreduce
 
             try:
                 result = measure_allreduce(

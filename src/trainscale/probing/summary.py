@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainscale.metrics.run_flags import NOT_TRUSTED
-from trainscale.probe.run import format_bytes
+from trainscale.probing.run import format_bytes
 
 
 def _rate(flops_per_s: float) -> str:
