@@ -129,7 +129,7 @@ def test_two_process_gloo_allreduce_fit_is_stored(capsys, tmp_path: Path) -> Non
     argv += ["--message-sizes", "4K,1M,4M", "--repeats", "2", "--timeout", "60"]
     assert main([*argv, "--store", str(store)]) == 0
     out = capsys.readouterr().out
-    assert "alpha-beta fit" in out and "stored in" in out
+    assert "alpha-beta fit" in out and "stored in" in out and "`trainscale runs probes`" in out
     with RunStore(store) as opened:
         probe = opened.latest_probe("allreduce")
         assert probe is not None and probe.workers == 2

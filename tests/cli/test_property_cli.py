@@ -128,6 +128,7 @@ COMMANDS = [
     ["runs", "show"],
     ["runs", "export"],
     ["runs", "sweeps"],
+    ["runs", "probes"],
     ["sweep"],
     ["compare"],
     ["recommend"],

@@ -1,5 +1,5 @@
 """`trainscale runs`: list, show and export the runs in a results store (the export is
-`runs_export.py`), and list its sweeps."""
+`runs_export.py`), and list its sweeps and its probes (`runs_probes.py`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 from rich.text import Text
 
-from trainscale.cli import runs_export
+from trainscale.cli import runs_export, runs_probes
 from trainscale.cli.common import add_store_argument
 from trainscale.cli.console import (
     column_table,
@@ -25,13 +25,14 @@ _FILTERS = ("workload", "status", "tag", "limit")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register `trainscale runs` and its actions `list`, `show`, `export` and `sweeps`."""
+    """Register `trainscale runs` and its actions `list`, `show`, `export`, `sweeps` and
+    `probes`."""
     parser = subparsers.add_parser(
         "runs",
-        help="list, show and export stored runs; list stored sweeps",
+        help="list, show and export stored runs; list stored sweeps and probes",
         description=(
             "Read the results store: list runs, show one run, export runs (CSV, JSON, MLflow, "
-            "TensorBoard), list the stored sweeps."
+            "TensorBoard), list the stored sweeps and the stored probes of this machine."
         ),
     )
     actions = parser.add_subparsers(dest="runs_action", metavar="ACTION", required=True)
@@ -73,6 +74,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--limit", type=positive_int, metavar="N", help="at most N sweeps (the newest)"
     )
     sweeps_parser.set_defaults(runs_handler=_sweeps)
+    runs_probes.add_parser(actions, [store])
     parser.set_defaults(handler=run)
 
 

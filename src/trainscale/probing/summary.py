@@ -5,18 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainscale.metrics.rates import bandwidth_text, flops_text
 from trainscale.metrics.run_flags import NOT_TRUSTED
 from trainscale.probing.run import format_bytes
-
-
-def _rate(flops_per_s: float) -> str:
-    if flops_per_s >= 1e12:
-        return f"{flops_per_s / 1e12:.2f} TFLOP/s"
-    return f"{flops_per_s / 1e9:.1f} GFLOP/s"
-
-
-def _bandwidth(bytes_per_s: float) -> str:
-    return f"{bytes_per_s / 1e9:.2f} GB/s"
 
 
 def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
@@ -35,14 +26,12 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
             peak = matmul["theoretical_peak"].get(precision)
             share = figures.get("fraction_of_theoretical_peak")
             versus = (
-                f" = {share:.1%} of the theoretical {_rate(peak['tflops'] * 1e12)}"
+                f" = {share:.1%} of the theoretical {flops_text(peak['tflops'] * 1e12)}"
                 if peak and share is not None
                 else " (no theoretical peak in the table)"
             )
-            lines.append(
-                f"  {precision}: {_rate(figures['best_flops_per_s'])} at n={figures['best_size']}"
-                + versus
-            )
+            best = flops_text(figures["best_flops_per_s"])
+            lines.append(f"  {precision}: {best} at n={figures['best_size']}{versus}")
             for row in figures["by_size"]:
                 if "skipped" in row:
                     lines.append(f"    n={row['n']} not timed: {row['skipped']}")
@@ -56,8 +45,8 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
         )
     transfer = result.get("transfer")
     if transfer:
-        h2d = _bandwidth(transfer["h2d"]["best_bytes_per_s"])
-        d2h = _bandwidth(transfer["d2h"]["best_bytes_per_s"])
+        h2d = bandwidth_text(transfer["h2d"]["best_bytes_per_s"])
+        d2h = bandwidth_text(transfer["d2h"]["best_bytes_per_s"])
         lines.append(f"host-device copies (pinned): host->device {h2d}, device->host {d2h}")
     allreduce = result.get("allreduce")
     if allreduce:
@@ -66,21 +55,22 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
         for point in allreduce["points"]:
             lines.append(
                 f"  {format_bytes(point['size_bytes']):>9}  {point['time_s'] * 1e6:>9.1f} us"
-                f"  {_bandwidth(point['algbw_bytes_per_s']):>10}  "
-                f"{_bandwidth(point['busbw_bytes_per_s']):>10}"
+                f"  {bandwidth_text(point['algbw_bytes_per_s']):>10}  "
+                f"{bandwidth_text(point['busbw_bytes_per_s']):>10}"
             )
         fit = allreduce["fit"]
         bandwidth = fit["bandwidth_bytes_per_s"]
         lines.append(
             f"  alpha-beta fit: alpha {fit['alpha_s'] * 1e6:.1f} us, beta "
             f"{fit['beta_s_per_byte'] * 1e9:.4f} ns/byte"
-            + (f" (1/beta = {_bandwidth(bandwidth)})" if bandwidth else "")
+            + (f" (1/beta = {bandwidth_text(bandwidth)})" if bandwidth else "")
             + f", worst point off by {fit['max_relative_error']:.0%}"
         )
     for kind, why in result.get("skipped", {}).items():
         lines.append(f"{kind}: not measured ({why})")
     ids = ", ".join(f"{kind} {probe_id[:8]}" for kind, probe_id in result["probe_ids"].items())
-    lines.append(f"stored in {result['store']}: {ids or 'nothing'}")
+    listed = " (`trainscale runs probes` lists them)" if ids else ""
+    lines.append(f"stored in {result['store']}: {ids or 'nothing'}{listed}")
     return lines
 
 
