@@ -236,3 +236,26 @@ def test_a_probe_measures_contention_stores_it_and_warns_when_busy(
         assert "stress (pid 4242) 97% CPU: stop that work, or probe again" in out
     else:
         assert "busy" not in out
+
+
+def test_a_matmul_above_the_theoretical_peak_says_the_clock_it_assumes_was_beaten():
+    from trainscale.probing.summary import summary_lines
+
+    def result(best_flops_per_s: float) -> dict:
+        figures = {"best_flops_per_s": best_flops_per_s, "best_size": 512, "by_size": []}
+        figures["fraction_of_theoretical_peak"] = best_flops_per_s / 1e11
+        peak = {"tflops": 0.1, "source": "theoretical: 1 core(s) x 2.60 GHz (cpuinfo MHz)"}
+        matmul = {"repeats": 5, "precisions": {"fp32": figures}}
+        matmul["theoretical_peak"] = {"fp32": peak}
+        return {"host": "h", "device_type": "cpu", "device": "X", "matmul": matmul} | {
+            "probe_ids": {},
+            "store": "s.db",
+        }
+
+    (above,) = [line for line in summary_lines(result(1.2e11)) if "fp32" in line]
+    assert above.endswith(
+        "= 120.0% of the theoretical 100.0 GFLOP/s: the cores ran faster "
+        "than the clock it assumes (trainscale env)"
+    )
+    (below,) = [line for line in summary_lines(result(0.8e11)) if "fp32" in line]
+    assert below.endswith("= 80.0% of the theoretical 100.0 GFLOP/s")

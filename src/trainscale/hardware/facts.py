@@ -122,6 +122,12 @@ def read_cpuinfo(proc_root: Path | None = None) -> CpuInfo:
     return CpuInfo(**found)
 
 
+NOMINAL_CLOCK = "cpuinfo MHz"
+"""The clock's source where no maximum is visible (a VM, or no cpufreq): the "cpu MHz" of
+/proc/cpuinfo, the clock the kernel reports, often the nominal one; cores that boost run
+faster, so a peak from it can be beaten."""
+
+
 @dataclass(frozen=True)
 class CpuFacts:
     """What the theoretical CPU peak is computed from (`hardware.peaks.cpu_peak`)."""
@@ -133,7 +139,7 @@ class CpuFacts:
     flags: frozenset[str] = field(default_factory=frozenset)
     max_frequency_hz: float | None = None
     frequency_source: str | None = None
-    """Where the clock came from: 'psutil max', 'cpufreq max' or 'cpuinfo MHz'."""
+    """Where the clock came from: 'psutil max', 'cpufreq max' or `NOMINAL_CLOCK`."""
     physical_cores: int | None = None
     logical_cores: int | None = None
 
@@ -163,7 +169,7 @@ def read_cpu_facts(proc_root: Path | None = None, sys_root: Path | None = None) 
         except (OSError, ValueError):
             pass
     if frequency_hz is None and info.mhz:
-        frequency_hz, source = info.mhz * 1e6, "cpuinfo MHz"
+        frequency_hz, source = info.mhz * 1e6, NOMINAL_CLOCK
 
     physical = psutil.cpu_count(logical=False) if proc_root is None else None
     return CpuFacts(

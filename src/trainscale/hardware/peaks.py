@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from trainscale.hardware.facts import CpuFacts
+from trainscale.hardware.facts import NOMINAL_CLOCK, CpuFacts
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -266,6 +266,11 @@ def cpu_peak(facts: CpuFacts, precision: str, cores: int) -> Peak | None:
         return None
     per_core = per_cycle * facts.max_frequency_hz
     ghz = facts.max_frequency_hz / 1e9
+    clock = f"{ghz:.2f} GHz ({facts.frequency_source})"
+    if facts.frequency_source == NOMINAL_CLOCK:
+        # No maximum clock is visible (a VM, or no cpufreq): "cpu MHz" is the clock the
+        # kernel reports, often the nominal one, and cores that boost compute above it.
+        clock = f"{ghz:.2f} GHz ({NOMINAL_CLOCK}; no maximum clock visible: boosting cores beat it)"
     return Peak(
         flops_per_s=per_core * cores,
         per_device_flops_per_s=per_core,
@@ -273,7 +278,7 @@ def cpu_peak(facts: CpuFacts, precision: str, cores: int) -> Peak | None:
         device=facts.model_name or "cpu",
         kind="cpu-core",
         precision=precision,
-        source=(f"theoretical: {cores} core(s) x {ghz:.2f} GHz ({facts.frequency_source}) x {how}"),
+        source=f"theoretical: {cores} core(s) x {clock} x {how}",
     )
 
 

@@ -30,6 +30,10 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
                 if peak and share is not None
                 else " (no theoretical peak in the table)"
             )
+            if peak and share is not None and share > 1:
+                # A theoretical peak cannot be beaten: the clock it assumes was not the
+                # cores' (its source, which `trainscale env` shows, names that clock).
+                versus += ": the cores ran faster than the clock it assumes (trainscale env)"
             best = flops_text(figures["best_flops_per_s"])
             lines.append(f"  {precision}: {best} at n={figures['best_size']}{versus}")
             for row in figures["by_size"]:
