@@ -8,6 +8,7 @@ import pytest
 
 from trainscale.cli import main
 from trainscale.hardware.machine import bf16_summary
+from trainscale.results.store import RunStore
 
 KEYS = {
     "hostname",
@@ -72,3 +73,61 @@ def test_env_table_names_the_facts_and_the_bf16_situation(
 )
 def test_bf16_summary(env: dict, expected: str) -> None:
     assert bf16_summary(env) == expected
+
+
+def _this_machine(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
+    assert main(["env", "--json", "--store", "none.db"]) == 0
+    env = json.loads(capsys.readouterr().out)
+    return env["hostname"], env["cpu_model"] or "cpu"
+
+
+def test_env_shows_the_newest_full_matmul_probe_of_this_host_beside_the_peaks(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host, cpu = _this_machine(capsys)
+    store = tmp_path / "runs.db"
+    figures = {"fp32": {"best_flops_per_s": 2.04e11}, "bf16": {"best_flops_per_s": 4.27e11}}
+    full = {"precisions": figures, "threads": 2, "quick": False}
+    with RunStore(store) as opened:
+        shown = opened.add_probe("matmul", full, {}, host=host, device_type="cpu", device=cpu)
+        quick = {**full, "quick": True}  # newer, but a smoke test: never the yardstick
+        opened.add_probe("matmul", quick, {}, host=host, device_type="cpu", device=cpu)
+        elsewhere = {**full, "precisions": {"fp32": {"best_flops_per_s": 9e12}}}
+        opened.add_probe("matmul", elsewhere, {}, host="other", device_type="cpu", device=cpu)
+
+    assert main(["env", "--store", str(store)]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if "measured matmul" in line]
+    assert "fp32 204.0 GFLOP/s, bf16 427.0 GFLOP/s on 2 thread(s)" in row
+    assert f"probe {shown[:8]}" in row
+
+    assert main(["env", "--json", "--store", str(store)]) == 0
+    measured = json.loads(capsys.readouterr().out)["measured_matmul"]
+    assert measured["probes"]["cpu"]["probe_id"] == shown and measured["note"] is None
+    assert measured["probes"]["cpu"]["flops_per_s"] == {"fp32": 2.04e11, "bf16": 4.27e11}
+
+
+def test_env_says_where_no_probe_is_stored_and_creates_no_store(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.db"
+    RunStore(empty).close()
+    assert main(["env", "--store", str(empty)]) == 0
+    assert "none stored for this host: `trainscale probe` measures it" in capsys.readouterr().out
+
+    missing = tmp_path / "missing.db"
+    assert main(["env", "--store", str(missing)]) == 0
+    assert f"no results store at {missing}" in capsys.readouterr().out
+    assert not missing.exists()
+
+
+def test_a_damaged_store_is_an_error_when_asked_for_and_a_note_when_it_is_the_default(
+    tmp_path, monkeypatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
+    (tmp_path / "trainscale.db").write_text("not a database")
+    assert main(["env"]) == 0  # the machine's facts do not depend on the store
+    assert "cannot read trainscale.db: " in capsys.readouterr().out
+    assert main(["env", "--store", "trainscale.db"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is not a trainscale results store" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from trainscale.cli.common import add_json_argument
+from trainscale.cli.common import add_json_argument, add_store_argument
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -16,9 +16,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Show the facts about this machine that every stored run records: CPU model and "
             "flags, usable cores and NUMA layout, memory, native bf16 support, GPUs, library "
-            "versions and the git revision of the current directory."
+            "versions and the git revision of the current directory; the theoretical peaks "
+            "MFU is measured against, and beside them the newest full matmul probe of each "
+            "device of this host in the results store (`trainscale probe`)."
         ),
     )
+    add_store_argument(parser)
     add_json_argument(parser, help="print the facts as one JSON object instead")
     parser.set_defaults(handler=run)
 
@@ -26,9 +29,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the environment as a table (default) or JSON; returns the exit status."""
     # Imported here so that `trainscale --help` does not pay for importing torch.
+    from trainscale.errors import TrainscaleError
     from trainscale.hardware.machine import machine_report
+    from trainscale.results.store import RunStore, default_store_path
 
-    report = machine_report()
+    path = args.store or default_store_path()
+    if not path.is_file():  # env never creates a store
+        report = machine_report(no_store=f"no results store at {path}")
+    elif args.store is not None:  # the store asked for: one that cannot be read is an error
+        with RunStore(path, create=False) as store:
+            report = machine_report(store)
+    else:  # the default store: the machine's facts do not depend on it
+        try:
+            with RunStore(path, create=False) as store:
+                report = machine_report(store)
+        except TrainscaleError as error:
+            report = machine_report(no_store=f"cannot read {path}: {error}")
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0

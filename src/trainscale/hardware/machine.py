@@ -3,12 +3,19 @@ theoretical peaks MFU is measured against, and the energy counters it exposes.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.hardware import facts
+from trainscale.hardware.contention import BUSY
 from trainscale.hardware.cpulist import format_cpulist
-from trainscale.hardware.figures import machine_energy_sources, machine_peaks
+from trainscale.hardware.figures import (
+    latest_full_probe,
+    machine_energy_sources,
+    machine_peaks,
+)
+from trainscale.hardware.peaks import in_precision_order
+from trainscale.metrics.rates import flops_text
 
 _GIB = 1024**3
 
@@ -23,35 +30,93 @@ class MachineReport:
     """`hardware.figures.machine_peaks(env)`."""
     energy: dict[str, str]
     """`hardware.figures.machine_energy_sources(env)`."""
+    measured: dict[str, Any] = field(default_factory=dict)
+    """Per device ('cpu', 'cuda:NAME'), the newest full matmul probe of it on this host in
+    the store (`measured_matmul`), or None where none is stored."""
+    measured_note: str | None = None
+    """Why no probe was looked for (no store), else None."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `trainscale env --json` prints."""
-        return {**self.env, "peaks": self.peaks, "energy_sources": self.energy}
+        measured = {"probes": self.measured, "note": self.measured_note}
+        return {**self.env, "peaks": self.peaks, "energy_sources": self.energy} | {
+            "measured_matmul": measured
+        }
 
     def fact_rows(self) -> list[tuple[str, str]]:
         """(fact, value) lines about the machine and its libraries."""
         return fact_rows(self.env)
 
     def hardware_rows(self) -> list[tuple[str, str]]:
-        """(fact, value) lines: the peaks and the energy counters."""
-        return hardware_rows(self.peaks, self.energy)
+        """(fact, value) lines: the peaks, what a probe measured, the energy counters."""
+        return hardware_rows(self.peaks, self.energy, self.measured_rows())
+
+    def measured_rows(self) -> list[tuple[str, str]]:
+        """(fact, value) lines: each device's newest full matmul probe, or why there is none."""
+        if self.measured_note is not None:
+            return [("measured matmul (trainscale probe)", self.measured_note)]
+        rows = []
+        for device, probe in self.measured.items():
+            if probe is None:
+                text = "none stored for this host: `trainscale probe` measures it"
+            else:
+                rates = probe["flops_per_s"]
+                text = ", ".join(f"{p} {flops_text(rates[p])}" for p in in_precision_order(rates))
+                if probe.get("threads"):
+                    text += f" on {probe['threads']} thread(s)"
+                text += f" (probe {probe['probe_id'][:8]}, {probe['created_at']}"
+                text += ", busy: other work used the cores)" if probe["busy"] else ")"
+            rows.append((f"measured matmul, {device}", text))
+        return rows
 
     def bf16_summary(self) -> str:
         return bf16_summary(self.env)
 
 
-def machine_report() -> MachineReport:
-    """Read this machine (torch is imported here, not at import time)."""
+def machine_report(store: Any = None, no_store: str | None = None) -> MachineReport:
+    """Read this machine (torch is imported here, not at import time), and from the open
+    results `store` the newest full matmul probe of each of its devices; `no_store` says
+    why there is no store to read."""
     env = facts.collect_environment()
-    return MachineReport(env, machine_peaks(env), machine_energy_sources(env))
+    report = MachineReport(env, machine_peaks(env), machine_energy_sources(env))
+    if store is None:
+        report.measured_note = no_store
+        return report
+    devices = [("cpu", "cpu", env.get("cpu_model") or "cpu")]
+    names = dict.fromkeys(gpu.get("name") for gpu in env.get("gpus") or [] if gpu.get("name"))
+    devices += [(f"cuda: {name}", "cuda", str(name)) for name in names]
+    host = str(env.get("hostname") or "")
+    for label, device_type, device in devices:
+        probe = latest_full_probe(store, host, device, device_type)
+        report.measured[label] = None if probe is None else measured_matmul(probe)
+    return report
+
+
+def measured_matmul(probe: Any) -> dict[str, Any]:
+    """The figures of a stored matmul probe `env` shows: best FLOP/s per precision."""
+    precisions = probe.result.get("precisions") or {}
+    return {
+        "probe_id": probe.probe_id,
+        "created_at": probe.created_at[:16].replace("T", " "),
+        "threads": probe.result.get("threads"),
+        "busy": (probe.result.get("contention") or {}).get("verdict") == BUSY,
+        "flops_per_s": {
+            precision: figures["best_flops_per_s"]
+            for precision, figures in precisions.items()
+            if isinstance(figures, dict) and figures.get("best_flops_per_s")
+        },
+    }
 
 
 def _tflops(value: float) -> str:
     return f"{value:.3g} TFLOP/s" if value >= 1 else f"{value * 1e3:.3g} GFLOP/s"
 
 
-def hardware_rows(peaks: dict[str, Any], energy: dict[str, str]) -> list[tuple[str, str]]:
-    """Peaks (what MFU is measured against) and the energy counters this machine exposes."""
+def hardware_rows(
+    peaks: dict[str, Any], energy: dict[str, str], measured: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Peaks (what MFU is measured against), the `measured` rows beside them, and the energy
+    counters this machine exposes."""
     rows = []
     for precision, peak in peaks["cpu"].items():
         text = (
@@ -67,6 +132,7 @@ def hardware_rows(peaks: dict[str, Any], energy: dict[str, str]) -> list[tuple[s
         else:
             text = "not in the peak table: runs on it get no MFU"
         rows.append((f"GPU {gpu['index']} peak", text))
+    rows += measured
     rows.append(("energy: CPU package (RAPL)", energy["cpu_package"]))
     rows.append(("energy: GPU (NVML)", energy["gpu"]))
     return rows

@@ -22,7 +22,7 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -165,6 +165,12 @@ def match_gpu(device_name: str | None) -> DevicePeak | None:
 
 
 # -- CPUs ---------------------------------------------------------------------------------
+
+
+def in_precision_order(names: Iterable[str]) -> list[str]:
+    """Precisions as they are named everywhere (fp32, tf32, bf16, fp16), others after."""
+    given = list(names)
+    return [p for p in PRECISIONS if p in given] + sorted(set(given) - set(PRECISIONS))
 
 
 def cpu_flops_per_cycle(facts: CpuFacts, precision: str) -> tuple[float | None, str]:

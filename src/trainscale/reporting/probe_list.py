@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.hardware.contention import BUSY
-from trainscale.hardware.peaks import PRECISIONS
+from trainscale.hardware.peaks import in_precision_order
 from trainscale.metrics.rates import bandwidth_text, flops_text
 from trainscale.reporting.listing import open_for_reading, short_time
 from trainscale.results.records import ProbeRecord
@@ -87,10 +87,9 @@ def headline(probe: ProbeRecord) -> str:
     try:
         if probe.kind == "matmul":
             found = result["precisions"]
-            order = [p for p in PRECISIONS if p in found] + sorted(set(found) - set(PRECISIONS))
             return ", ".join(
                 f"{precision} {flops_text(found[precision]['best_flops_per_s'])}"
-                for precision in order
+                for precision in in_precision_order(found)
             )
         if probe.kind == "dispatch":
             return f"{result['seconds_per_op'] * 1e6:.1f} us per operator"
