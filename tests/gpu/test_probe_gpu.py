@@ -45,6 +45,20 @@ def test_cuda_matmul_and_copies_are_measured_and_stored(tmp_path, capsys) -> Non
         assert opened.latest_probe("transfer", device_type="cuda") is not None
 
 
+def test_env_and_runs_probes_show_a_full_cuda_probe(tmp_path, capsys) -> None:
+    store = tmp_path / "s.db"
+    argv = ["--only", "matmul", "--matmul-sizes", "1024", "--precisions", "fp32,bf16"]
+    result = probe_json([*argv, "--repeats", "2"], store, capsys)
+    name = result["device"]
+    assert main(["env", "--json", "--store", str(store)]) == 0
+    measured = json.loads(capsys.readouterr().out)["measured_matmul"]["probes"]
+    assert measured[f"cuda: {name}"]["probe_id"] == result["probe_ids"]["matmul"]
+    assert set(measured[f"cuda: {name}"]["flops_per_s"]) == {"fp32", "bf16"}
+    assert main(["runs", "probes", "--store", str(store)]) == 0
+    (row,) = capsys.readouterr().out.splitlines()[1:]
+    assert f"cuda: {name}" in row and "fp32 " in row and "TFLOP/s" in row
+
+
 def test_a_cuda_probe_lets_simulate_predict_a_workload_it_never_ran(tmp_path, capsys) -> None:
     probed = tmp_path / "probed.db"
     argv = ["--only", "matmul,dispatch", "--matmul-sizes", "1024", "--precisions", "bf16"]
