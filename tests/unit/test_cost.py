@@ -245,3 +245,15 @@ def test_a_hand_edited_figure_of_the_wrong_type_is_not_costed() -> None:
     configuration = data.configurations[0]
     assert configuration.cost_usd is None
     assert configuration.devices == 4  # the cores the report counts, as for an older run
+
+
+def test_mfu_above_100_percent_is_said_to_come_from_the_peaks_clock() -> None:
+    hardware = {"device_type": "cpu", "devices": 2, "kind": "cpu-core", "device": "Test CPU"}
+    figures = {"train_time_s": 10.0, "achieved_tflops": 0.2, "hardware": hardware}
+    beyond = record("beyond", "cpu", {**figures, "mfu": 1.2})
+    data = aggregate([beyond], title="t", source="s")
+    (note,) = [n for n in data.notes if "MFU above 100%" in n]
+    assert note.startswith("1 configuration(s) show MFU above 100% (")
+    assert "so that peak is below what the devices did" in note
+    within = record("within", "cpu", {**figures, "mfu": 0.53})
+    assert not [n for n in aggregate([within], title="t", source="s").notes if "MFU" in n]

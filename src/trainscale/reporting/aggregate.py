@@ -445,9 +445,20 @@ def _report_notes(sections: Sequence[WorkloadSection], runs: Sequence[RunRecord]
 
 
 def _hardware_notes(sections: Sequence[WorkloadSection], prices: PriceTable | None) -> list[str]:
-    """Which prices the costs use, and per workload whether its GPU run costs less."""
+    """Which prices the costs use, per workload whether its GPU run costs less, and MFU
+    above 100% said to be what it is."""
     configs = [c for s in sections for c in s.configurations]
     notes = [note] if (note := price_note(prices, configs)) else []
+    beyond = [c.label for c in configs if c.mfu is not None and c.mfu > 1]
+    if beyond:
+        notes.append(
+            f"{len(beyond)} configuration(s) show MFU above 100% ({', '.join(beyond)}): more "
+            "than a theoretical peak allows, so that peak is below what the devices did. A "
+            "CPU peak at the clock /proc/cpuinfo reports (where no maximum clock is visible, "
+            "as in many VMs; its source says so) is, where the cores boost above that clock. "
+            "MFU against what `trainscale probe` measured here (mfu_vs_probe) depends on no "
+            "clock."
+        )
     for section in sections:
         sentence = cost_sentence(section.configurations)
         if sentence:
