@@ -99,3 +99,12 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, argv, s
     monkeypatch.chdir(tmp_path)
     assert run_cli(["runs", "probes", *argv]) == 2
     assert says in one_error_line(capsys)
+
+
+def test_a_probe_id_given_for_a_run_says_it_is_a_probe(probed_store, capsys):
+    store, ids = probed_store
+    assert run_cli(["runs", "show", ids[2][:8], "--store", str(store)]) == 2
+    assert one_error_line(capsys).endswith(
+        f"'{ids[2][:8]}' in {store} is a probe (allreduce), not a run; "
+        "`trainscale runs probes --json` shows its figures"
+    )

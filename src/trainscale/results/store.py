@@ -299,6 +299,14 @@ class RunStore(SweepRows, ProbeRows):
             params = (len(prefix), prefix)
             (count,) = conn.execute(f"SELECT count(*) FROM runs WHERE {where}", params).fetchone()
             if count == 0:
+                probe = conn.execute(
+                    "SELECT kind FROM probes WHERE substr(probe_id, 1, ?) = ? LIMIT 1", params
+                ).fetchone()
+                if probe is not None:  # an id from `trainscale runs probes`
+                    raise StoreError(
+                        f"{prefix!r} in {self.path} is a probe ({probe['kind']}), not a run; "
+                        "`trainscale runs probes --json` shows its figures"
+                    )
                 raise StoreError(
                     f"no run {prefix!r} in {self.path}; `trainscale runs list` shows the "
                     "stored runs"
