@@ -31,7 +31,7 @@ class MachineReport:
     energy: dict[str, str]
     """`hardware.figures.machine_energy_sources(env)`."""
     measured: dict[str, Any] = field(default_factory=dict)
-    """Per device ('cpu', 'cuda:NAME'), the newest full matmul probe of it on this host in
+    """Per device ('cpu', 'cuda: NAME'), the newest full matmul probe of it on this host in
     the store (`measured_matmul`), or None where none is stored."""
     measured_note: str | None = None
     """Why no probe was looked for (no store), else None."""
@@ -64,7 +64,8 @@ class MachineReport:
                 text = ", ".join(f"{p} {flops_text(rates[p])}" for p in in_precision_order(rates))
                 if probe.get("threads"):
                     text += f" on {probe['threads']} thread(s)"
-                text += f" (probe {probe['probe_id'][:8]}, {probe['created_at']}"
+                when = probe["created_at"][:16].replace("T", " ")  # to the minute, UTC
+                text += f" (probe {probe['probe_id'][:8]}, {when}"
                 text += ", busy: other work used the cores)" if probe["busy"] else ")"
             rows.append((f"measured matmul, {device}", text))
         return rows
@@ -97,7 +98,7 @@ def measured_matmul(probe: Any) -> dict[str, Any]:
     precisions = probe.result.get("precisions") or {}
     return {
         "probe_id": probe.probe_id,
-        "created_at": probe.created_at[:16].replace("T", " "),
+        "created_at": probe.created_at,
         "threads": probe.result.get("threads"),
         "busy": (probe.result.get("contention") or {}).get("verdict") == BUSY,
         "flops_per_s": {
