@@ -565,7 +565,7 @@ class MachineProbe:
             allreduce_alpha_s=fit.get("alpha_s"),
             allreduce_beta_s_per_byte=fit.get("beta_s_per_byte"),
             skipped=dict(result.get("skipped") or {}),
-            busy=(result.get("contention") or {}).get("verdict") == "busy",
+            busy=ran_busy(result),
             quick=bool(result.get("quick")),
             probe_ids=dict(result.get("probe_ids") or {}),
             data=dict(result),

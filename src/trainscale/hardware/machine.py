@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.hardware import facts
-from trainscale.hardware.contention import BUSY
 from trainscale.hardware.cpulist import format_cpulist
 from trainscale.hardware.figures import (
     latest_full_probe,
@@ -16,6 +15,7 @@ from trainscale.hardware.figures import (
 )
 from trainscale.hardware.peaks import in_precision_order
 from trainscale.metrics.rates import flops_text
+from trainscale.metrics.run_flags import ran_busy
 
 _GIB = 1024**3
 
@@ -100,7 +100,7 @@ def measured_matmul(probe: Any) -> dict[str, Any]:
         "probe_id": probe.probe_id,
         "created_at": probe.created_at,
         "threads": probe.result.get("threads"),
-        "busy": (probe.result.get("contention") or {}).get("verdict") == BUSY,
+        "busy": ran_busy(probe.result),
         "flops_per_s": {
             precision: figures["best_flops_per_s"]
             for precision, figures in precisions.items()

@@ -61,7 +61,8 @@ def has_stalls(summary: Mapping[str, Any]) -> bool:
 
 
 def ran_busy(summary: Mapping[str, Any]) -> bool:
-    """Whether other work was found using the machine while the run trained."""
+    """Whether other work was found using the machine while the run trained: its stored
+    summary's contention verdict (a probe's stored result has one too)."""
     contention = summary.get("contention")
     return isinstance(contention, Mapping) and contention.get("verdict") == "busy"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainscale.metrics.rates import bandwidth_text, flops_text
-from trainscale.metrics.run_flags import NOT_TRUSTED
+from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.probing.run import format_bytes
 
 
@@ -81,9 +81,9 @@ def summary_lines(result: dict[str, Any], quick: bool = False) -> list[str]:
 def busy_line(result: dict[str, Any]) -> str | None:
     """The warning of a probe that measured while other work used the machine (the busy
     rule, metrics/run_flags.py): its figures are stored and shown, marked not trusted."""
-    contention = result.get("contention") or {}
-    if contention.get("verdict") != "busy":
+    if not ran_busy(result):
         return None
+    contention = result["contention"]
     neighbours = ", ".join(result.get("busiest") or []) or "other processes"
     return (
         f"{NOT_TRUSTED}: {contention.get('reason', 'other work used the cores')}; using the "

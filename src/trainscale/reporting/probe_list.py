@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainscale.hardware.contention import BUSY
 from trainscale.hardware.peaks import in_precision_order
 from trainscale.metrics.rates import bandwidth_text, flops_text
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.reporting.listing import open_for_reading, short_time
 from trainscale.results.records import ProbeRecord
 
@@ -113,6 +113,6 @@ def caveats(probe: ProbeRecord) -> list[str]:
     found = []
     if probe.result.get("quick"):
         found.append("quick")
-    if (probe.result.get("contention") or {}).get("verdict") == BUSY:
+    if ran_busy(probe.result):
         found.append("busy")
     return found

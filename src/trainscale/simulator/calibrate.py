@@ -32,8 +32,8 @@ from typing import Any
 
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import TrainscaleError
-from trainscale.hardware.contention import BUSY
 from trainscale.metrics import stats
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.simulator.cluster import DeviceSpec, LinkSpec
@@ -499,7 +499,7 @@ def probe_link(
         result: Mapping[str, Any] = probe.result or {}
         alpha, beta = result.get("alpha_s"), result.get("beta_s_per_byte")
         ranks = int(result.get("workers") or probe.workers or 0)
-        busy = (result.get("contention") or {}).get("verdict") == BUSY
+        busy = ran_busy(result)
         if result.get("quick") or busy or ranks < 2:  # a smoke test, or its neighbours' too
             continue
         if not isinstance(alpha, (int, float)) or not isinstance(beta, (int, float)):

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from trainscale.errors import TrainscaleError
-from trainscale.hardware.contention import BUSY
+from trainscale.metrics.run_flags import ran_busy
 from trainscale.simulator.cluster import DeviceSpec
 
 PROBED_EFFICIENCY = 0.5
@@ -38,7 +38,7 @@ def newest_probe(store: Any, kind: str, host: str | None, device_type: str) -> A
         return None
     for probe in probes:
         result = probe.result or {}
-        busy = (result.get("contention") or {}).get("verdict") == BUSY
+        busy = ran_busy(result)
         if not result.get("quick") and not busy:
             return probe
     return None
