@@ -131,3 +131,26 @@ def test_a_damaged_store_is_an_error_when_asked_for_and_a_note_when_it_is_the_de
     assert main(["env", "--store", "trainscale.db"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is not a trainscale results store" in err
+
+
+@pytest.mark.parametrize(
+    ("precisions", "shown"),
+    [
+        ({"fp32": {"best_flops_per_s": "fast"}, "bf16": {"best_flops_per_s": 3 * 10**11}},
+         {"bf16": 3e11}),
+        (["fp32"], {}),
+    ],
+)  # fmt: skip
+def test_a_hand_edited_probe_shows_what_it_still_says(
+    tmp_path, capsys: pytest.CaptureFixture[str], precisions, shown
+) -> None:
+    host, cpu = _this_machine(capsys)
+    store = tmp_path / "runs.db"
+    with RunStore(store) as opened:
+        result = {"precisions": precisions}
+        opened.add_probe("matmul", result, {}, host=host, device_type="cpu", device=cpu)
+    assert main(["env", "--json", "--store", str(store)]) == 0
+    measured = json.loads(capsys.readouterr().out)["measured_matmul"]["probes"]["cpu"]
+    assert measured["flops_per_s"] == shown
+    assert main(["env", "--store", str(store)]) == 0
+    assert "measured matmul, cpu" in capsys.readouterr().out

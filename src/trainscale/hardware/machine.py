@@ -62,6 +62,7 @@ class MachineReport:
             else:
                 rates = probe["flops_per_s"]
                 text = ", ".join(f"{p} {flops_text(rates[p])}" for p in in_precision_order(rates))
+                text = text or "no readable figure"
                 if probe.get("threads"):
                     text += f" on {probe['threads']} thread(s)"
                 when = probe["created_at"][:16].replace("T", " ")  # to the minute, UTC
@@ -95,16 +96,21 @@ def machine_report(store: Any = None, no_store: str | None = None) -> MachineRep
 
 def measured_matmul(probe: Any) -> dict[str, Any]:
     """The figures of a stored matmul probe `env` shows: best FLOP/s per precision."""
-    precisions = probe.result.get("precisions") or {}
+    precisions = probe.result.get("precisions")
+    if not isinstance(precisions, dict):  # a row written by hand, or by an older version
+        precisions = {}
     return {
         "probe_id": probe.probe_id,
         "created_at": probe.created_at,
         "threads": probe.result.get("threads"),
         "busy": ran_busy(probe.result),
         "flops_per_s": {
-            precision: figures["best_flops_per_s"]
+            precision: float(rate)
             for precision, figures in precisions.items()
-            if isinstance(figures, dict) and figures.get("best_flops_per_s")
+            if isinstance(figures, dict)
+            and isinstance(rate := figures.get("best_flops_per_s"), (int, float))
+            and not isinstance(rate, bool)
+            and rate > 0
         },
     }
 
