@@ -67,6 +67,7 @@ WRONG = [
     ("compare", None, {"seed": "x"}, "seed"),
     ("report", (), {"out": None}, "out"),
     ("report", (), {"out": "r", "runs": 5}, "runs"),
+    ("report", (), {"out": "r", "tag": 5}, "tag"),
     ("recommend", None, {"budget_s": "60"}, "budget_s"),
     ("recommend", None, {"rung_steps": "3,9"}, "rung_steps"),
     ("recommend", None, {"data_dir": 5}, "data_dir"),
@@ -336,7 +337,7 @@ KEYWORDS = {
     "sweep": ["quick", "data", "data_dir", "workload_options", "resume", "report", "dry_run"],
     "compare": ["config", "confidence", "resamples", "seed", "store"],
     "runs": ["status", "tag", "limit", "store"],
-    "report": ["sweep", "runs", "baseline", "prices", "store"],
+    "report": ["sweep", "runs", "tag", "baseline", "prices", "store"],
     "recommend": [
         *("budget_s", "quick", "rung_steps", "warmup_steps", "batch_multipliers"),
         *("max_workers", "include_busy", "accuracy_epochs", "accuracy_tolerance"),

@@ -84,6 +84,9 @@ def test_a_sweep_then_its_comparison_and_report(tmp_path):
     assert written.html.is_file() and written.markdown.is_file() and written.csv.is_file()
     assert written.plots and all(p.suffix == ".png" and p.is_file() for p in written.plots)
     assert written.to_dataframe()["configuration"].tolist() == frame["configuration"].tolist()
+    # The same runs by the tag the sweep stored them with.
+    tagged = trainscale.report(tag=f"sweep:{result.sweep_id[:8]}", out=tmp_path / "t", store=store)
+    assert tagged.to_dataframe()["runs"].tolist() == [1, 1]
 
 
 def test_study_mistakes_are_the_cli_errors(tmp_path):

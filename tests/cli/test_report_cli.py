@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,28 @@ def test_report_of_runs_with_baseline(store_path: Path, tmp_path: Path, capsys) 
     assert "<td>workers=4 (baseline)</td>" in page  # only the worker count differs
 
 
+def test_report_of_the_runs_of_a_tag_pairs_them_by_round(
+    store_path: Path, tmp_path: Path, capsys
+) -> None:
+    # A bench's runs: two settings in three rounds, stored with the bench's tag.
+    tagged = [run_id(config, repeat) for config in (0, 2) for repeat in range(3)]
+    with sqlite3.connect(store_path) as conn:
+        conn.executemany(
+            "UPDATE runs SET tag = 'bench:0b0b' WHERE run_id = ?", [(r,) for r in tagged]
+        )
+    out = tmp_path / "report"
+    code, stdout, stderr = _run(
+        capsys, "report", "--tag", "bench:0b0b", "--out", str(out), "--store", str(store_path)
+    )
+    assert code == 0, stderr
+    assert "report of tag bench:0b0b (6 run(s)): 2 configuration(s)" in stdout
+    assert "1 run(s) not completed" in stdout  # the fixture's failed third round
+    with (out / "report.csv").open(encoding="utf-8") as table:
+        rows = list(csv.DictReader(table))
+    assert [(row["runs"], row["failed_runs"]) for row in rows] == [("3", "0"), ("2", "1")]
+    assert rows[1]["paired_speedup"]  # paired within the rounds (repeat index) they shared
+
+
 def test_store_from_environment(
     store_path: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,6 +128,8 @@ def test_store_from_environment(
         (["--runs", "c"], "matches"),  # every fixture run id starts with 'c'
         (["--runs", run_id(2, 2)], "no completed runs"),  # the failed run alone
         (["--runs", "  "], "no run ids given"),
+        (["--tag", "bench:nosuch"], "no runs with tag 'bench:nosuch' in "),
+        (["--tag", " "], "empty tag"),
         (["--sweep", SWEEP, "--baseline", "fastest"], "neither a configuration label"),
     ],
 )

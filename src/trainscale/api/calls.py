@@ -234,24 +234,29 @@ def report(
     out: str | os.PathLike[str],
     sweep: Any = None,
     runs: Iterable[Any] | None = None,
+    tag: str | None = None,
     baseline: str | None = None,
     prices: str | os.PathLike[str] | None = None,
     store: StorePath = None,
     **unknown: Any,
 ) -> ReportFiles:
-    """Write the report of a sweep or of chosen runs into `out`, as `trainscale report`
-    does (report.html, report.md, report.csv, one PNG per plot), and return the paths.
+    """Write the report of a sweep, of chosen runs or of the runs of a tag into `out`, as
+    `trainscale report` does (report.html, report.md, report.csv, one PNG per plot), and
+    return the paths.
 
     `sweep` is a sweep id (or prefix) or a `SweepResults`; `runs` run ids or `StoredRun`s
-    (a `StoredRuns`, a bench's `.runs`). In a notebook, show a plot with
+    (a `StoredRuns`, a bench's `.runs`); `tag` a tag runs were stored with (`bench:ID`,
+    `emulate:ID`, `recommend:ID`, a run's own). In a notebook, show a plot with
     `IPython.display.Image(filename=report.plots[0])`.
     """
     given = {"out": out, "sweep": sweep, "runs": runs, "baseline": baseline, "prices": prices}
+    given["tag"] = tag
     check_arguments("report", {**given, "store": store, **unknown}, (report, ()))
     written = build_report(
         store_file(store) or default_store_path(),
         sweep_id=None if sweep is None else _ident(sweep),
         run_ids=None if runs is None else [_ident(item) for item in runs],
+        tag=tag,
         out_dir=out,
         baseline=baseline,
         prices=prices,

@@ -286,7 +286,8 @@ class BenchResult:
             lines += [f"**{line}**" for line in self.busy_lines] + [""]
         lines += [
             f"Runs are stored with tag `bench:{self.bench_id}` "
-            f"(`trainscale runs list --tag bench:{self.bench_id}`).",
+            f"(`trainscale runs list --tag bench:{self.bench_id}`; a report of them, paired "
+            f"by round: `trainscale report --tag bench:{self.bench_id} --out DIR`).",
             "",
         ]
         return "\n".join(lines)

@@ -13,6 +13,7 @@ EPILOG = """\
 examples:
   trainscale report --sweep 81ede878 --out report/          # a sweep's report
   trainscale report --runs 85dbb7fe 022cce95 --out report/  # chosen runs, grouped by config
+  trainscale report --tag bench:3f2a9c1e --out report/      # a bench's runs, paired by round
   trainscale report --sweep 81ede878 --out report/ --baseline "serial 1 core"
 
 writes DIR/report.html (plots embedded), DIR/report.md, DIR/report.csv and one PNG per plot;
@@ -24,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register `trainscale report`."""
     parser = subparsers.add_parser(
         "report",
-        help="write a report (Markdown, CSV, HTML with plots) of a sweep or of chosen runs",
+        help="write a report (Markdown, CSV, HTML with plots) of a sweep, chosen runs or a tag",
         description=(
             "Group stored runs into configurations and report, per configuration, median "
             "throughput with its spread, speedup and efficiency against a named baseline, "
@@ -39,6 +40,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--sweep", metavar="ID", help="a sweep id, or a unique prefix of it")
     source.add_argument(
         "--runs", nargs="+", metavar="ID", help="run ids (or unique prefixes) to report together"
+    )
+    source.add_argument(
+        "--tag",
+        metavar="TAG",
+        help=(
+            "the runs stored with this tag: a bench's bench:ID, an emulation's emulate:ID, a "
+            "search's recommend:ID, or a run's own --tag"
+        ),
     )
     parser.add_argument(
         "--out",
@@ -79,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         store_path,
         sweep_id=args.sweep,
         run_ids=args.runs,
+        tag=args.tag,
         out_dir=args.out,
         baseline=args.baseline,
         prices=args.prices,

@@ -64,15 +64,19 @@ def build_report(
     *,
     sweep_id: str | None = None,
     run_ids: Sequence[str] | None = None,
+    tag: str | None = None,
     out_dir: str | os.PathLike[str],
     baseline: str | None = None,
     prices: str | os.PathLike[str] | None = None,
 ) -> WrittenReport:
-    """`write_report`, returning everything written (for the CLI's summary line)."""
+    """`write_report`, returning everything written (for the CLI's summary line); `tag`
+    reports the runs stored with that tag instead (a bench's `bench:ID`, an emulation's
+    `emulate:ID`, a search's `recommend:ID`)."""
     data = load_report_data(
         store_path,
         sweep_id=sweep_id,
         run_ids=run_ids,
+        tag=tag,
         baseline=baseline,
         prices=load_price_table(prices),
     )
@@ -97,16 +101,34 @@ def load_report_data(
     *,
     sweep_id: str | None = None,
     run_ids: Sequence[str] | None = None,
+    tag: str | None = None,
     baseline: str | None = None,
     prices: PriceTable | None = None,
 ) -> ReportData:
-    """The report's figures for a sweep or for named runs, read from the store.
+    """The report's figures for a sweep, for named runs or for the runs of a tag, read from
+    the store.
 
     `prices` costs each configuration (None: no cost columns).
     """
-    if (sweep_id is None) == (run_ids is None):
-        raise ReportError("report needs either a sweep id or run ids (exactly one of them)")
+    if sum(given is not None for given in (sweep_id, run_ids, tag)) != 1:
+        raise ReportError("report needs a sweep id, run ids or a tag (exactly one of them)")
     with RunStore(store_path, create=False, fail_stale=True) as store:
+        if tag is not None:
+            if not tag.strip():
+                raise ReportError("empty tag; `trainscale runs list` shows each run's tag")
+            tagged = list(reversed(store.list_runs(tag=tag)))  # in the order they ran
+            if not tagged:
+                raise ReportError(
+                    f"no runs with tag {tag!r} in {store.path}; `trainscale runs list` shows "
+                    "each run's tag"
+                )
+            return aggregate(
+                tagged,
+                title=f"runs tagged {tag}",
+                source=f"tag {tag} ({len(tagged)} run(s))",
+                baseline=baseline,
+                prices=prices,
+            )
         if sweep_id is not None:
             sweep = store.get_sweep(sweep_id)
             runs = store.sweep_runs(sweep.sweep_id)
