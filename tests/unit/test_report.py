@@ -547,3 +547,12 @@ def test_the_ideal_line_is_drawn_against_cores_and_only_there(cpu_report: Report
     figure, _ = draw_figure("accuracy", mnist)
     assert not any("ideal" in text for text in _legend(figure))
     assert not any(line.get_label().startswith("ideal") for line in figure.axes[0].get_lines())
+
+
+def test_why_a_precision_was_chosen_does_not_name_a_configuration() -> None:
+    fp32 = {"workers": 2, "precision": "fp32", "precision_reason": "--precision fp32"}
+    bf16 = {"workers": 2, "precision": "bf16", "precision_reason": "--precision bf16"}
+    assert labels_from_differences({"a": fp32, "b": bf16}) == {
+        "a": "precision=fp32",
+        "b": "precision=bf16",
+    }

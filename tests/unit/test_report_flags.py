@@ -84,3 +84,17 @@ def test_efficiency_above_100_percent_from_a_lower_precision_is_explained_not_fl
     assert "bf16 arithmetic is faster, not parallel efficiency" in note
     assert "implausible" not in note
     assert not any("efficiency above 100%" in n for n in data.notes)
+
+
+def test_more_threads_in_one_worker_is_judged_per_core_not_per_worker(tmp_path):
+    # One worker of 2 threads at 1.74x one core: 174% per worker, 87% per core, plausible.
+    configs = [
+        FixtureConfig("serial", "mnist-cnn", 1, 1, "compact", [100.0, 101.0, 99.0]),
+        FixtureConfig("1 x 2 threads", "mnist-cnn", 1, 2, "compact", [174.0, 175.0, 173.0]),
+    ]
+    data = load_report_data(build_store(tmp_path / "s.db", configs), sweep_id=SWEEP)
+    _, threaded = data.workloads[0].configurations
+    assert threaded.efficiency_per_worker is not None and threaded.efficiency_per_worker > 1.7
+    assert threaded.efficiency_per_core is not None and threaded.efficiency_per_core < 0.9
+    assert not any("above 100%" in n for n in threaded.notes)
+    assert not any("efficiency above 100%" in n for n in data.notes)

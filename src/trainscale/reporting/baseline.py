@@ -72,15 +72,21 @@ FULL_EFFICIENCY = 1.0 + 1e-9
 
 
 def above_full_efficiency(config: Configuration, base: Configuration | None) -> bool:
-    """Whether a configuration's efficiency per worker or per core exceeds 100% against a
-    baseline of the same precision (a lower precision than the baseline's is faster
-    arithmetic, not parallel efficiency, and is not implausible)."""
-    if base is not None and config.precision != base.precision:
+    """Whether a configuration's efficiency per core exceeds 100% against a baseline of the
+    same precision on the same kind of device.
+
+    Per core, the hardware it was given: a worker with more threads than the baseline's has
+    more than the baseline's cores, so its efficiency per worker passes 100% plausibly (one
+    worker of 2 threads at 1.7x one core's speed). A lower precision than the baseline's is
+    faster arithmetic, and a GPU against a CPU baseline compares devices: neither is parallel
+    efficiency, nor implausible."""
+    if base is not None and not _same_arithmetic(config, base):
         return False
-    return any(
-        value is not None and value > FULL_EFFICIENCY
-        for value in (config.efficiency_per_worker, config.efficiency_per_core)
-    )
+    return config.efficiency_per_core is not None and config.efficiency_per_core > FULL_EFFICIENCY
+
+
+def _same_arithmetic(config: Configuration, base: Configuration) -> bool:
+    return config.precision == base.precision and config.device_type == base.device_type
 
 
 def paired_with_baseline(
@@ -123,17 +129,18 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
             )
     if config.stalls:
         notes.append(config.stalls)
-    high = max((v for v in (per_worker, per_core) if v is not None), default=None)
-    if high is not None and high > FULL_EFFICIENCY and base and config.precision != base.precision:
-        notes.append(
-            f"efficiency {high:.0%} is against the baseline's {base.precision}: "
-            f"{config.precision} arithmetic is faster, not parallel efficiency"
-        )
-    elif high is not None and high > FULL_EFFICIENCY:
-        notes.append(
-            f"efficiency {high:.0%} is above 100%: implausible; likely the baseline was slowed "
-            "(contention or stalls), a different batch, or turbo/cache effects"
-        )
+    # Judged per core, the hardware given (`above_full_efficiency` says why not per worker).
+    if base is not None and per_core is not None and per_core > FULL_EFFICIENCY:
+        if config.precision != base.precision:
+            notes.append(
+                f"efficiency {per_core:.0%} is against the baseline's {base.precision}: "
+                f"{config.precision} arithmetic is faster, not parallel efficiency"
+            )
+        elif config.device_type == base.device_type:
+            notes.append(
+                f"efficiency {per_core:.0%} is above 100%: implausible; likely the baseline "
+                "was slowed (contention or stalls), a different batch, or turbo/cache effects"
+            )
     paired = paired_with_baseline(config, base) if base is not None else None
     if paired is not None:
         notes.append(

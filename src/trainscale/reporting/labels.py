@@ -10,8 +10,11 @@ from typing import Any
 from trainscale.config.options import RunConfig
 from trainscale.results.records import RunRecord
 
-# Keys of a resolved config that never name a configuration: labels, derived values, paths.
-LABEL_SKIP = frozenset({"tag", "core_sets", "oversubscribed", "data_dir", "download"})
+# Keys of a resolved config that never name a configuration: labels, derived values (the
+# words saying why a precision was chosen follow from the precision), paths.
+LABEL_SKIP = frozenset(
+    {"tag", "core_sets", "oversubscribed", "data_dir", "download", "precision_reason"}
+)
 
 # The settings people think in, first; the rest follow alphabetically.
 _LABEL_FIRST = (
