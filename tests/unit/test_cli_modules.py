@@ -53,6 +53,7 @@ OWN_MEANING = {
     ("compare", "--seed"): "the bootstrap seed",
     ("runs list", "--tag"): "a filter of the stored runs",
     ("runs export", "--tag"): "a filter of the stored runs",
+    ("report", "--tag"): "the runs to report, by the tag they were stored with",
 }
 """Flags spelled like a run option that mean something else in one command (and why)."""
 

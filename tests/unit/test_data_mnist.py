@@ -407,7 +407,8 @@ def test_offline_gives_one_error_with_everything(env: Path, server: tuple[str, P
         assert _named(message, place, env), place
     # The first mirror's failure, said once: every mirror failing the same way would repeat it.
     assert f"{base}a/train-images-idx3-ubyte.gz" in message
-    assert message.count("404") == 1
+    # Counted without the mirrors' address, whose port may hold those digits (127.0.0.1:34043).
+    assert message.replace(base, "").count("404") == 1
     assert "--data-dir" in message
     assert _files_under(env / "cache") == []
 

@@ -249,8 +249,8 @@ def report(
     `emulate:ID`, `recommend:ID`, a run's own). In a notebook, show a plot with
     `IPython.display.Image(filename=report.plots[0])`.
     """
-    given = {"out": out, "sweep": sweep, "runs": runs, "baseline": baseline, "prices": prices}
-    given["tag"] = tag
+    given = {"out": out, "sweep": sweep, "runs": runs, "tag": tag}
+    given.update(baseline=baseline, prices=prices)
     check_arguments("report", {**given, "store": store, **unknown}, (report, ()))
     written = build_report(
         store_file(store) or default_store_path(),
