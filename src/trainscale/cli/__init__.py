@@ -28,6 +28,7 @@ from trainscale.cli import (
     workloads_cmd,
 )
 from trainscale.cli.lines import OneLineErrorParser, WarningLines, discard_stdout, one_line
+from trainscale.cli.unknown_args import reject_unrecognized
 from trainscale.errors import TrainscaleError
 from trainscale.parallel.interrupts import describe, exit_status, signals_raise
 from trainscale.runner import exit_deadline
@@ -112,7 +113,9 @@ def _run(argv: list[str] | None) -> int:
     # What follows the first `--` is a script's own (`run SCRIPT.py -- ARGS`): argparse
     # would match it against trainscale's arguments.
     tail = argv[argv.index("--") + 1 :] if "--" in argv else None
-    args = parser.parse_args(argv if tail is None else argv[: argv.index("--")])
+    args, extras = parser.parse_known_args(argv if tail is None else argv[: argv.index("--")])
+    if extras:
+        reject_unrecognized(parser, args, extras)
     if tail is not None:
         if not hasattr(args, "script_args"):
             parser.error(

@@ -1,0 +1,72 @@
+"""Arguments no command takes, said by the command they were given to, with the option
+most like each one: `trainscale run: error: unrecognized arguments: --wokers 2; did you
+mean --workers? (see `trainscale run --help`)`.
+
+argparse reports them from the top-level parser (`trainscale: error: ...`, pointing at
+`trainscale --help`), which does not list the option that was mistyped; its own suggestions
+arrive only in Python 3.14 and only for choices, hence this small addition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import NoReturn
+
+
+def command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` were parsed for: `trainscale runs list` gives
+    the parser of `runs list`, following each level's chosen sub-command."""
+    while True:
+        chosen = None
+        for action in parser._actions:  # argparse keeps sub-parsers nowhere public
+            if isinstance(action, argparse._SubParsersAction):
+                name = getattr(args, action.dest, None)
+                chosen = action.choices.get(name) if isinstance(name, str) else None
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
+def closest_option(parser: argparse.ArgumentParser, given: str) -> str | None:
+    """The long option of `parser` most like `given` (`--wokers` -> `--workers`), if one is
+    close; a value given with `=` is left out of the comparison."""
+    name = given.split("=", 1)[0]
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    matches = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
+    return matches[0] if matches else None
+
+
+def reject_unrecognized(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]
+) -> NoReturn:
+    """Exit through the error of the command `extras` were given to, suggesting for each
+    unknown option the known one it most resembles."""
+    owner = command_parser(parser, args)
+    likely = {
+        given: option
+        for given in extras
+        if given.startswith("-") and (option := closest_option(owner, given)) is not None
+    }
+    message = "unrecognized arguments: " + " ".join(extras)
+    if len(likely) == 1:
+        message += f"; did you mean {next(iter(likely.values()))}?"
+    elif likely:
+        message += "; did you mean " + ", ".join(f"{o} for {g}" for g, o in likely.items()) + "?"
+    if _names_a_script(args):
+        message += "; a script's own arguments go after `--` (SCRIPT.py -- ARGS)"
+    owner.error(message)
+
+
+def _names_a_script(args: argparse.Namespace) -> bool:
+    """Whether the command takes a script's arguments (run, bench, recommend) and was given a
+    script (a `.py` file that calls `meter()`): the extras are then likely the script's own."""
+    if not hasattr(args, "script_args"):
+        return False
+    # Imported here: the launcher imports torch, which a mistyped option should not wait for
+    # unless a script was named.
+    from trainscale.runner.script_launch import is_script
+
+    return any(isinstance(value, str) and is_script(value) for value in vars(args).values())

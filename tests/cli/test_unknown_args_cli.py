@@ -1,0 +1,61 @@
+"""An option no command takes is said by the command it was given to, with the option it
+most resembles: a typo costs one line that names the fix, not a look through `--help`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import one_error_line, run_cli
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["run", "mnist-cnn", "--wokers", "2"],
+            "trainscale run: error: unrecognized arguments: --wokers 2; did you mean --workers?"
+            " (see `trainscale run --help`)",
+        ),
+        (
+            ["runs", "list", "--limt", "3"],
+            "trainscale runs list: error: unrecognized arguments: --limt 3; did you mean --limit?"
+            " (see `trainscale runs list --help`)",
+        ),
+        (
+            ["simulate", "mnist-cnn", "--cluster=local", "--wrkers=1,2"],
+            "trainscale simulate: error: unrecognized arguments: --wrkers=1,2; did you mean"
+            " --workers? (see `trainscale simulate --help`)",
+        ),
+    ],
+)
+def test_a_mistyped_option_is_named_with_its_likely_spelling(capsys, args, said):
+    assert run_cli(args) == 2
+    assert one_error_line(capsys) == said
+
+
+def test_each_of_several_mistyped_options_gets_its_own_suggestion(capsys):
+    assert run_cli(["run", "mnist-cnn", "--wokers", "2", "--epohcs", "1"]) == 2
+    line = one_error_line(capsys)
+    assert "did you mean --workers for --wokers, --epochs for --epohcs?" in line
+
+
+def test_an_argument_like_no_option_is_named_without_a_guess(capsys):
+    assert run_cli(["report", "--tag", "x", "--out", "o", "--zzzz"]) == 2
+    assert one_error_line(capsys) == (
+        "trainscale report: error: unrecognized arguments: --zzzz (see `trainscale report --help`)"
+    )
+
+
+def test_arguments_after_a_script_are_pointed_after_the_separator(capsys):
+    assert run_cli(["bench", str(EXAMPLES / "mnist_script.py"), "--lr", "3"]) == 2
+    assert "a script's own arguments go after `--`" in one_error_line(capsys)
+
+
+def test_a_workload_file_is_not_taken_for_a_script(capsys):
+    workload = EXAMPLES / "custom_workload" / "my_workload.py"
+    assert run_cli(["bench", str(workload), "--lr", "3"]) == 2
+    assert "after `--`" not in one_error_line(capsys)
