@@ -156,6 +156,8 @@ def main() -> int:
             "import trainscale\n"
             "m = trainscale.probe(quick=True, only=['matmul'])\n"
             "print(m.matmul_flops_per_s)\n"
+            "assert len(trainscale.probes(kind='matmul')) >= 1\n"
+            "print(trainscale.env().host)\n"
         )
         frames = (
             "import sys, trainscale\n"
@@ -180,7 +182,10 @@ def main() -> int:
                 "python -c trainscale.simulate(...)",
                 [str(venv / "bin" / "python"), "-c", predicted],
             ),
-            Check("python -c trainscale.probe(...)", [str(venv / "bin" / "python"), "-c", probed]),
+            Check(
+                "python -c trainscale.probe(...), probes(), env()",
+                [str(venv / "bin" / "python"), "-c", probed],
+            ),
             Check(
                 "run SCRIPT.py -- ARGS (own script)",
                 [

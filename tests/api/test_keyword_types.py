@@ -90,6 +90,7 @@ WRONG = [
     ("run", None, {"steps": 2.0}, "steps"),
     ("bench", (), {"steps": "3"}, "steps"),
     ("runs", (), {"limit": "3"}, "limit"),
+    ("probes", (), {"limit": "3"}, "limit"),
     ("simulate", None, {"samples": "100"}, "samples"),
     # float
     ("run", None, {"lr": "0.1"}, "lr"),
@@ -110,6 +111,7 @@ WRONG = [
     ("run", None, {"device": None}, "device"),
     ("bench", (), {"framework": 3}, "framework"),
     ("runs", (), {"status": 5}, "status"),
+    ("probes", (), {"kind": 5}, "kind"),
     ("runs", (), {"tag": ["a"]}, "tag"),
     ("report", (), {"out": "r", "baseline": 1}, "baseline"),
     # path
@@ -119,6 +121,7 @@ WRONG = [
     ("sweep", None, {"report": 1}, "report"),
     ("report", (), {"out": "r", "prices": 1.5}, "prices"),
     ("compare", None, {"store": ["s.db"]}, "store"),
+    ("env", (), {"store": ["s.db"]}, "store"),
     # list (an iterable of ids)
     ("report", (), {"out": "r", "runs": 3.5}, "runs"),
     # mapping
@@ -147,6 +150,8 @@ STARTS = (
     (questions, "run_emulation"),
     (questions, "time_to_accuracy"),
     (machine, "run_probe"),
+    (machine, "list_probes"),
+    (machine, "describe_machine"),
 )
 """The functions through which the API's calls start work once their keywords are checked."""
 
@@ -337,6 +342,8 @@ KEYWORDS = {
     "sweep": ["quick", "data", "data_dir", "workload_options", "resume", "report", "dry_run"],
     "compare": ["config", "confidence", "resamples", "seed", "store"],
     "runs": ["status", "tag", "limit", "store"],
+    "probes": ["kind", "limit", "store"],
+    "env": ["store"],
     "report": ["sweep", "runs", "tag", "baseline", "prices", "store"],
     "recommend": [
         *("budget_s", "quick", "rung_steps", "warmup_steps", "batch_multipliers"),

@@ -31,8 +31,9 @@ def test_the_api_names_stay_the_functions_once_every_package_is_imported():
 
     # No subpackage of trainscale takes an API function's name when it is imported.
     functions = ("run", "bench", "sweep", "compare", "runs", "report")
-    questions = ("recommend", "simulate", "emulate", "predict_time_to_accuracy", "probe")
-    for name in (*functions, *questions):
+    questions = ("recommend", "simulate", "emulate", "predict_time_to_accuracy")
+    machine = ("env", "probe", "probes")
+    for name in (*functions, *questions, *machine):
         assert callable(getattr(trainscale, name)), name
         assert getattr(trainscale, name) is getattr(api, name), name
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import trainscale
-from trainscale.api.results import PROBE_COLUMNS
+from trainscale.api.machine_results import PROBE_COLUMNS
 from trainscale.cli import main
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import trainscale
-from trainscale.api import calls, questions
+from trainscale.api import calls, machine, questions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.probing import run as probing
 
@@ -43,6 +43,8 @@ POSITIONAL: dict[str, tuple[Any, ...]] = {
     "emulate": ("mnist-cnn",),
     "predict_time_to_accuracy": ("mnist-cnn",),
     "probe": (),
+    "probes": (),
+    "env": (),
 }
 """What each function is given by position (report's `out` is required: it is drawn too)."""
 TAKEN_BY_POSITION = {
@@ -104,6 +106,8 @@ def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
         (questions, "run_emulation"),
         (questions, "time_to_accuracy"),
         (probing, "execute_probe"),  # after the probe's plan, which checks every value
+        (machine, "list_probes"),
+        (machine, "describe_machine"),
     ):
         monkeypatch.setattr(module, name, _stand_in(getattr(module, name)))
 

@@ -9,13 +9,13 @@ included (seconds); `import trainscale` alone stays cheap and loads this on firs
 """
 
 from trainscale.api.calls import bench, compare, report, run, runs, sweep
-from trainscale.api.machine import probe
+from trainscale.api.machine import env, probe, probes
+from trainscale.api.machine_results import MachineFacts, MachineProbe, StoredProbe, StoredProbes
 from trainscale.api.questions import emulate, predict_time_to_accuracy, recommend, simulate
 from trainscale.api.results import (
     BenchResults,
     Comparison,
     Emulation,
-    MachineProbe,
     Recommendation,
     ReportFiles,
     ScalingPrediction,
@@ -31,12 +31,15 @@ __all__ = [
     "BenchResults",
     "Comparison",
     "Emulation",
+    "MachineFacts",
     "MachineProbe",
     "ProbeFailed",
     "Recommendation",
     "ReportFiles",
     "RunFailed",
     "ScalingPrediction",
+    "StoredProbe",
+    "StoredProbes",
     "StoredRun",
     "StoredRuns",
     "SweepResults",
@@ -44,8 +47,10 @@ __all__ = [
     "bench",
     "compare",
     "emulate",
+    "env",
     "predict_time_to_accuracy",
     "probe",
+    "probes",
     "recommend",
     "report",
     "run",

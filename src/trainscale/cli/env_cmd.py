@@ -29,22 +29,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the environment as a table (default) or JSON; returns the exit status."""
     # Imported here so that `trainscale --help` does not pay for importing torch.
-    from trainscale.errors import TrainscaleError
-    from trainscale.hardware.machine import machine_report
-    from trainscale.results.store import RunStore, default_store_path
+    from trainscale.reporting.this_machine import describe_machine
 
-    path = args.store or default_store_path()
-    if not path.is_file():  # env never creates a store
-        report = machine_report(no_store=f"no results store at {path}")
-    elif args.store is not None:  # the store asked for: one that cannot be read is an error
-        with RunStore(path, create=False) as store:
-            report = machine_report(store)
-    else:  # the default store: the machine's facts do not depend on it
-        try:
-            with RunStore(path, create=False) as store:
-                report = machine_report(store)
-        except TrainscaleError as error:
-            report = machine_report(no_store=f"cannot read {path}: {error}")
+    report = describe_machine(args.store)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0

@@ -57,20 +57,7 @@ class ProbeList:
 
     def to_dicts(self) -> list[dict[str, Any]]:
         """Every probe as plain data (`--json`): its row's fields and the stored result."""
-        return [
-            {
-                "probe_id": probe.probe_id,
-                "created_at": probe.created_at,
-                "kind": probe.kind,
-                "host": probe.host,
-                "device_type": probe.device_type,
-                "device": probe.device,
-                "workers": probe.workers,
-                "caveats": caveats(probe),
-                "result": probe.result,
-            }
-            for probe in self.probes
-        ]
+        return [probe_to_dict(probe) for probe in self.probes]
 
 
 def list_probes(
@@ -79,6 +66,21 @@ def list_probes(
     """The stored probes (of `kind`, or all), at most `limit`, newest first."""
     with open_for_reading(store) as opened:
         return ProbeList(opened.path, opened.list_probes(kind=kind, limit=limit), kind)
+
+
+def probe_to_dict(probe: ProbeRecord) -> dict[str, Any]:
+    """The probe as plain data (its object of `--json`): its row's fields and the result."""
+    return {
+        "probe_id": probe.probe_id,
+        "created_at": probe.created_at,
+        "kind": probe.kind,
+        "host": probe.host,
+        "device_type": probe.device_type,
+        "device": probe.device,
+        "workers": probe.workers,
+        "caveats": caveats(probe),
+        "result": probe.result,
+    }
 
 
 def headline(probe: ProbeRecord) -> str:
