@@ -283,6 +283,31 @@ def test_time_to_target_says_missed_only_for_evaluated_runs(
     assert out.splitlines()[1].split()[-1] == expected
 
 
+def test_list_json_is_the_json_export_of_the_same_runs(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(store_path)]
+    for filters in ([], ["--status", "completed"], ["--workload", "nope"], ["--limit", "2"]):
+        code, listed, err = _run(capsys, "runs", "list", "--json", *filters, *store)
+        assert code == 0 and err == ""
+        _, exported, _ = _run(capsys, "runs", "export", "--format", "json", *filters, *store)
+        assert json.loads(listed) == json.loads(exported), filters
+    assert [run["run_id"][:8] for run in json.loads(listed)] == ["aaab3333", "bbbb2222"]
+
+
+def test_show_json_is_the_runs_exported_object(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(store_path)]
+    code, out, err = _run(capsys, "runs", "show", "aaaa1111", "--json", *store)
+    assert code == 0 and err == ""
+    shown = json.loads(out)
+    _, exported, _ = _run(capsys, "runs", "export", "--format", "json", "--run", "aaaa", *store)
+    assert [shown] == json.loads(exported)
+    assert [epoch["test_accuracy"] for epoch in shown["epochs"]] == [0.98, 0.9912]
+    assert _run(capsys, "runs", "show", "zzzz", "--json", *store)[0] == 2
+
+
 # -- runs sweeps ------------------------------------------------------------------------------
 
 
@@ -330,6 +355,16 @@ def test_sweeps_lists_stored_sweeps_newest_first(
 
     code, out, _ = _run(capsys, "runs", "sweeps", "--limit", "1", "--store", str(path))
     assert code == 0 and len(out.splitlines()) == 2 and "9ew09ew0" in out
+
+    code, out, _ = _run(capsys, "runs", "sweeps", "--json", "--store", str(path))
+    newest, oldest = json.loads(out)
+    assert (newest["sweep_id"], newest["completed"], newest["planned"]) == ("9ew0" * 8, 0, 2)
+    assert (oldest["name"], oldest["source"], oldest["completed"]) == (
+        "threads [study]",
+        "study.toml",
+        1,
+    )
+    assert oldest["plan"] == plan and oldest["spec_hash"] == "s1"
 
 
 def test_sweeps_of_a_store_without_sweeps(

@@ -1,22 +1,16 @@
-"""`trainscale runs`: list, show and export the runs in a results store (the export is
-`runs_export.py`), and list its sweeps and its probes (`runs_probes.py`)."""
+"""`trainscale runs`: list, show and export the runs in a results store (one run's sections
+are `runs_show.py`, the export `runs_export.py`), and list its sweeps and its probes
+(`runs_probes.py`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
-from rich.text import Text
-
-from trainscale.cli import runs_export, runs_probes
-from trainscale.cli.common import add_store_argument
-from trainscale.cli.console import (
-    column_table,
-    emit,
-    emit_unsquashed,
-    key_value_table,
-    status_cell,
-    stdout_console,
-)
+from trainscale.cli import runs_export, runs_probes, runs_show
+from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.console import column_table, emit, emit_unsquashed, status_cell, stdout_console
 from trainscale.cli.values import positive_int
 from trainscale.reporting import listing as stored
 from trainscale.results.schema import RUN_STATUSES
@@ -47,15 +41,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--limit", type=positive_int, metavar="N", help="at most N runs (the newest)"
     )
 
-    actions.add_parser(
+    list_parser = actions.add_parser(
         "list", parents=[filters, store], help="a table of stored runs, newest first"
-    ).set_defaults(runs_handler=_list)
-
-    show_parser = actions.add_parser(
-        "show", parents=[store], help="config, environment, summary and epochs of one run"
     )
-    show_parser.add_argument("run_id", metavar="RUN_ID", help="run id, or a unique prefix of it")
-    show_parser.set_defaults(runs_handler=_show)
+    add_json_argument(list_parser, help="print the runs as `runs export --format json` writes them")
+    list_parser.set_defaults(runs_handler=_list)
+
+    runs_show.add_parser(actions, [store])
 
     runs_export.add_parser(actions, [filters, store])
 
@@ -73,6 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sweeps_parser.add_argument(
         "--limit", type=positive_int, metavar="N", help="at most N sweeps (the newest)"
     )
+    add_json_argument(sweeps_parser, help="print every sweep, with its spec and plan, as JSON")
     sweeps_parser.set_defaults(runs_handler=_sweeps)
     runs_probes.add_parser(actions, [store])
     parser.set_defaults(handler=run)
@@ -84,7 +77,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    found = stored.list_runs(args.store, **{key: getattr(args, key) for key in _FILTERS})
+    filters = {key: getattr(args, key) for key in _FILTERS}
+    if args.json:
+        stored.export_stored_runs("json", sys.stdout, args.store, **filters)
+        return 0
+    found = stored.list_runs(args.store, **filters)
     console = stdout_console()
     if not found.records:
         emit(console, found.empty_message)
@@ -97,36 +94,14 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace) -> int:
-    details = stored.run_details(args.run_id, args.store)
-    record = details.record
-    console = stdout_console()
-    emit(console, Text(f"run {record.run_id} ") + status_cell(details.status, record.status))
-    emit(console, key_value_table(console, details.overview()))
-    if record.error:
-        emit(console, _section("error"), Text(record.error, style="red"))
-    if record.data_kind == "synthetic":
-        emit(console, Text("synthetic data: accuracy and loss figures measure nothing"))
-    if record.summary:
-        emit(console, _section("summary"), key_value_table(console, details.summary()))
-    if details.epochs:
-        emit(console, _section("epochs"))
-        emit_unsquashed(console, column_table(console, *details.epoch_table()))
-    for name, values in details.sections().items():
-        table = key_value_table(console, values) if values else "(not recorded)"
-        emit(console, _section(name), table)
-    return 0
-
-
 def _sweeps(args: argparse.Namespace) -> int:
     found = stored.list_sweeps(args.store, args.limit)
+    if args.json:
+        print(json.dumps(found.to_dicts(), indent=2))
+        return 0
     console = stdout_console()
     if not found.sweeps:
         emit(console, f"no sweeps in {found.store}")
         return 0
     emit_unsquashed(console, column_table(console, stored.SWEEP_COLUMNS, found.rows()))
     return 0
-
-
-def _section(name: str) -> Text:
-    return Text(f"\n{name}", style="bold")

@@ -27,7 +27,7 @@ from trainscale.reporting.script_notes import (
     frameworks_text,
     is_input_bound,
 )
-from trainscale.results.export import SUMMARY_KEYS, export_runs
+from trainscale.results.export import SUMMARY_KEYS, export_runs, run_json_object
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
 from trainscale.results.records import RunRecord, SweepRecord
@@ -151,6 +151,10 @@ class RunDetails:
         """The run's status (`status_text`)."""
         return status_text(self.record)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The run as `runs export --format json` writes it: its stored object and epochs."""
+        return run_json_object(self.record, self.epochs)
+
     def contention_text(self) -> str | None:
         """The contention verdict and why; for a busy run, the figures and what it changes.
         None for a run stored without one."""
@@ -228,6 +232,23 @@ class SweepList:
     store: Path
     sweeps: list[SweepRecord]
     done: dict[str, int]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Every sweep as plain data (`--json`): what its row shows, its spec and its plan."""
+        return [
+            {
+                "sweep_id": sweep.sweep_id,
+                "name": sweep.name,
+                "created_at": sweep.created_at,
+                "source": sweep.source,
+                "planned": len(sweep.plan),
+                "completed": self.done.get(sweep.sweep_id, 0),
+                "spec_hash": sweep.spec_hash,
+                "spec": sweep.spec,
+                "plan": sweep.plan,
+            }
+            for sweep in self.sweeps
+        ]
 
     def rows(self) -> list[list[str]]:
         """One row of cells per sweep (`SWEEP_COLUMNS`)."""

@@ -133,16 +133,25 @@ def export_runs(
     if fmt == "csv":
         write_csv(out, CSV_COLUMNS, (run_to_csv_row(record) for record in records))
     elif fmt == "json":
-        items = []
-        for record in records:
-            item = run_to_json_dict(record)
-            if epochs_of is not None:
-                item["epochs"] = _finite_or_none(epochs_of(record.run_id))
-            items.append(item)
+        items = [
+            run_json_object(record, None if epochs_of is None else epochs_of(record.run_id))
+            for record in records
+        ]
         json.dump(items, out, indent=2, allow_nan=False)
         out.write("\n")
     else:
         raise ValueError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, not {fmt!r}")
+
+
+def run_json_object(
+    record: RunRecord, epochs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A run's object of the JSON export: `run_to_json_dict`, with its `epochs` when given
+    (a figure that is not finite is null, as JSON has no NaN)."""
+    item = run_to_json_dict(record)
+    if epochs is not None:
+        item["epochs"] = _finite_or_none(epochs)
+    return item
 
 
 def _finite_or_none(value: Any) -> Any:
