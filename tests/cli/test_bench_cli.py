@@ -120,3 +120,39 @@ def test_a_short_synthetic_bench_runs_its_rungs_in_rotated_rounds(tmp_path, caps
         assert interval
     elif len(rounds[0]) > 1:  # busy rounds are left out: a rung may have no pair left
         assert interval or "cannot tell: busy machine" in table
+
+
+def test_json_is_the_benchs_document_on_stdout_and_nothing_else(tmp_path, capsys, monkeypatch):
+    import json
+
+    from trainscale.benchmark import run as bench_run
+    from trainscale.results.store import RunStore
+
+    plan = bench_run.plan_ladder  # the serial baseline and one more setting keep it short
+    monkeypatch.setattr(bench_run, "plan_ladder", lambda *args: plan(*args)[:2])
+    store = tmp_path / "bench.db"
+    args = ["bench", "--quick", "--data", "synthetic", "--rounds", "1", "--steps", "2"]
+    assert run_cli([*args, "--store", str(store), "--out", "t.md", "--json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)  # stdout is the document, whole
+    assert "table written to t.md" in captured.err and "│" not in captured.out
+
+    with RunStore(store) as opened:
+        stored = opened.list_runs(tag=f"bench:{document['bench_id']}")
+    assert [run["run_id"] for run in document["runs"]] == [r.run_id for r in reversed(stored)]
+    assert (document["data"], document["rounds"], document["out"]) == ("synthetic", 1, "t.md")
+    names = [row["setting"] for row in document["table"]]
+    assert names[0] == "serial 1 core (baseline)" and len(names) == 2
+    completed = {r.config_hash for r in stored if r.status == "completed"}
+    assert {row["config_hash"] for row in document["configurations"]} == completed
+    assert {row["setting"] for row in document["configurations"]} <= set(names)
+    assert document["gpu_verdicts"] == []  # no GPU here: no verdict claimed
+    assert (tmp_path / "t.md").is_file()
+
+    import trainscale
+
+    from_python = trainscale.bench(
+        data="synthetic", quick=True, steps=2, rounds=1, out=None, store=store
+    )
+    assert set(from_python.to_dict()) == set(document)
+    assert from_python.to_dict()["runs"] == [run.to_dict() for run in from_python.runs]

@@ -30,9 +30,9 @@ from trainscale.api.results import (
 )
 from trainscale.api.stored import StorePath, store_file, stored_run, stored_runs
 from trainscale.api.workload_arg import needs_a_workload, workload_text
+from trainscale.benchmark.document import bench_document, bench_runs
 from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.run import BenchResult, run_bench
-from trainscale.benchmark.table import baseline_of
 from trainscale.config.options import option_leaves
 from trainscale.errors import ConfigError
 from trainscale.reporting import ReportError
@@ -302,34 +302,26 @@ def _configurations(store: Path, **source: Any) -> tuple[dict[str, Any], ...]:
 
 def _bench_results(result: BenchResult, store: Path | None) -> BenchResults:
     store_path = store or default_store_path()
-    stored = stored_runs(store_path, tag=f"bench:{result.bench_id}")
-    setting_of = {
-        run["run_id"]: item.rung.name for item in result.results for run in item.completed
-    }
-    configurations: tuple[dict[str, Any], ...] = ()
-    base = baseline_of(result.results)
-    if setting_of and base is not None:
-        rows = _configurations(
-            store_path, run_ids=list(setting_of), baseline=base.completed[0]["run_id"]
-        )
-        configurations = tuple(
-            {"setting": setting_of.get(str(row["run_ids"]).split()[0]), **row} for row in rows
-        )
+    records = bench_runs(result, store_path)
+    document = bench_document(result, store_path, records)
     return BenchResults(
         bench_id=result.bench_id,
         workload=result.workload,
-        data=result.options.data.kind,
+        data=document["data"],
         data_note=result.data_note,
         steps=result.steps,
         rounds=result.rounds,
         global_batch_size=result.global_batch_size,
         out=result.out,
-        table=tuple(result.rows),
-        pitfalls=tuple(result.pitfall_lines),
+        table=tuple(document["table"]),
+        pitfalls=tuple(document["pitfalls"]),
         extra_rounds=result.extra_rounds,
-        busy=tuple(result.busy_lines),
-        runs=stored,
-        configurations=configurations,
+        busy=tuple(document["busy"]),
+        baselines=tuple(document["baselines"]),
+        gpu_verdicts=tuple(document["gpu_verdicts"]),
+        runs=StoredRuns(tuple(StoredRun.from_record(record) for record in records)),
+        configurations=tuple(document["configurations"]),
+        document=document,
     )
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from trainscale.benchmark.options import BenchOptions
-from trainscale.benchmark.run import DEFAULT_OUT
+from trainscale.benchmark.run import DEFAULT_OUT, BenchResult
 from trainscale.cli.bench_progress import Progress
-from trainscale.cli.common import add_data_choice_argument, add_store_argument
+from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
+from trainscale.cli.lines import stdout_to_stderr
 from trainscale.cli.values import given_name
 from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
 
@@ -60,32 +63,55 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="where to write the Markdown table, in an existing writable directory "
         f"(default: {DEFAULT_OUT})",
     )
+    add_json_argument(
+        parser,
+        help="print the bench as one JSON object (its table, verdicts, configurations and "
+        "runs) instead of the table; progress stays on stderr",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from trainscale.benchmark import run_bench
     from trainscale.benchmark.script_bench import bench_target
-    from trainscale.cli.console import emit, stdout_console, uncut
 
     console = Console(stderr=True)
     workload, script = bench_target(args.target, args.workload, args.script_args is not None)
-    result = run_bench(
-        workload,
-        script=script,
-        script_args=args.script_args or (),
-        options=declared_from_args(BenchOptions, args),
-        framework=args.framework,
-        data=args.data,
-        data_dir=args.data_dir,
-        download=args.download,
-        store=args.store,
-        out=args.out,
-        listener=Progress(console),
-    )
+    with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+        result = run_bench(
+            workload,
+            script=script,
+            script_args=args.script_args or (),
+            options=declared_from_args(BenchOptions, args),
+            framework=args.framework,
+            data=args.data,
+            data_dir=args.data_dir,
+            download=args.download,
+            store=args.store,
+            out=args.out,
+            listener=Progress(console),
+        )
+    if args.json:
+        from trainscale.benchmark.document import bench_document
+        from trainscale.results.store import default_store_path
+
+        store = Path(args.store) if args.store else default_store_path()
+        print(json.dumps(bench_document(result, store), indent=2))
+    else:
+        _print_table(result)
+    console.print(f"table written to {result.out}")
+    # Partial failures are in the table and the store; only "nothing ran" fails the command.
+    return 1 if result.all_failed else 0
+
+
+def _print_table(result: BenchResult) -> None:
+    """The bench's table on stdout, and under it its notes, baselines, verdicts and pitfalls."""
+    from rich.table import Table
+
+    from trainscale.cli.console import emit, stdout_console, uncut
+
     rows = result.rows
     table = Table(title=result.title)
     headers = [h for h in rows[0] if h != "note"]
@@ -107,6 +133,3 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"  {line}")
     for line in result.busy_lines:
         out.print(line, style="yellow", markup=False)
-    console.print(f"table written to {result.out}")
-    # Partial failures are in the table and the store; only "nothing ran" fails the command.
-    return 1 if result.all_failed else 0
