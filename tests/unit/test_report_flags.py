@@ -98,3 +98,21 @@ def test_more_threads_in_one_worker_is_judged_per_core_not_per_worker(tmp_path):
     assert threaded.efficiency_per_core is not None and threaded.efficiency_per_core < 0.9
     assert not any("above 100%" in n for n in threaded.notes)
     assert not any("efficiency above 100%" in n for n in data.notes)
+
+
+def test_a_faster_setting_on_the_baselines_own_cores_is_explained_not_flagged(tmp_path):
+    # 2 pinned processes against 1 process of 2 threads, on the same 2 cores: 1.23x is the
+    # same hardware used better, not parallel scaling beyond 100%.
+    configs = [
+        FixtureConfig("1 x 2 threads", "mnist-cnn", 1, 2, "compact", [100.0, 101.0, 99.0]),
+        FixtureConfig("2 pinned workers", "mnist-cnn", 2, 1, "compact", [123.0, 124.0, 122.0]),
+    ]
+    data = load_report_data(build_store(tmp_path / "s.db", configs), sweep_id=SWEEP)
+    base, pinned = data.workloads[0].configurations
+    assert (base.cores, pinned.cores) == (2, 2)
+    assert pinned.efficiency_per_core is not None and pinned.efficiency_per_core > 1.2
+    assert "1.23x on 2 core(s), no more than the baseline's 2: the same hardware used " in (
+        " ".join(pinned.notes)
+    )
+    assert not any("implausible" in n for n in pinned.notes)
+    assert not any("efficiency above 100%" in n for n in data.notes)

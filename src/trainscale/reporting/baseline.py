@@ -79,8 +79,10 @@ def above_full_efficiency(config: Configuration, base: Configuration | None) -> 
     more than the baseline's cores, so its efficiency per worker passes 100% plausibly (one
     worker of 2 threads at 1.7x one core's speed). A lower precision than the baseline's is
     faster arithmetic, and a GPU against a CPU baseline compares devices: neither is parallel
-    efficiency, nor implausible."""
-    if base is not None and not _same_arithmetic(config, base):
+    efficiency, nor implausible. Nor is a setting on no more cores than the baseline's
+    faster than it: that is the same hardware used better (2 pinned processes against 1
+    process of 2 threads), not parallel scaling."""
+    if base is not None and (not _same_arithmetic(config, base) or config.cores <= base.cores):
         return False
     return config.efficiency_per_core is not None and config.efficiency_per_core > FULL_EFFICIENCY
 
@@ -136,7 +138,14 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
                 f"efficiency {per_core:.0%} is against the baseline's {base.precision}: "
                 f"{config.precision} arithmetic is faster, not parallel efficiency"
             )
-        elif config.device_type == base.device_type:
+        elif config.device_type != base.device_type:
+            pass  # a GPU against a CPU baseline compares devices
+        elif config.cores <= base.cores:
+            notes.append(
+                f"{speedup:.2f}x on {config.cores} core(s), no more than the baseline's "
+                f"{base.cores}: the same hardware used better, not parallel scaling"
+            )
+        else:
             notes.append(
                 f"efficiency {per_core:.0%} is above 100%: implausible; likely the baseline "
                 "was slowed (contention or stalls), a different batch, or turbo/cache effects"
