@@ -51,6 +51,11 @@ def test_bench_gives_one_row_per_configuration(tmp_path, monkeypatch):
     assert baseline["setting"].tolist() == ["serial 1 core (baseline)"]
     assert baseline["speedup"].tolist() == [pytest.approx(1.0)]
     assert result.to_dict()["runs"][0]["run_id"] == result.runs[0].run_id
+    # to_dict() is `trainscale bench --json` (tests/cli/test_bench_cli.py): the same fields.
+    document = result.to_dict()
+    assert document["table"] == [dict(row) for row in result.table]
+    assert document["baselines"] == list(result.baselines) and result.baselines
+    assert document["gpu_verdicts"] == list(result.gpu_verdicts) == []
 
 
 def test_a_sweep_then_its_comparison_and_report(tmp_path):

@@ -148,11 +148,3 @@ def test_json_is_the_benchs_document_on_stdout_and_nothing_else(tmp_path, capsys
     assert {row["setting"] for row in document["configurations"]} <= set(names)
     assert document["gpu_verdicts"] == []  # no GPU here: no verdict claimed
     assert (tmp_path / "t.md").is_file()
-
-    import trainscale
-
-    from_python = trainscale.bench(
-        data="synthetic", quick=True, steps=2, rounds=1, out=None, store=store
-    )
-    assert set(from_python.to_dict()) == set(document)
-    assert from_python.to_dict()["runs"] == [run.to_dict() for run in from_python.runs]
