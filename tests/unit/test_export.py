@@ -182,3 +182,10 @@ def test_exports_carry_the_contention_verdict_sweep_and_repeat_of_each_run() -> 
     flat = run_to_json_dict(record)
     assert flat["contention_verdict"] == "busy" and flat["repeat_index"] == 2
     assert run_to_json_dict(_record("old"))["contention_verdict"] is None
+
+
+def test_finite_or_none_nulls_every_figure_json_cannot_hold_wherever_it_is():
+    from trainscale.results.export import finite_or_none
+
+    nested = {"a": float("nan"), "b": [1.0, float("inf")], "c": (2.0, float("-inf")), "d": "x"}
+    assert finite_or_none(nested) == {"a": None, "b": [1.0, None], "c": [2.0, None], "d": "x"}

@@ -16,7 +16,7 @@ from trainscale.benchmark.table import baseline_of
 from trainscale.reporting import ReportError
 from trainscale.reporting.build import load_report_data
 from trainscale.reporting.csv_table import csv_rows
-from trainscale.results.export import run_to_json_dict
+from trainscale.results.export import finite_or_none, run_to_json_dict
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
 
@@ -50,23 +50,26 @@ def bench_document(
 ) -> dict[str, Any]:
     """The bench as one JSON-ready object: what it measured and how, the table's rows, the
     lines printed under it (baselines, the GPU verdicts, the pitfalls, busy rounds), the
-    configurations and every run's `--json` object. `runs`: `bench_runs`, if already read."""
+    configurations and every run's `--json` object, strict JSON (a figure that is not
+    finite is None). `runs`: `bench_runs`, if already read."""
     records = bench_runs(result, store) if runs is None else runs
-    return {
-        "bench_id": result.bench_id,
-        "workload": result.workload,
-        "data": result.options.data.kind,
-        "data_note": result.data_note,
-        "steps": result.steps,
-        "rounds": result.rounds,
-        "global_batch_size": result.global_batch_size,
-        "out": str(result.out) if result.out else None,
-        "table": result.rows,
-        "baselines": result.baseline_lines,
-        "gpu_verdicts": result.gpu_lines,
-        "pitfalls": result.pitfall_lines,
-        "extra_rounds": result.extra_rounds,
-        "busy": result.busy_lines,
-        "configurations": bench_configurations(result, store),
-        "runs": [run_to_json_dict(record) for record in records],
-    }
+    return finite_or_none(
+        {
+            "bench_id": result.bench_id,
+            "workload": result.workload,
+            "data": result.options.data.kind,
+            "data_note": result.data_note,
+            "steps": result.steps,
+            "rounds": result.rounds,
+            "global_batch_size": result.global_batch_size,
+            "out": str(result.out) if result.out else None,
+            "table": result.rows,
+            "baselines": result.baseline_lines,
+            "gpu_verdicts": result.gpu_lines,
+            "pitfalls": result.pitfall_lines,
+            "extra_rounds": result.extra_rounds,
+            "busy": result.busy_lines,
+            "configurations": bench_configurations(result, store),
+            "runs": [run_to_json_dict(record) for record in records],
+        }
+    )

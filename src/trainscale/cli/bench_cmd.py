@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         from trainscale.results.store import default_store_path
 
         store = Path(args.store) if args.store else default_store_path()
-        print(json.dumps(bench_document(result, store), indent=2))
+        print(json.dumps(bench_document(result, store), indent=2, allow_nan=False))
     else:
         _print_table(result)
     console.print(f"table written to {result.out}")

@@ -95,7 +95,7 @@ def run_to_json_dict(record: RunRecord) -> dict[str, Any]:
     flat["env"] = record.env
     flat["config"] = record.config
     flat["schema_version"] = record.schema_version
-    return _finite_or_none(flat)
+    return finite_or_none(flat)
 
 
 def run_to_csv_row(record: RunRecord) -> dict[str, Any]:
@@ -150,16 +150,18 @@ def run_json_object(
     (a figure that is not finite is null, as JSON has no NaN)."""
     item = run_to_json_dict(record)
     if epochs is not None:
-        item["epochs"] = _finite_or_none(epochs)
+        item["epochs"] = finite_or_none(epochs)
     return item
 
 
-def _finite_or_none(value: Any) -> Any:
-    # Strict JSON has no NaN; a diverged loss is exported as null rather than breaking readers.
+def finite_or_none(value: Any) -> Any:
+    """`value` with every float that is not finite, in its dicts and lists too, as None:
+    strict JSON has no NaN, and a diverged loss is exported as null rather than breaking
+    readers."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {key: _finite_or_none(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite_or_none(item) for item in value]
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):  # a tuple is a JSON list too
+        return [finite_or_none(item) for item in value]
     return value
