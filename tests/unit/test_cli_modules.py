@@ -4,6 +4,8 @@ run options and shared arguments are declared once."""
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import re
 import subprocess
 import sys
@@ -133,3 +135,30 @@ def test_help_loads_no_heavy_package() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _json_writers(source: str) -> list[str]:
+    """The calls of json.dump / json.dumps in a module's source."""
+    return [
+        ast.unparse(node.func)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("dump", "dumps")
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "json"
+    ]
+
+
+def test_every_json_output_is_printed_by_print_json() -> None:
+    # One place writes --json, strictly: no command prints NaN, which JSON does not have.
+    writing = {m.name: _json_writers(m.read_text()) for m in _modules() if m.name != "lines.py"}
+    assert not {name: calls for name, calls in writing.items() if calls}
+    assert _json_writers("import json\nprint(json.dumps({}))\n") == ["json.dumps"]  # can fail
+
+
+def test_print_json_writes_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainscale.cli.lines import print_json
+
+    print_json({"loss": float("nan"), "rates": (1.5, float("inf"))})
+    assert json.loads(capsys.readouterr().out) == {"loss": None, "rates": [1.5, None]}

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.run import DEFAULT_OUT, BenchResult
 from trainscale.cli.bench_progress import Progress
 from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
-from trainscale.cli.lines import stdout_to_stderr
+from trainscale.cli.lines import print_json, stdout_to_stderr
 from trainscale.cli.values import given_name
 from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
 
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         from trainscale.results.store import default_store_path
 
         store = Path(args.store) if args.store else default_store_path()
-        print(json.dumps(bench_document(result, store), indent=2, allow_nan=False))
+        print_json(bench_document(result, store), indent=2)
     else:
         _print_table(result)
     console.print(f"table written to {result.out}")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.lines import print_json
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         store=args.store,
     )
     if args.json:
-        print(json.dumps(comparison.to_dict()))
+        print_json(comparison.to_dict())
     else:
         _print_table(comparison)
     return 0

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.emulate_progress import Progress
-from trainscale.cli.lines import stdout_to_stderr
+from trainscale.cli.lines import print_json, stdout_to_stderr
 from trainscale.config.cli import (
     add_declared_options,
     add_option_arguments,
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             listener=None if quiet else Progress(),
         )
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print_json(result.to_dict())
     else:
         print("\n".join(result.table_lines()))
         print(f"report: {result.report_command}")

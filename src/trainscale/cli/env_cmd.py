@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.lines import print_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = describe_machine(args.store)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print_json(report.to_dict(), indent=2)
         return 0
 
     from rich.table import Table

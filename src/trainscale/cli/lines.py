@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
+
+
+def print_json(value: Any, indent: int | None = None) -> None:
+    """Print `value` as strict JSON on standard output: every --json output ends here, so
+    that none writes NaN or Infinity, which JSON does not have and strict readers refuse (a
+    figure that is not finite is null, as in the run export)."""
+    from trainscale.results.export import finite_or_none  # only when JSON is printed
+
+    print(json.dumps(finite_or_none(value), indent=indent, allow_nan=False))
 
 
 def one_line(text: str) -> str:

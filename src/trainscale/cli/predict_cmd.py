@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from trainscale.cli.common import add_json_argument, add_plot_argument, add_store_argument
+from trainscale.cli.lines import print_json
 from trainscale.config.cli import add_declared_group, declared_from_args
 from trainscale.simulator.options import MonteCarloOptions, StepModelOptions
 
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         plot_dir=args.plot,
     )
     if args.json:
-        print(json.dumps(result.to_dict()))
+        print_json(result.to_dict())
         return 0
     print_time_to_accuracy(
         table_console(),

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.lines import print_json
 from trainscale.config.cli import add_declared_options, declared_from_args
 from trainscale.probing.options import ProbeOptions
 
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainscale: {failure}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(result, indent=2))
+        print_json(result, indent=2)
     else:
         for line in summary_lines(result, quick=args.quick):
             print(line)

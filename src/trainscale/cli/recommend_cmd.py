@@ -4,11 +4,10 @@ accuracy; for a script, its fastest placement."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from trainscale.advisor.options import SEARCH_FIELDS, RecommendOptions
 from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
-from trainscale.cli.lines import stdout_to_stderr
+from trainscale.cli.lines import print_json, stdout_to_stderr
 from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
 from trainscale.config.options import option_leaves
 
@@ -91,5 +90,8 @@ def run(args: argparse.Namespace) -> int:
             framework=args.framework,
         )
     payload = result.to_dict()
-    print(json.dumps(payload) if args.json else "\n".join(summary_lines(payload)))
+    if args.json:
+        print_json(payload)
+    else:
+        print("\n".join(summary_lines(payload)))
     return 1 if result.accuracy_failed else 0  # the script failed in its whole run

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
-from trainscale.cli.lines import one_line, stdout_to_stderr
+from trainscale.cli.lines import one_line, print_json, stdout_to_stderr
 from trainscale.cli.script_run import data_wait_line, start
 from trainscale.config.cli import add_option_arguments, add_tag_argument
 from trainscale.metrics.run_flags import stall_text
@@ -127,7 +126,10 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(result, RemoteResult):  # --json prints only where global rank 0 ran
         print(result.describe(), file=sys.stderr if args.json else sys.stdout)
         return 0
-    print(json.dumps(result) if args.json else format_result(result))
+    if args.json:
+        print_json(result)
+    else:
+        print(format_result(result))
     warning = busy_warning(result)
     if warning:
         print(warning, file=sys.stderr)

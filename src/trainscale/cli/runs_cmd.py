@@ -5,12 +5,12 @@ are `runs_show.py`, the export `runs_export.py`), and list its sweeps and its pr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from trainscale.cli import runs_export, runs_probes, runs_show
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.cli.console import column_table, emit, emit_unsquashed, status_cell, stdout_console
+from trainscale.cli.lines import print_json
 from trainscale.cli.values import positive_int
 from trainscale.reporting import listing as stored
 from trainscale.results.schema import RUN_STATUSES
@@ -97,7 +97,7 @@ def _list(args: argparse.Namespace) -> int:
 def _sweeps(args: argparse.Namespace) -> int:
     found = stored.list_sweeps(args.store, args.limit)
     if args.json:
-        print(json.dumps(found.to_dicts(), indent=2))
+        print_json(found.to_dicts(), indent=2)
         return 0
     console = stdout_console()
     if not found.sweeps:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from trainscale.cli.common import add_json_argument
 from trainscale.cli.console import column_table, emit, emit_unsquashed, stdout_console
+from trainscale.cli.lines import print_json
 from trainscale.cli.values import positive_int
 from trainscale.probing.options import KINDS
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     found = list_probes(args.store, kind=args.kind, limit=args.limit)
     if args.json:
-        print(json.dumps(found.to_dicts(), indent=2))
+        print_json(found.to_dicts(), indent=2)
         return 0
     console = stdout_console()
     if not found.probes:

@@ -4,7 +4,6 @@ lines (config, environment, summary, epochs), or as its JSON object."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from rich.text import Text
 
@@ -17,6 +16,7 @@ from trainscale.cli.console import (
     status_cell,
     stdout_console,
 )
+from trainscale.cli.lines import print_json
 from trainscale.reporting import listing as stored
 
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the run's sections, or its JSON object; exit status 0."""
     details = stored.run_details(args.run_id, args.store)
     if args.json:
-        print(json.dumps(details.to_dict(), indent=2, allow_nan=False))
+        print_json(details.to_dict(), indent=2)
         return 0
     record = details.record
     console = stdout_console()

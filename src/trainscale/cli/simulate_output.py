@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from trainscale.cli.lines import print_json
 
 
 def print_result(result: Any, as_json: bool) -> int:
@@ -14,7 +15,7 @@ def print_result(result: Any, as_json: bool) -> int:
     from trainscale.simulator.published_run import PublishedFitResult
 
     if as_json:
-        print(json.dumps(result.to_dict()))
+        print_json(result.to_dict())
         return 0
     console = table_console()
     if isinstance(result, simulator.ClusterPresets):

@@ -4,10 +4,10 @@ published scaling tables (docs/published-scaling.md), printed as tables or JSON.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from trainscale.cli.lines import print_json
 from trainscale.cli.simulate_output import print_result, print_table
 from trainscale.cli.values import positive_ints
 from trainscale.config.cli import refuse_given
@@ -82,7 +82,7 @@ def _list(as_json: bool) -> int:
             {**{key: getattr(t, key) for key in keys}, "devices": [p.devices for p in t.points]}
             for t in tables
         ]
-        print(json.dumps(records))
+        print_json(records)
         return 0
     rows = [
         [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from trainscale.cli.architectures_table import (
@@ -12,6 +11,7 @@ from trainscale.cli.architectures_table import (
     print_architectures,
 )
 from trainscale.cli.common import add_json_argument
+from trainscale.cli.lines import print_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             for w in specs
         ]
         rows += [architecture_row(w) for w in architectures]
-        print(json.dumps(rows, indent=2))
+        print_json(rows, indent=2)
         return 0
     from trainscale.cli.console import table_console
 
