@@ -89,7 +89,7 @@ def test_a_good_file_parses_with_units(tmp_path):
         (('name = "Test GPU"', 'name = "Test GPU"\nmatch = [""]'), "device.match[0]: must be a"),
         (("efficiency = 0.5", "efficiency = nan"), "device.efficiency: must be in (0, 1], got nan"),
         (("efficiency = 0.5", "speed = 0.5"), "device.speed: unknown key; allowed: cores,"),
-        (("[device]", "[devices]"), "devices: unknown key; allowed:"),
+        (("[device]", "[devices]"), "devices: unknown key; did you mean device? allowed:"),
         (("overlap = 0.8", "servers = 0"), "communication.servers: must be a whole number >= 1"),
     ],
 )

@@ -30,7 +30,10 @@ def spec_of(**raw):
         ({"order": "shuffled"}, "order: must be one of interleaved, random"),
         ({"grid": {"workers": []}}, "grid.workers: is empty"),
         ({"grid": {"workers": 2}}, "grid.workers: must be a list"),
-        ({"grid": {"wrokers": [1, 2]}}, "grid.wrokers: unknown run option"),
+        (
+            {"grid": {"wrokers": [1, 2]}},
+            "grid.wrokers: unknown run option (see `trainscale run --help`); did you mean workers?",
+        ),
         ({"grid": {"workers": [1, "two"]}}, "grid.workers[1]: input should be a valid integer"),
         ({"grid": {"workers": [1, True]}}, "grid.workers[1]: input should be a valid integer"),
         ({"base": {"workload": "mnist-cnn", "evaluate": "yes"}}, "base.evaluate"),

@@ -97,7 +97,7 @@ GOOD = {"count": 2, "link": {"alpha": 1}}
     [
         ({"count": None}, "count is missing"),
         # A misspelt key is why another is missing: the line names the misspelling.
-        ({"count": None, "cuont": 2}, "cuont: unknown key; allowed: count,"),
+        ({"count": None, "cuont": 2}, "cuont: unknown key; did you mean count? allowed: count,"),
         ({"link": None}, "[link] section is missing"),
         ({"link": {}}, "link.alpha is missing"),
         ({"count": 0}, "count: must be a whole number >= 1, got 0"),

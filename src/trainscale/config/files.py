@@ -19,6 +19,7 @@ thousand levels deep would end in a RecursionError traceback).
 
 from __future__ import annotations
 
+import difflib
 import re
 import reprlib
 import sys
@@ -162,7 +163,7 @@ def describe(model: type[BaseModel], error: ErrorDetails) -> str:
             return f"[{path}] section is missing"
         return f"{path} is missing"
     if kind == "extra_forbidden":
-        return f"{path}: {_unknown_key(spot.owner)}"
+        return f"{path}: {_unknown_key(spot.owner, spot.loc[-1] if spot.loc else None)}"
     if kind in ("value_error", "assertion_error"):
         reason = str(error.get("ctx", {}).get("error", error["msg"]))
     elif spot.is_key:
@@ -259,14 +260,20 @@ def _aliases(field: Any) -> list[str]:
     return [c for c in getattr(alias, "choices", []) if isinstance(c, str)]
 
 
-def _unknown_key(owner: type[BaseModel] | None) -> str:
+def _unknown_key(owner: type[BaseModel] | None, key: str | int | None = None) -> str:
     if owner is None:
         return "unknown key"
+    known = sorted(f.alias or name for name, f in owner.model_fields.items())
+    spellings = [
+        *owner.model_fields,
+        *(a for f in owner.model_fields.values() for a in _aliases(f)),
+    ]
+    near = difflib.get_close_matches(str(key), spellings, n=1) if key is not None else []
+    guess = f"did you mean {near[0]}?" if near else ""
     hint = getattr(owner, "unknown_key", None)
     if hint:
-        return hint
-    keys = sorted(f.alias or name for name, f in owner.model_fields.items())
-    return f"unknown key; allowed: {', '.join(keys)}"
+        return f"{hint}; {guess}" if guess else hint
+    return f"unknown key; {guess + ' ' if guess else ''}allowed: {', '.join(known)}"
 
 
 def _is_section(annotation: Any) -> bool:
