@@ -15,7 +15,6 @@ ConfigError line naming the function, the keyword, what it must be and what was 
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import os
 import types
@@ -29,6 +28,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from trainscale.config.files import Expect, describe
 from trainscale.config.options import RunOptions
+from trainscale.config.suggest import nearest_name
 from trainscale.config.tables import option_type, run_options_table
 from trainscale.errors import ConfigError
 
@@ -50,8 +50,8 @@ def check_keywords(function: str, given: Mapping[str, Any], valid: Iterable[str]
     names = sorted(set(valid))
     for key in given:
         if key not in names:
-            near = difflib.get_close_matches(key, names, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            near = nearest_name(key, names)
+            hint = f" (did you mean {near!r}?)" if near else ""
             raise ConfigError(
                 f"trainscale.{function}() has no option {key!r}{hint}; valid options: "
                 f"{', '.join(names)}"

@@ -10,8 +10,9 @@ arrive only in Python 3.14 and only for choices, hence this small addition.
 from __future__ import annotations
 
 import argparse
-import difflib
 from typing import NoReturn
+
+from trainscale.config.suggest import nearest_name
 
 
 def command_parser(
@@ -35,8 +36,7 @@ def closest_option(parser: argparse.ArgumentParser, given: str) -> str | None:
     close; a value given with `=` is left out of the comparison."""
     name = given.split("=", 1)[0]
     options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
-    matches = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
-    return matches[0] if matches else None
+    return nearest_name(name, options)
 
 
 def reject_unrecognized(

@@ -19,7 +19,6 @@ thousand levels deep would end in a RecursionError traceback).
 
 from __future__ import annotations
 
-import difflib
 import re
 import reprlib
 import sys
@@ -32,6 +31,7 @@ from typing import Annotated, Any, ClassVar, TypeVar, Union, get_args, get_origi
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
+from trainscale.config.suggest import nearest_name
 from trainscale.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -268,8 +268,8 @@ def _unknown_key(owner: type[BaseModel] | None, key: str | int | None = None) ->
         *owner.model_fields,
         *(a for f in owner.model_fields.values() for a in _aliases(f)),
     ]
-    near = difflib.get_close_matches(str(key), spellings, n=1) if key is not None else []
-    guess = f"did you mean {near[0]}?" if near else ""
+    near = nearest_name(key, spellings) if key is not None else None
+    guess = f"did you mean {near}?" if near else ""
     hint = getattr(owner, "unknown_key", None)
     if hint:
         return f"{hint}; {guess}" if guess else hint

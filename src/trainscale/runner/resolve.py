@@ -26,6 +26,7 @@ from trainscale.config.options import (
     RunConfig,
     RunOptions,
 )
+from trainscale.config.suggest import did_you_mean
 from trainscale.data.tensors import DataRequest, DataSize, Located
 from trainscale.errors import ConfigError
 from trainscale.frameworks import FRAMEWORKS, get_framework, require
@@ -169,7 +170,8 @@ def _check_workload_options(workload: Workload, values: dict[str, str] | Any) ->
     if unknown:
         valid = ", ".join(sorted(workload.options)) or "none"
         raise ConfigError(
-            f"unknown option {unknown[0]!r} for workload {workload.name}; valid -o options: {valid}"
+            f"unknown option {unknown[0]!r} for workload {workload.name}"
+            f"{did_you_mean(unknown[0], workload.options)}; valid -o options: {valid}"
         )
     if workload.check_options is not None:
         workload.check_options(values)

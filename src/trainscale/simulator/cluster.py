@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.config.files import load_toml, parse_toml, validate
+from trainscale.config.suggest import did_you_mean
 from trainscale.results.stored_machine import StoredMachine
 from trainscale.simulator.cluster_file import ClusterError, ClusterFile, LinkSection
 from trainscale.simulator.collectives import Link, Topology
@@ -259,7 +260,11 @@ def load_preset(name: str) -> ClusterSpec:
     folder = resources.files("trainscale.simulator") / "presets"
     resource = folder / f"{name}.toml"
     if not resource.is_file():
-        raise ClusterError(f"unknown cluster preset {name!r}; presets: {', '.join(preset_names())}")
+        names = preset_names()
+        raise ClusterError(
+            f"unknown cluster preset {name!r}{did_you_mean(name, names)}; "
+            f"presets: {', '.join(names)}"
+        )
     data = parse_toml(resource.read_text(encoding="utf-8"), f"preset {name}", ClusterError)
     return parse_cluster(data, f"preset:{name}", default_name=name)
 

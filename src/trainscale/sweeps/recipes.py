@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainscale.config.suggest import did_you_mean
 from trainscale.errors import ConfigError
 from trainscale.frameworks import FRAMEWORKS
 from trainscale.hardware.facts import usable_cores
@@ -287,7 +288,10 @@ RECIPES = {
 def recipe_spec(name: str, quick: bool, core_ids: Sequence[int] | None = None) -> dict[str, Any]:
     """The sweep spec of recipe `name` for this machine (or for the cores `core_ids`)."""
     if name not in RECIPES:
-        raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}")
+        raise ConfigError(
+            f"unknown recipe {name!r}{did_you_mean(name, RECIPES)}; "
+            f"valid recipes: {', '.join(RECIPES)}"
+        )
     if core_ids is None:
         core_ids = usable_cores()
     return RECIPES[name].build(list(core_ids), quick)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from trainscale.config.suggest import did_you_mean
 from trainscale.errors import ConfigError
 from trainscale.reporting.build import write_report
 from trainscale.results.outputs import check_out_dir
@@ -77,7 +78,7 @@ def check_workload_options(spec: SweepSpec, given: Mapping[str, str]) -> None:
             valid = ", ".join(sorted(declared)) or "none"
             raise ConfigError(
                 f"-o {key}: no workload of sweep {spec.name!r} ({', '.join(spec.workloads())}) "
-                f"has this option; valid -o options: {valid}"
+                f"has this option{did_you_mean(key, declared)}; valid -o options: {valid}"
             )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from trainscale.config.suggest import did_you_mean
 from trainscale.errors import ConfigError
 from trainscale.workloads.base import Workload
 
@@ -41,7 +42,8 @@ def get(name: str, architectures: Sequence[str] = ()) -> Workload:
         valid = ", ".join(sorted(_REGISTRY))
         others = f"; architectures (synthetic data only): {', '.join(architectures)}"
         raise ConfigError(
-            f"unknown workload {name!r}; valid workloads: {valid}"
+            f"unknown workload {name!r}{did_you_mean(name, [*_REGISTRY, *architectures])}; "
+            f"valid workloads: {valid}"
             f"{others if architectures else ''}; or your own: FILE.py:ATTR or MODULE:ATTR"
         ) from None
     return factory()
