@@ -6,6 +6,7 @@ import pytest
 
 from trainscale.config.suggest import did_you_mean, nearest_name
 from trainscale.errors import ConfigError
+from trainscale.parallel.affinity import parse_affinity
 from trainscale.simulator.cluster import load_preset
 from trainscale.sweeps.recipes import recipe_spec
 from trainscale.workloads import get_workload
@@ -28,6 +29,10 @@ def test_the_closest_name_or_none():
         (
             lambda: recipe_spec("scalng", quick=True),
             "unknown recipe 'scalng' (did you mean scaling?);",
+        ),
+        (
+            lambda: parse_affinity("compct"),
+            "unknown --affinity 'compct' (did you mean compact?); use none, compact, spread",
         ),
         (
             lambda: load_preset("v100-nvlink"),

@@ -27,6 +27,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainscale.config.suggest import did_you_mean
 from trainscale.errors import ConfigError
 from trainscale.hardware.cpulist import format_cpulist, parse_cpulist
 from trainscale.hardware.facts import usable_cores
@@ -87,7 +88,8 @@ def parse_affinity(text: str) -> str | list[list[int]]:
         )
     if not any(char.isdigit() for char in stripped):
         raise ConfigError(
-            f"unknown --affinity {stripped!r}; use none, compact, spread, "
+            f"unknown --affinity {stripped!r}{did_you_mean(stripped.lower(), AFFINITY_MODES)}; "
+            "use none, compact, spread, "
             "or core sets like '0,1;2,3' (one set per worker)"
         )
     sets: list[list[int]] = []
