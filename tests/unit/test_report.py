@@ -556,3 +556,12 @@ def test_why_a_precision_was_chosen_does_not_name_a_configuration() -> None:
         "a": "precision=fp32",
         "b": "precision=bf16",
     }
+
+
+def test_the_breakdown_plot_names_its_parts_in_words(cpu_report: ReportData) -> None:
+    from trainscale.reporting import plots
+
+    section = next(s for s in cpu_report.workloads if any(c.breakdown_s for c in s.configurations))
+    figure, _ = plots._breakdown(section)
+    shown = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert shown == ["data", "forward", "backward", "optimizer", "exposed communication"]

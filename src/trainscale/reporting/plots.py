@@ -282,6 +282,10 @@ def _final_accuracy(section: WorkloadSection):
     )
 
 
+PART_LABELS = {"exposed_comm": "exposed communication"}
+"""A step part's name in the breakdown's legend, where its stored key is not words."""
+
+
 def _breakdown(section: WorkloadSection):
     configs = [c for c in section.configurations if c.breakdown_s]
     if not configs:
@@ -293,7 +297,8 @@ def _breakdown(section: WorkloadSection):
     colors = _colors()
     for part in parts:
         widths = [1000 * (c.breakdown_s or {}).get(part, 0.0) for c in configs]
-        axes.barh(labels, widths, left=left, label=part, color=next(colors))
+        label = PART_LABELS.get(part, part.replace("_", " "))
+        axes.barh(labels, widths, left=left, label=label, color=next(colors))
         left = [a + b for a, b in zip(left, widths, strict=True)]
     axes.invert_yaxis()
     axes.set_xlabel("median time per step (ms)")
