@@ -374,7 +374,7 @@ def test_the_api_bench_carries_the_busy_lines(monkeypatch, neighbour, tmp_path):
 
     monkeypatch.setattr("trainscale.runner.launch.execute_run", Neighbours(busy={0, 1, 2}))
     # The stand-in runs are not stored: no per-configuration figures to read back.
-    monkeypatch.setattr("trainscale.api.calls._configurations", lambda *a, **k: [])
+    monkeypatch.setattr("trainscale.benchmark.document.bench_configurations", lambda *a: [])
     found = trainscale.bench(
         data="synthetic", quick=True, max_extra_rounds=1, out=None, store=tmp_path / "s.db"
     )
