@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from trainscale.results.store import RunStore
+from trainscale.sweeps.recipes import RECIPES
 
 from tests.helpers.cli import one_error_line, run_cli
 from tests.helpers.mnist_files import write_random_mnist
@@ -232,3 +234,15 @@ def test_recipes_say_what_data_each_needs_and_what_is_missing_here(tmp_path, cap
     missing = [line for line in out.splitlines() if line.startswith("cpu-parallel: ")]
     assert len(missing) == 1
     assert "tweets-text's" in missing[0] and "runs are skipped: no tweet file found" in missing[0]
+
+    # --json says the same, as data.
+    assert run_cli(["recipes", "--json"]) == 0
+    recipes = {recipe["name"]: recipe for recipe in json.loads(capsys.readouterr().out)}
+    assert list(recipes) == list(RECIPES)
+    status = {need["workload"]: need["status"] for need in recipes["cpu-parallel"]["data"]}
+    assert status["tweets-text"] == "missing" and status["mnist-cnn"] == "here"
+    assert recipes["scaling"]["data"] == [] and not recipes["scaling"]["measures_accuracy"]
+    assert recipes["platforms"]["measures_accuracy"]
+    for recipe in recipes.values():
+        assert 0 < recipe["quick_runs"] <= recipe["runs"]
+        assert 0 < recipe["quick_estimated_s"] <= recipe["estimated_s"]

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
+from typing import Any
+
+from trainscale.cli.common import add_json_argument
+from trainscale.cli.lines import print_json
 
 ESTIMATE_NOTE = (
     "Time: a rough estimate (within about 2x), not a measurement of this machine: each "
@@ -26,6 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "distributed-accuracy instead fix the per-worker batch, so their global batch grows "
         "with the workers (that growth is what they study). See docs/sweeps.md.",
     )
+    add_json_argument(
+        parser,
+        help="print the recipes as JSON: what each runs, its data, runs and rough duration",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -34,41 +43,63 @@ def run(args: argparse.Namespace) -> int:
 
     from trainscale.cli.console import table_console, uncut
     from trainscale.hardware.facts import usable_cores
-    from trainscale.sweeps.estimate import (
-        RUN_OVERHEAD_S,
-        data_needs,
-        estimate_sweep,
-        measures_accuracy,
-    )
-    from trainscale.sweeps.recipes import RECIPES, recipe_spec
-    from trainscale.sweeps.spec import parse_spec
+    from trainscale.sweeps.estimate import RUN_OVERHEAD_S
+    from trainscale.sweeps.recipes import RECIPES
 
     cores = usable_cores()
+    recipes = [_describe(name, cores) for name in RECIPES]
+    if args.json:
+        print_json(recipes, indent=2)
+        return 0
     table = Table(title=f"trainscale recipes (sized for {len(cores)} usable cores)")
     table.add_column("name", no_wrap=True)
-    table.add_column("what it runs")
-    table.add_column("what it shows")
-    table.add_column("accuracy")
-    table.add_column("data it needs (here?)")
+    for column in ("what it runs", "what it shows", "accuracy", "data it needs (here?)"):
+        table.add_column(column)
     table.add_column("runs, time (--quick)")
     missing: list[str] = []
-    for recipe in RECIPES.values():
-        full, quick = (
-            parse_spec(recipe_spec(recipe.name, q, cores), recipe.name) for q in (False, True)
+    for recipe in recipes:
+        table.add_row(
+            recipe["name"],
+            recipe["summary"],
+            recipe["study"],
+            "yes" if recipe["measures_accuracy"] else "no: throughput only",
+            "; ".join(need["text"] for need in recipe["data"]) or "none (synthetic data)",
+            f"{recipe['size']} ({recipe['quick_size']})",
         )
-        accuracy = "yes" if measures_accuracy(full) else "no: throughput only"
-        sizes = f"{estimate_sweep(full).text()} ({estimate_sweep(quick).text()})"
-        needs = data_needs(full)
-        data = "; ".join(need.text() for need in needs) or "none (synthetic data)"
         missing += [
-            f"{recipe.name}: {need.workload}'s {need.runs} runs are skipped: {need.reason}"
-            for need in needs
-            if need.status == "missing"
+            f"{recipe['name']}: {need['workload']}'s {need['runs']} runs are skipped: "
+            f"{need['reason']}"
+            for need in recipe["data"]
+            if need["status"] == "missing"
         ]
-        table.add_row(recipe.name, recipe.summary, recipe.study, accuracy, data, sizes)
     console = table_console()
     console.print(uncut(table))
     for line in missing:
         console.print(line, markup=False, soft_wrap=True)
     console.print(ESTIMATE_NOTE.format(overhead=RUN_OVERHEAD_S))
     return 0
+
+
+def _describe(name: str, cores: list[int]) -> dict[str, Any]:
+    """One recipe as plain data: what it runs and shows, whether it measures accuracy, the
+    real data it needs (and whether that is here), and its runs and rough duration."""
+    from trainscale.sweeps.estimate import data_needs, estimate_sweep, measures_accuracy
+    from trainscale.sweeps.recipes import RECIPES, recipe_spec
+    from trainscale.sweeps.spec import parse_spec
+
+    recipe = RECIPES[name]
+    full, quick = (parse_spec(recipe_spec(name, q, cores), name) for q in (False, True))
+    size, quick_size = estimate_sweep(full), estimate_sweep(quick)
+    return {
+        "name": name,
+        "summary": recipe.summary,
+        "study": recipe.study,
+        "measures_accuracy": measures_accuracy(full),
+        "data": [{**asdict(need), "text": need.text()} for need in data_needs(full)],
+        "runs": size.runs,
+        "estimated_s": round(size.seconds),
+        "size": size.text(),
+        "quick_runs": quick_size.runs,
+        "quick_estimated_s": round(quick_size.seconds),
+        "quick_size": quick_size.text(),
+    }
