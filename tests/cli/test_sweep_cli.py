@@ -86,6 +86,28 @@ def test_dry_run_lists_the_plan_and_runs_nothing(tmp_path, capsys):
     assert not RunStore(store).list_runs()
 
 
+def test_json_is_the_sweep_as_one_object_on_stdout(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY.format(repeats=1, steps=3))
+    store = tmp_path / "s.db"
+    assert run_cli(["sweep", str(spec), "--store", str(store), "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["sweep_id"] is None and planned["runs"] == []
+    assert [run["label"] for run in planned["planned"]] == ["seed=0", "seed=1"]
+    assert not RunStore(store).list_runs()
+
+    assert run_cli(["sweep", str(spec), "--store", str(store), "--json"]) == 0
+    captured = capsys.readouterr()
+    done = json.loads(captured.out)  # stdout is the document, whole; the table went to stderr
+    assert "seed=0" in captured.err
+    with RunStore(store) as opened:
+        stored = opened.list_runs(sweep_id=done["sweep_id"])
+    assert sorted(done["completed"]) == sorted(r.run_id for r in stored)
+    assert [run["run_id"] for run in done["runs"]] == [r.run_id for r in reversed(stored)]
+    assert (done["name"], done["failed"], done["resumed"]) == ("tiny", [], False)
+    assert sorted(row["configuration"] for row in done["configurations"]) == ["seed=0", "seed=1"]
+
+
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_an_unwritable_report_path_fails_before_the_first_run(tmp_path, capsys, dry_run):
     spec = tmp_path / "s.toml"

@@ -28,15 +28,14 @@ from trainscale.api.results import (
     StoredRuns,
     SweepResults,
 )
-from trainscale.api.stored import StorePath, store_file, stored_run, stored_runs
+from trainscale.api.stored import StorePath, store_file, stored_run
 from trainscale.api.workload_arg import needs_a_workload, workload_text
 from trainscale.benchmark.document import bench_document, bench_runs
 from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.run import BenchResult, run_bench
 from trainscale.config.options import option_leaves
 from trainscale.errors import ConfigError
-from trainscale.reporting import ReportError
-from trainscale.reporting.build import build_report, load_report_data
+from trainscale.reporting.build import build_report
 from trainscale.reporting.compare_runs import compare as compare_runs
 from trainscale.reporting.csv_table import csv_rows
 from trainscale.reporting.listing import list_runs
@@ -44,6 +43,7 @@ from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import default_store_path
 from trainscale.runner.launch import RemoteResult, start_run
 from trainscale.runner.script_launch import start_script_run
+from trainscale.sweeps.document import sweep_document, sweep_runs
 from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
 from trainscale.workloads import workload_name
 
@@ -292,14 +292,6 @@ def _sweep_source(given: str | os.PathLike[str]) -> tuple[Path | None, str | Non
     return None, text
 
 
-def _configurations(store: Path, **source: Any) -> tuple[dict[str, Any], ...]:
-    """report.csv's rows for a sweep or runs; () when none of them completed."""
-    try:
-        return tuple(csv_rows(load_report_data(store, **source)))
-    except ReportError:
-        return ()
-
-
 def _bench_results(result: BenchResult, store: Path | None) -> BenchResults:
     store_path = store or default_store_path()
     records = bench_runs(result, store_path)
@@ -326,21 +318,27 @@ def _bench_results(result: BenchResult, store: Path | None) -> BenchResults:
 
 
 def _sweep_results(result: SweepResult) -> SweepResults:
-    planned = tuple(p.to_dict() for p in result.plan.runs)
     outcome = result.outcome
     if outcome is None:  # a dry run: nothing stored
-        return SweepResults(None, result.spec.name, result.source, result.store, False, planned)
+        document = sweep_document(result)
+        planned = tuple(document["planned"])
+        return SweepResults(
+            None, result.spec.name, result.source, result.store, False, planned, document=document
+        )
+    records = sweep_runs(result.store, outcome.sweep_id)
+    document = sweep_document(result, records)
     return SweepResults(
         sweep_id=outcome.sweep_id,
         name=result.spec.name,
         source=result.source,
         store=result.store,
         resumed=outcome.resumed,
-        planned=planned,
+        planned=tuple(document["planned"]),
         completed=tuple(outcome.completed),
         failed=tuple(outcome.failed),
         skipped_done=outcome.skipped_done,
         report=result.report,
-        runs=stored_runs(result.store, sweep_id=outcome.sweep_id),
-        configurations=_configurations(result.store, sweep_id=outcome.sweep_id),
+        runs=StoredRuns(tuple(StoredRun.from_record(record) for record in records)),
+        configurations=tuple(document["configurations"]),
+        document=document,
     )

@@ -219,21 +219,17 @@ class SweepResults:
     """Every run of the sweep (earlier attempts' too)."""
     configurations: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
     """One row per configuration with a completed run: report.csv's columns."""
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The `trainscale sweep --json` object."""
 
     @property
     def dry_run(self) -> bool:
         return self.sweep_id is None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data: the fields, with the runs as their `--json` objects."""
-        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "runs"}
-        out.update(store=str(self.store), report=str(self.report) if self.report else None)
-        out["planned"] = [dict(p) for p in self.planned]
-        out["failed"] = [list(f) for f in self.failed]
-        out["completed"] = list(self.completed)
-        out["configurations"] = [dict(row) for row in self.configurations]
-        out["runs"] = self.runs.to_dict()
-        return out
+        """The `trainscale sweep --json` object: the fields, with the runs as their `--json`
+        objects."""
+        return dict(self.document)
 
     def to_dataframe(self) -> Any:
         """One row per configuration (report.csv's columns); for a dry run, one row per

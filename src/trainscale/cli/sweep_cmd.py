@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
-from trainscale.cli.common import add_store_argument
+from trainscale.cli.common import add_json_argument, add_store_argument
+from trainscale.cli.lines import print_json, stdout_to_stderr
+from trainscale.cli.sweep_resume import resume_command
 from trainscale.cli.values import given_path
 from trainscale.config.cli import add_option_arguments
 from trainscale.parallel.interrupts import describe, exit_status
@@ -69,6 +70,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "that have it, and a key none of them has is refused",
         },
     )
+    add_json_argument(
+        parser,
+        help="print the sweep as one JSON object (the plan, what completed and failed, the "
+        "configurations and every run) when it ends; progress stays on stderr",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -89,15 +95,16 @@ def run(args: argparse.Namespace) -> int:
     )
     progress = SweepProgress(console)
     try:
-        result = run_sweep(
-            spec,
-            source,
-            store=args.store,
-            resume=args.resume,
-            report=args.report,
-            dry_run=args.dry_run,
-            listener=progress,
-        )
+        with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+            result = run_sweep(
+                spec,
+                source,
+                store=args.store,
+                resume=args.resume,
+                report=args.report,
+                dry_run=args.dry_run,
+                listener=progress,
+            )
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: the run in progress is recorded
         if not progress.running:
             raise
@@ -108,33 +115,18 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return exit_status(stop)
-    if result.outcome is None:  # a dry run
+    if args.json:
+        from trainscale.sweeps.document import sweep_document
+
+        print_json(sweep_document(result), indent=2)
+    elif result.outcome is None:  # a dry run
         for planned in result.plan.runs:
             options = planned.config.data.workload_options
             given = "".join(f"  -o {key}={value}" for key, value in options.items())
             print(f"{planned.item:4d}  repeat {planned.repeat}  {planned.label}{given}")
+    if result.outcome is None:
         return 0
     if result.report is not None:
         console.print(f"report written to {result.report}")
     # Failed runs are stored and reported; only a sweep where nothing completed fails.
     return 1 if result.nothing_completed else 0
-
-
-def resume_command(args: argparse.Namespace) -> str:
-    """The command that continues this sweep: the same source and options, plus --resume."""
-    words = ["trainscale", "sweep"]
-    words += ["--recipe", args.recipe] if args.recipe is not None else [str(args.file)]
-    if args.quick:
-        words.append("--quick")
-    options = (
-        ("--store", args.store),
-        ("--data-dir", args.data_dir),
-        ("--data", args.data),
-        ("--report", args.report),
-    )
-    for flag, value in options:
-        if value is not None:
-            words += [flag, str(value)]
-    for key, value in dict(args.workload_options or {}).items():
-        words += ["-o", f"{key}={value}"]
-    return shlex.join([*words, "--resume"])
