@@ -263,7 +263,6 @@ def _aliases(field: Any) -> list[str]:
 def _unknown_key(owner: type[BaseModel] | None, key: str | int | None = None) -> str:
     if owner is None:
         return "unknown key"
-    known = sorted(f.alias or name for name, f in owner.model_fields.items())
     spellings = [
         *owner.model_fields,
         *(a for f in owner.model_fields.values() for a in _aliases(f)),
@@ -273,6 +272,7 @@ def _unknown_key(owner: type[BaseModel] | None, key: str | int | None = None) ->
     hint = getattr(owner, "unknown_key", None)
     if hint:
         return f"{hint}; {guess}" if guess else hint
+    known = sorted(f.alias or name for name, f in owner.model_fields.items())
     return f"unknown key; {guess + ' ' if guess else ''}allowed: {', '.join(known)}"
 
 
