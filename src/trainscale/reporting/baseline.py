@@ -82,13 +82,23 @@ def above_full_efficiency(config: Configuration, base: Configuration | None) -> 
     efficiency, nor implausible. Nor is a setting on no more cores than the baseline's
     faster than it: that is the same hardware used better (2 pinned processes against 1
     process of 2 threads), not parallel scaling."""
-    if base is not None and (not _same_arithmetic(config, base) or config.cores <= base.cores):
+    if base is not None and _not_parallel_scaling(config, base) is not None:
         return False
     return config.efficiency_per_core is not None and config.efficiency_per_core > FULL_EFFICIENCY
 
 
-def _same_arithmetic(config: Configuration, base: Configuration) -> bool:
-    return config.precision == base.precision and config.device_type == base.device_type
+def _not_parallel_scaling(config: Configuration, base: Configuration) -> str | None:
+    """Why `config`'s speed against `base` measures something other than parallel
+    scaling, so that efficiency above 100% is no sign of a bad measurement: 'precision'
+    (faster arithmetic), 'device' (a GPU against a CPU) or 'cores' (no more cores than the
+    baseline's, used better); None when it is parallel scaling."""
+    if config.precision != base.precision:
+        return "precision"
+    if config.device_type != base.device_type:
+        return "device"
+    if config.cores <= base.cores:
+        return "cores"
+    return None
 
 
 def paired_with_baseline(
@@ -133,19 +143,18 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(config.stalls)
     # Judged per core, the hardware given (`above_full_efficiency` says why not per worker).
     if base is not None and per_core is not None and per_core > FULL_EFFICIENCY:
-        if config.precision != base.precision:
+        why = _not_parallel_scaling(config, base)
+        if why == "precision":
             notes.append(
                 f"efficiency {per_core:.0%} is against the baseline's {base.precision}: "
                 f"{config.precision} arithmetic is faster, not parallel efficiency"
             )
-        elif config.device_type != base.device_type:
-            pass  # a GPU against a CPU baseline compares devices
-        elif config.cores <= base.cores:
+        elif why == "cores":
             notes.append(
                 f"{speedup:.2f}x on {config.cores} core(s), no more than the baseline's "
                 f"{base.cores}: the same hardware used better, not parallel scaling"
             )
-        else:
+        elif why is None:  # ('device', a GPU against a CPU baseline, compares devices: no note)
             notes.append(
                 f"efficiency {per_core:.0%} is above 100%: implausible; likely the baseline "
                 "was slowed (contention or stalls), a different batch, or turbo/cache effects"
