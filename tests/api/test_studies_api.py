@@ -89,6 +89,13 @@ def test_a_sweep_then_its_comparison_and_report(tmp_path):
     assert written.html.is_file() and written.markdown.is_file() and written.csv.is_file()
     assert written.plots and all(p.suffix == ".png" and p.is_file() for p in written.plots)
     assert written.to_dataframe()["configuration"].tolist() == frame["configuration"].tolist()
+    document = written.to_dict()  # `trainscale report --json`'s object
+    assert document["html"] == str(written.html) and document["plots"] == [
+        str(p) for p in written.plots
+    ]
+    assert document["configurations"] == [dict(row) for row in written.configurations]
+    assert [w["workload"] for w in document["workloads"]] == ["mnist-cnn"]
+    assert document["runs_completed"] == 2 and document["not_completed"] == []
     # The same runs by the tag the sweep stored them with.
     tagged = trainscale.report(tag=f"sweep:{result.sweep_id[:8]}", out=tmp_path / "t", store=store)
     assert tagged.to_dataframe()["runs"].tolist() == [1, 1]

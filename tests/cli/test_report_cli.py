@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import sqlite3
 from pathlib import Path
 
@@ -64,6 +65,41 @@ def test_report_of_a_sweep(store_path: Path, tmp_path: Path, capsys) -> None:
     names = ("report.html", "report.md", "report.csv", "speedup-mnist-cnn.png")
     for name in (*names, "throughput-tweets-text.png"):
         assert (out / name).is_file(), name
+
+
+def test_report_json_is_the_report_as_one_object(store_path: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "report"
+    code, stdout, stderr = _run(
+        capsys,
+        "report",
+        "--sweep",
+        SWEEP,
+        "--out",
+        str(out),
+        "--store",
+        str(store_path),
+        "--json",
+    )
+    assert code == 0, stderr
+    document = json.loads(stdout)  # stdout is the JSON alone; the summary went to stderr
+    assert "6 configuration(s)" in stderr and str(out / "report.html") in stderr
+    assert document["html"] == str(out / "report.html")
+    assert all(Path(plot).is_file() for plot in document["plots"])
+    assert "accuracy (tweets-text): " in " ".join(document["not_drawn"])
+    with (out / "report.csv").open(encoding="utf-8") as table:
+        rows = list(csv.DictReader(table))
+    assert [c["configuration"] for c in document["configurations"]] == [
+        row["configuration"] for row in rows
+    ]
+    assert [c["run_ids"] for c in document["configurations"]] == [r["run_ids"] for r in rows]
+    assert document["runs_completed"] == sum(int(row["runs"]) for row in rows)
+    by_workload = {w["workload"]: w for w in document["workloads"]}
+    assert set(by_workload) == {row["workload"] for row in rows}
+    mnist = by_workload["mnist-cnn"]
+    assert mnist["baseline"] in {row["configuration"] for row in rows}
+    assert 0 <= mnist["amdahl"]["serial_fraction"] <= 1 and mnist["amdahl"]["num_points"] > 0
+    (failed,) = document["not_completed"]
+    assert failed["run_id"] == run_id(2, 2) and failed["reason"]
 
 
 def test_report_of_runs_with_baseline(store_path: Path, tmp_path: Path, capsys) -> None:

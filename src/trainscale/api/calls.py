@@ -37,8 +37,8 @@ from trainscale.config.options import option_leaves
 from trainscale.errors import ConfigError
 from trainscale.reporting.build import build_report
 from trainscale.reporting.compare_runs import compare as compare_runs
-from trainscale.reporting.csv_table import csv_rows
 from trainscale.reporting.listing import list_runs
+from trainscale.reporting.report_document import report_document
 from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import default_store_path
 from trainscale.runner.launch import RemoteResult, start_run
@@ -261,14 +261,16 @@ def report(
         baseline=baseline,
         prices=prices,
     )
+    document = report_document(written, Path(out))
     return ReportFiles(
         out=Path(out),
         html=written.html,
         markdown=written.markdown,
         csv=written.csv,
         plots=tuple(written.plots),
-        not_drawn=tuple(f"{s.kind} ({s.workload}): {s.reason}" for s in written.skipped),
-        configurations=tuple(csv_rows(written.data)),
+        not_drawn=tuple(document["not_drawn"]),
+        configurations=tuple(document["configurations"]),
+        document=document,
     )
 
 

@@ -297,18 +297,14 @@ class ReportFiles:
     """Plots left out, each 'KIND (WORKLOAD): why'."""
     configurations: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
     """report.csv's rows: one per configuration."""
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """`trainscale report --json`'s object."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data: the paths as text and the configurations."""
-        return {
-            "out": str(self.out),
-            "html": str(self.html),
-            "markdown": str(self.markdown),
-            "csv": str(self.csv),
-            "plots": [str(p) for p in self.plots],
-            "not_drawn": list(self.not_drawn),
-            "configurations": [dict(row) for row in self.configurations],
-        }
+        """Plain data, as `trainscale report --json` prints it: the paths as text, the
+        configurations (report.csv's rows), each workload's baseline and Amdahl fit, the
+        runs not completed."""
+        return dict(self.document)
 
     def to_dataframe(self) -> Any:
         """report.csv as a DataFrame: one row per configuration."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from trainscale.cli.common import add_store_argument
+from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.cli.values import given_path
 from trainscale.results.store import default_store_path
 
@@ -15,6 +16,7 @@ examples:
   trainscale report --runs 85dbb7fe 022cce95 --out report/  # chosen runs, grouped by config
   trainscale report --tag bench:3f2a9c1e --out report/      # a bench's runs, paired by round
   trainscale report --sweep 81ede878 --out report/ --baseline "serial 1 core"
+  trainscale report --tag bench:3f2a9c1e --out report/ --json | jq '.configurations[].speedup'
 
 writes DIR/report.html (plots embedded), DIR/report.md, DIR/report.csv and one PNG per plot;
 see docs/reports.md for what each figure means.
@@ -75,13 +77,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "docs/hardware.md)"
         ),
     )
+    add_json_argument(
+        parser,
+        help=(
+            "also print the report as one JSON object (the files, report.csv's rows, each "
+            "workload's baseline and Amdahl fit, the runs not completed); the summary goes "
+            "to stderr"
+        ),
+    )
     add_store_argument(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the report; a mistake raises a TrainscaleError (one line, exit 2)."""
+    from trainscale.cli.lines import print_json
     from trainscale.reporting.build import build_report
+    from trainscale.reporting.report_document import not_drawn_lines, report_document
 
     store_path = args.store if args.store is not None else default_store_path()
     written = build_report(
@@ -93,20 +105,25 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         prices=args.prices,
     )
+    summary = sys.stderr if args.json else sys.stdout  # stdout carries the JSON alone
     data = written.data
     busy = sum(c.busy_runs for c in data.configurations)
     if busy:  # first: it changes how every speedup in the report reads
         completed = sum(c.repeats for c in data.configurations)
         print(
             f"{busy} of {completed} run(s) ran on a busy machine: their figures are shown but "
-            "kept out of speedup verdicts (marked not trusted)"
+            "kept out of speedup verdicts (marked not trusted)",
+            file=summary,
         )
     print(
         f"report of {data.source}: {len(data.configurations)} configuration(s), "
-        f"{len(written.plots)} plot(s), {len(data.not_completed)} run(s) not completed"
+        f"{len(written.plots)} plot(s), {len(data.not_completed)} run(s) not completed",
+        file=summary,
     )
     for path in (written.html, written.markdown, written.csv):
-        print(f"  {path}")
-    for skipped in written.skipped:
-        print(f"  plot not drawn: {skipped.kind} ({skipped.workload}): {skipped.reason}")
+        print(f"  {path}", file=summary)
+    for line in not_drawn_lines(written):
+        print(f"  plot not drawn: {line}", file=summary)
+    if args.json:
+        print_json(report_document(written, args.out), indent=2)
     return 0
