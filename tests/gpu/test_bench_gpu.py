@@ -1,7 +1,10 @@
-"""`trainscale bench --quick` on a GPU machine: the GPU rungs run in the rounds and the
-verdict line against the fastest CPU setting is printed and written. Skipped without CUDA."""
+"""`trainscale bench --quick --json` on a GPU machine: the GPU rungs run in the rounds, are
+stored, and the verdict line against the fastest CPU setting is written and in the JSON (the
+printing of verdicts is tested on a CPU with a faked GPU). Skipped without CUDA."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
@@ -20,7 +23,7 @@ def test_quick_bench_runs_the_gpu_rung_and_says_how_it_compares(tmp_path, capsys
     out = tmp_path / "bench.md"
     args = ["bench", "--quick", "--max-extra-rounds", "0", "--data", "synthetic"]
     args += ["--store", str(tmp_path / "s.db")]
-    code = main([*args, "--out", str(out)])
+    code = main([*args, "--out", str(out), "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     text = out.read_text()
@@ -28,7 +31,12 @@ def test_quick_bench_runs_the_gpu_rung_and_says_how_it_compares(tmp_path, capsys
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2] != "-", f"the 1 GPU rung did not run: {row}"  # samples/s
     assert "same recipe" in row
-    # The verdict line: paired against the fastest CPU setting, in the table and printed.
+    # The verdict line: paired against the fastest CPU setting, in the table and the JSON.
     verdict = next(line for line in text.splitlines() if line.startswith("- 1 GPU: "))
     assert "the fastest CPU setting here" in verdict
-    assert "1 GPU: " in captured.out and "the fastest CPU setting here" in captured.out
+    document = json.loads(captured.out)
+    assert f"- {document['gpu_verdicts'][0]}" == verdict
+    # The GPU runs are stored as such, and the configurations read them back.
+    gpu_runs = [r for r in document["runs"] if r["config"]["device"] == "cuda"]
+    assert gpu_runs and all(r["status"] == "completed" for r in gpu_runs)
+    assert any(c["setting"] == "1 GPU" for c in document["configurations"])

@@ -3,12 +3,16 @@ the runs stood in for; the verdict line is formed from paired rounds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from trainscale.benchmark import RungResult, Skipped, plan_ladder, run_bench, table_rows
 from trainscale.benchmark.ladder import SAME_RECIPE_NOTE, Rung
 from trainscale.benchmark.options import BenchOptions
 from trainscale.benchmark.table import gpu_line, gpu_lines
+from trainscale.cli import main
 from trainscale.config.options import RunOptions
 from trainscale.hardware.precision_choice import gpus_bf16_native
 from trainscale.metrics.paired import NO_DIFFERENCE, paired_ratio
@@ -140,7 +144,10 @@ def test_gpu_lines_pair_each_gpu_rung_with_the_fastest_sound_cpu_rung():
     assert SAME_RECIPE_NOTE in rows["1 GPU"]["note"]
 
 
-def test_bench_with_a_faked_gpu_measures_it_in_the_rounds(monkeypatch, tmp_path: Path):
+@pytest.fixture
+def faked_gpu(monkeypatch, tmp_path: Path) -> list[tuple[str, str, int | None]]:
+    """One faked GPU beside two cores, runs stood in for (a GPU run 20x a CPU one); returns
+    the (device, precision, round) of each run made."""
     env = {
         "cpu_model": "Test CPU",
         "usable_cores": [0, 1],
@@ -161,10 +168,14 @@ def test_bench_with_a_faked_gpu_measures_it_in_the_rounds(monkeypatch, tmp_path:
         return {"run_id": f"r{len(seen)}", **_run(rate, par.workers)}
 
     monkeypatch.setattr("trainscale.runner.launch.execute_run", execute_run)
+    return seen
+
+
+def test_bench_with_a_faked_gpu_measures_it_in_the_rounds(faked_gpu, tmp_path: Path):
     result = run_bench("mnist-cnn", options=BenchOptions(quick=True), data="synthetic", out="t.md")
     # Every round measures both GPU rungs, in the same rotated rounds as the CPU rungs.
     for index in range(result.rounds):
-        assert {(d, p) for d, p, r in seen if r == index and d == "cuda"} == {
+        assert {(d, p) for d, p, r in faked_gpu if r == index and d == "cuda"} == {
             ("cuda", "fp32"),
             ("cuda", "bf16"),
         }
@@ -173,3 +184,26 @@ def test_bench_with_a_faked_gpu_measures_it_in_the_rounds(monkeypatch, tmp_path:
     )
     text = (tmp_path / "t.md").read_text()
     assert f"- {result.gpu_lines[0]}" in text and "1 GPU (Test GPU)" in text
+
+
+def test_the_bench_command_says_the_gpu_verdicts_in_its_table_and_its_json(
+    faked_gpu, capsys, monkeypatch
+):
+    args = ["bench", "--quick", "--data", "synthetic", "--max-extra-rounds", "0"]
+    assert main([*args, "--out", "t.md"]) == 0
+    printed = capsys.readouterr().out
+    verdicts = [line.strip() for line in printed.splitlines() if "fastest CPU setting" in line]
+    assert [v.split(":")[0] for v in verdicts] == ["1 GPU", "1 GPU, bf16"], printed
+    assert all("10.00x [10.00, 10.00] faster than" in v for v in verdicts)  # 20x vs 2 workers
+
+    # The stood-in runs are not stored: the document's reads of the store are left out.
+    monkeypatch.setattr("trainscale.benchmark.document.bench_runs", lambda *a: [])
+    monkeypatch.setattr("trainscale.benchmark.document.bench_configurations", lambda *a: [])
+    assert main([*args, "--out", "j.md", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [v.split(":")[0] for v in document["gpu_verdicts"]] == ["1 GPU", "1 GPU, bf16"]
+    assert document["gpu_verdicts"] == verdicts
+    assert [row["setting"] for row in document["table"] if "GPU" in row["setting"]] == [
+        "1 GPU",
+        "1 GPU, bf16",
+    ]
