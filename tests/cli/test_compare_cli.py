@@ -241,6 +241,8 @@ def test_single_configuration_sweep_uses_its_completed_runs(fixture_store, capsy
         (["nosuch:w1", "aaaa0001"], "no sweep 'nosuch' (id, id prefix or name)"),
         (["5weep0:w1", "aaaa0001"], "matches several sweeps"),
         (["5weep0aa:w1", "5weep0aa:w2", "--config", "w1"], "does not apply"),
+        (["aaaa0001", "aaaa0001"], "A and B are the same run(s) (aaaa0001): a comparison"),
+        (["5weep0aa", "5weep0a"], "A and B are the same run(s) ("),  # a sweep and itself
     ],
 )
 def test_mistakes_cost_one_line(fixture_store, capsys, args, fragment):
@@ -298,6 +300,12 @@ def test_a_sweep_is_found_by_its_name_and_a_configuration_against_a_run(fixture_
     (row,) = data["comparisons"]
     assert row["a_runs"] == ["0ne0cfg0-r0", "0ne0cfg0-r1"]  # the failed repeat left out
     assert data["a"]["skipped_runs"] == 1
+
+
+def test_sides_sharing_runs_are_warned_of(fixture_store, capsys):
+    data = compare_json(capsys, fixture_store, "one:base", "0ne0cfg0-r0")
+    (row,) = data["comparisons"]
+    assert "A and B share 1 run(s): the ratio is pulled towards 1" in " ".join(row["warnings"])
 
 
 def test_two_runs_are_labelled_by_the_settings_that_set_them_apart(fixture_store, capsys):

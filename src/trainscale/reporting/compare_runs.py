@@ -237,9 +237,31 @@ def load_steps(store: RunStore, group: Group) -> None:
         group.step_times.append(steps)
 
 
+def refuse_self_comparison(pairs: list[tuple[str, Group, Group]]) -> None:
+    """A and B made of the same runs in every pair is a mistake (the same id twice, a
+    sweep against itself): a ratio of runs to themselves would look like a result."""
+    if pairs and all(_run_ids(a) == _run_ids(b) for _, a, b in pairs):
+        runs = sorted({run.short_id for _, a, _ in pairs for run in a.runs})
+        shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+        raise TrainscaleError(
+            f"A and B are the same run(s) ({shown}): a comparison with themselves says "
+            "nothing; give two different runs, sweeps or configurations"
+        )
+
+
+def _run_ids(group: Group) -> set[str]:
+    return {run.run_id for run in group.runs}
+
+
 def warnings_for(a: Group, b: Group) -> list[str]:
     """Why a comparison may not be like with like."""
     notes = []
+    shared = _run_ids(a) & _run_ids(b)
+    if shared:
+        notes.append(
+            f"A and B share {len(shared)} run(s): the ratio is pulled towards 1 and the "
+            "difference understated"
+        )
     if a.workload != b.workload:
         notes.append(f"different workloads ({a.workload} vs {b.workload})")
     frameworks = [group.runs[0].framework_text for group in (a, b)]
@@ -362,6 +384,7 @@ def compare(
         side_a = resolve_side(opened, a)
         side_b = resolve_side(opened, b)
         pairs = pair_groups(side_a, side_b, config)
+        refuse_self_comparison(pairs)
         for _, group_a, group_b in pairs:
             load_steps(opened, group_a)
             load_steps(opened, group_b)
