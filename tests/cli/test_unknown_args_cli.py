@@ -37,6 +37,27 @@ def test_a_mistyped_option_is_named_with_its_likely_spelling(capsys, args, said)
     assert one_error_line(capsys) == said
 
 
+@pytest.mark.parametrize(
+    ("args", "fix"),
+    [
+        (["simulate", "mnist-cnn", "--workers", "1", "2", "4"], "--workers 1,2,4"),
+        (["emulate", "mnist-cnn", "--mode", "sync", "--workers", "1", "2"], "--workers 1,2"),
+        (["probe", "--only", "matmul", "dispatch", "--quick"], "--only matmul,dispatch"),
+        (["probe", "--precisions", "fp32", "bf16"], "--precisions fp32,bf16"),
+        (["recommend", "mnist-cnn", "--rung-steps", "3", "4"], "--rung-steps 3,4"),
+    ],
+)
+def test_a_list_given_with_spaces_is_shown_with_commas(capsys, args, fix):
+    assert run_cli(args) == 2
+    line = one_error_line(capsys)
+    assert f"; {fix.split()[0]} takes one comma-separated list: {fix} (see" in line
+
+
+def test_a_value_after_an_option_of_one_value_is_not_taken_for_a_list(capsys):
+    assert run_cli(["run", "mnist-cnn", "--workers", "2", "3"]) == 2
+    assert "comma-separated" not in one_error_line(capsys)
+
+
 def test_each_of_several_mistyped_options_gets_its_own_suggestion(capsys):
     assert run_cli(["run", "mnist-cnn", "--wokers", "2", "--epohcs", "1"]) == 2
     line = one_error_line(capsys)

@@ -115,7 +115,7 @@ def _run(argv: list[str] | None) -> int:
     tail = argv[argv.index("--") + 1 :] if "--" in argv else None
     args, extras = parser.parse_known_args(argv if tail is None else argv[: argv.index("--")])
     if extras:
-        reject_unrecognized(parser, args, extras)
+        reject_unrecognized(parser, args, extras, argv)
     if tail is not None:
         if not hasattr(args, "script_args"):
             parser.error(

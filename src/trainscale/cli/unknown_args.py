@@ -39,11 +39,37 @@ def closest_option(parser: argparse.ArgumentParser, given: str) -> str | None:
     return nearest_name(name, options)
 
 
+def spaced_list(parser: argparse.ArgumentParser, argv: list[str], extras: list[str]) -> str:
+    """The fix, when `extras` are the further values of an option that takes one
+    comma-separated list (`--workers 1 2 4` -> `--workers 1,2,4`), else ''."""
+    listed = {
+        option
+        for action in parser._actions
+        if "," in str(action.metavar or "")
+        for option in action.option_strings
+    }
+    for index, token in enumerate(argv[:-1]):
+        if token not in listed:
+            continue
+        values = [argv[index + 1]]
+        for value in argv[index + 2 :]:
+            if value.startswith("-") or value not in extras:
+                break
+            values.append(value)
+        if len(values) > 1:
+            return f"{token} takes one comma-separated list: {token} {','.join(values)}"
+    return ""
+
+
 def reject_unrecognized(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    extras: list[str],
+    argv: list[str] | None = None,
 ) -> NoReturn:
     """Exit through the error of the command `extras` were given to, suggesting for each
-    unknown option the known one it most resembles."""
+    unknown option the known one it most resembles, and the comma-separated list that
+    values spaced out after a list option (`argv`, as given) meant."""
     owner = command_parser(parser, args)
     likely = {
         given: option
@@ -55,6 +81,8 @@ def reject_unrecognized(
         message += f"; did you mean {next(iter(likely.values()))}?"
     elif likely:
         message += "; did you mean " + ", ".join(f"{o} for {g}" for g, o in likely.items()) + "?"
+    if listed := spaced_list(owner, argv or [], extras):
+        message += f"; {listed}"
     if _names_a_script(args):
         message += "; a script's own arguments go after `--` (SCRIPT.py -- ARGS)"
     owner.error(message)

@@ -38,7 +38,7 @@ class ProbeOptions:
 
     device: Literal["cpu", "cuda", "auto"] = option("auto")
     """what to probe (default: auto = cuda when a GPU is visible)"""
-    only: tuple[str, ...] | None = option(None, metavar="KINDS", parse=comma_names)
+    only: tuple[str, ...] | None = option(None, metavar="KIND,...", parse=comma_names)
     """comma-separated subset of matmul,dispatch,transfer,allreduce (default: all apply)"""
     threads: int | None = option(None, metavar="N")
     """intra-op threads of the CPU matmul, 1 to the usable cores (default: every usable
@@ -49,7 +49,7 @@ class ProbeOptions:
     visible GPU on CUDA)"""
     allow_oversubscribe: bool = option(False)
     """start more CPU all-reduce workers than usable cores"""
-    precisions: tuple[str, ...] | None = option(None, metavar="LIST", parse=comma_names)
+    precisions: tuple[str, ...] | None = option(None, metavar="PRECISION,...", parse=comma_names)
     """matmul precisions (default: fp32,bf16 on the CPU; fp32,tf32,bf16,fp16 on CUDA)"""
     matmul_sizes: tuple[int, ...] | None = option(
         None, metavar="N,N,...", parse=comma_whole_numbers
