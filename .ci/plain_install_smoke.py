@@ -217,6 +217,10 @@ def main() -> int:
             Check("runs show", [ts, "runs", "show", ids[0]]),
             Check("runs sweeps", [ts, "runs", "sweeps"]),
             Check(
+                "runs import",
+                [ts, "runs", "import", str(tmp / "store.db"), "--store", str(tmp / "copy.db")],
+            ),
+            Check(
                 "runs export csv",
                 [ts, "runs", "export", "--format", "csv", "--out", str(tmp / "runs.csv")],
             ),
@@ -267,6 +271,7 @@ def main() -> int:
                 ],
             ),
             Check("probe --quick", [ts, "probe", "--quick"]),
+            Check("runs probes", [ts, "runs", "probes"]),
             Check(
                 "simulate",
                 [

@@ -129,6 +129,7 @@ COMMANDS = [
     ["runs", "export"],
     ["runs", "sweeps"],
     ["runs", "probes"],
+    ["runs", "import"],
     ["sweep"],
     ["compare"],
     ["recommend"],

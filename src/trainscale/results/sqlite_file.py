@@ -100,7 +100,7 @@ def connect_for_reading(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise StoreError(missing_store_message(path))
     try:
-        conn = _open_read_only(path)
+        conn = open_read_only(path)
         with _closed_on_error(conn):
             version = read_schema_version(conn)
             refuse_newer(version)
@@ -136,7 +136,7 @@ def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _open_read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(path: Path) -> sqlite3.Connection:
     """A connection that cannot change the store.
 
     Where this process may write the file and its directory, a read-write connection with

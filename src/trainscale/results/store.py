@@ -46,6 +46,7 @@ from trainscale.results.records import (
 )
 from trainscale.results.schema import DATA_KINDS, EPOCH_FIELDS, RUN_STATUSES, SCHEMA_VERSION
 from trainscale.results.store_file import newest_first_query, opt_int, utc_now
+from trainscale.results.store_import import StoreImport
 from trainscale.results.sweep_rows import SweepRows
 
 STORE_ENV_VAR = "TRAINSCALE_STORE"
@@ -58,12 +59,13 @@ def default_store_path() -> Path:
     return Path(from_env).expanduser() if from_env else Path(DEFAULT_STORE_NAME)
 
 
-class RunStore(SweepRows, ProbeRows):
+class RunStore(SweepRows, ProbeRows, StoreImport):
     """A results store file; open with `RunStore(path)`, use as a context manager.
 
     Its runs (with their epochs and step times) are written and read here; its sweeps in
-    `SweepRows`, its probes in `ProbeRows`; the file itself (connections, transactions,
-    damaged rows left out) in `StoreFile`."""
+    `SweepRows`, its probes in `ProbeRows`, the rows of another store brought in by
+    `StoreImport`; the file itself (connections, transactions, damaged rows left out) in
+    `StoreFile`."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, create: bool = True, fail_stale: bool = False

@@ -47,11 +47,12 @@ class StoreFile:
         create=False) no file at all.
 
         create=False opens for reading: through a connection that cannot change the file
-        (SQLite's mode=ro, or query_only where the file is writable; see `_open_read_only`),
-        so a store on a read-only mount or of another user can be read, and a file that is
-        not a store is refused, never turned into one. A write through such a store (marking
-        stale runs; migrating an older schema) opens its own read-write connection, which
-        never creates the file, and fails as any write does where the file is not writable.
+        (SQLite's mode=ro, or query_only where the file is writable; see
+        `sqlite_file.open_read_only`), so a store on a read-only mount or of another user
+        can be read, and a file that is not a store is refused, never turned into one. A
+        write through such a store (marking stale runs; migrating an older schema) opens its
+        own read-write connection, which never creates the file, and fails as any write does
+        where the file is not writable.
         """
         self.path = Path(path)
         self._read_only = not create
