@@ -221,6 +221,11 @@ def main() -> int:
                 [ts, "runs", "import", str(tmp / "store.db"), "--store", str(tmp / "copy.db")],
             ),
             Check(
+                "runs delete",
+                [ts, "runs", "delete", "--status", "completed", "--yes"]
+                + ["--store", str(tmp / "copy.db")],
+            ),
+            Check(
                 "runs export csv",
                 [ts, "runs", "export", "--format", "csv", "--out", str(tmp / "runs.csv")],
             ),

@@ -130,6 +130,7 @@ COMMANDS = [
     ["runs", "sweeps"],
     ["runs", "probes"],
     ["runs", "import"],
+    ["runs", "delete"],
     ["sweep"],
     ["compare"],
     ["recommend"],

@@ -30,6 +30,7 @@ OWN_MEANING = {
     ("bench", "--workload"): "the workload (a positional argument of `run`)",
     ("runs list", "--workload"): "a filter of the stored runs",
     ("runs export", "--workload"): "a filter of the stored runs",
+    ("runs delete", "--workload"): "a filter of the stored runs",
     ("bench", "--data"): "auto | real | synthetic: real data when found (runner/data_choice.py)",
     ("bench", "--steps"): "a rung's steps over all its rounds (BenchOptions)",
     ("recommend", "--data"): "the same choice, for the accuracy check",
@@ -55,6 +56,7 @@ OWN_MEANING = {
     ("compare", "--seed"): "the bootstrap seed",
     ("runs list", "--tag"): "a filter of the stored runs",
     ("runs export", "--tag"): "a filter of the stored runs",
+    ("runs delete", "--tag"): "a filter of the stored runs",
     ("report", "--tag"): "the runs to report, by the tag they were stored with",
 }
 """Flags spelled like a run option that mean something else in one command (and why)."""

@@ -17,25 +17,14 @@ from trainscale.results import store_import
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore
 
+from tests.helpers.stored_runs import add_run
+
 V3_DUMP = Path(__file__).with_name("store_v3.sql")
 
 
 def _run(store: RunStore, run_id: str, *, sweep_id: str | None = None) -> None:
-    store.create_run(
-        run_id,
-        "mnist-cnn",
-        {"workload": "mnist-cnn", "seed": 0},
-        {"hostname": "laptop", "cpu_model": "c"},
-        data_kind="synthetic",
-        world_size=1,
-        threads_per_worker=1,
-        affinity="compact",
-        precision="fp32",
-        global_batch_size=64,
-        sweep_id=sweep_id,
-        sweep_item=0 if sweep_id else None,
-        repeat_index=0 if sweep_id else None,
-    )
+    in_sweep = {"sweep_id": sweep_id, "sweep_item": 0, "repeat_index": 0} if sweep_id else {}
+    add_run(store, run_id, env={"hostname": "laptop", "cpu_model": "c"}, **in_sweep)
 
 
 def _source(path: Path) -> Path:

@@ -1,13 +1,14 @@
 """`trainscale runs`: list, show and export the runs in a results store (one run's sections
 are `runs_show.py`, the export `runs_export.py`), list its sweeps and its probes
-(`runs_probes.py`), and import another store's runs (`runs_import.py`)."""
+(`runs_probes.py`), import another store's runs (`runs_import.py`) and delete runs
+(`runs_delete.py`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from trainscale.cli import runs_export, runs_import, runs_probes, runs_show
+from trainscale.cli import runs_delete, runs_export, runs_import, runs_probes, runs_show
 from trainscale.cli.common import add_json_argument, add_store_argument
 from trainscale.cli.console import column_table, emit, emit_unsquashed, status_cell, stdout_console
 from trainscale.cli.lines import print_json
@@ -20,14 +21,14 @@ _FILTERS = ("workload", "status", "tag", "limit")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register `trainscale runs` and its actions `list`, `show`, `export`, `sweeps`,
-    `probes` and `import`."""
+    `probes`, `import` and `delete`."""
     parser = subparsers.add_parser(
         "runs",
-        help="list, show, export and import stored runs; list stored sweeps and probes",
+        help="list, show, export, import and delete stored runs; list sweeps and probes",
         description=(
             "Read the results store: list runs, show one run, export runs (CSV, JSON, MLflow, "
             "TensorBoard), list the stored sweeps and the stored probes of this machine; "
-            "import the runs of another store."
+            "import the runs of another store; delete runs."
         ),
     )
     actions = parser.add_subparsers(dest="runs_action", metavar="ACTION", required=True)
@@ -70,6 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sweeps_parser.set_defaults(runs_handler=_sweeps)
     runs_probes.add_parser(actions, [store])
     runs_import.add_parser(actions, [store])
+    runs_delete.add_parser(actions, [filters, store])
     parser.set_defaults(handler=run)
 
 
