@@ -13,6 +13,8 @@ import pytest
 from trainscale.cli import main
 from trainscale.results.store import RunStore
 
+from tests.helpers.stored_runs import add_run
+
 SUMMARY = {
     "samples_per_s": 1234.5,
     "step_time_s_median": 0.05,
@@ -97,6 +99,21 @@ def test_list(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Piped output stays plain: no colour codes, no trailing padding.
     assert "\x1b[" not in out
     assert all(line == line.rstrip() for line in lines)
+
+
+def test_list_says_which_device_a_run_trained_on(tmp_path: Path, capsys) -> None:
+    # One process of 16 host threads, on the CPU or driving a GPU: only the device tells.
+    store = tmp_path / "runs.db"
+    with RunStore(store) as opened:
+        add_run(opened, "c0de00000001", config={"device": "cpu"}, threads_per_worker=16)
+        add_run(opened, "90de00000001", config={"device": "cuda"}, threads_per_worker=16)
+        add_run(opened, "01de00000001", config={})  # stored before the device was recorded
+    code, out, _ = _run(capsys, "runs", "list", "--store", str(store))
+    assert code == 0
+    header, *rows = out.splitlines()
+    column = header.split().index("device")
+    devices = {row.split()[0]: row.split()[column] for row in rows}
+    assert devices == {"c0de0000": "cpu", "90de0000": "cuda", "01de0000": "cpu"}
 
 
 def test_list_filters_and_limit(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,6 +42,7 @@ RUN_COLUMNS = (
     ("framework", "left"),
     ("status", "left"),
     ("data", "left"),
+    ("device", "left"),
     ("workers x threads", "right"),
     ("precision", "left"),
     ("samples/s", "right"),
@@ -113,6 +114,8 @@ def run_cells(record: RunRecord) -> list[str]:
         _framework_cell(record),
         status_text(record) + (" (busy)" if ran_busy(record.summary) else ""),
         text(record.data_kind),
+        # A GPU run's one process of N host threads reads as a CPU run's without it.
+        record.settings.device,
         f"{text(record.world_size)} x {text(record.threads_per_worker)}",
         text(record.precision),
         number(record.figures.samples_per_s, ".1f"),
