@@ -13,7 +13,7 @@ ESTIMATE_NOTE = (
     "Time: a rough estimate (within about 2x), not a measurement of this machine: each "
     "run's training samples (for a run that stops at its target, the samples its workload "
     "was measured to need) times the seconds per sample measured on a 2-core machine with "
-    "1 process x 2 threads (docs/workloads.md), plus {overhead:.0f} s of start-up a run; "
+    "1 process x 2 threads (docs/workloads.md), plus {overhead:.0f} s of start-up per run; "
     "evaluation and DBN pre-training are not counted. More cores: less time."
 )
 

@@ -31,7 +31,7 @@ def planned_time_text(spec: SweepSpec, runs: int) -> str:
     return (
         f"about {duration_text(seconds)} on a quiet 2-core machine (training samples, or the "
         "samples to the target of a run that stops there, x the recipe table's fp32 seconds "
-        "per sample, docs/workloads.md, plus start-up a run); "
+        "per sample, docs/workloads.md, plus each run's start-up); "
         "the ETA below is measured here, from the runs done"
     )
 
