@@ -266,7 +266,9 @@ def test_other_mistakes(store_path, tmp_path, capsys):
     assert run_cli(["simulate", "--validate", "--store", str(tmp_path / "none.db")]) == 2
     assert "no results store" in one_error_line(capsys)
     assert run_cli(["predict-time-to-accuracy", "tweets-text", "--store", str(store_path)]) == 2
-    assert "no completed emulation of tweets-text" in one_error_line(capsys)
+    line = one_error_line(capsys)
+    assert "no completed emulation of tweets-text" in line
+    assert line.endswith("e.g. `trainscale emulate tweets-text --workers 1,2,4,8 --mode sync`")
     validate = ["simulate", "--validate", "--store", str(store_path)]
     assert run_cli([*validate, "--workers", "1,2"]) == 2
     assert "--workers is for predictions" in one_error_line(capsys)

@@ -374,8 +374,9 @@ def time_to_accuracy(
         if not settings:
             which = f" with tag {tag}" if emulation else ""
             raise TrainscaleError(
-                f"no completed emulation of {workload}{which} in {store_path}; run "
-                f"`trainscale emulate {workload} ...` first"
+                f"no completed emulation of {workload}{which} in {store_path}; emulate the "
+                "worker counts to predict first, e.g. "
+                f"`trainscale emulate {workload} --workers 1,2,4,8 --mode sync`"
             )
         spec = resolve_cluster(
             model.cluster or "local",
