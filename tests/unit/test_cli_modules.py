@@ -17,6 +17,9 @@ import trainscale.cli
 from trainscale.cli import build_parser
 from trainscale.config.cli import DECLARED, leaf_flag
 from trainscale.config.options import RunOptions
+from trainscale.results.store import RunStore
+
+from tests.helpers.stored_runs import add_run
 
 CLI_DIR = Path(trainscale.cli.__file__).parent
 MAX_LINES = 150
@@ -133,6 +136,43 @@ def test_help_loads_no_heavy_package() -> None:
         "from trainscale.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
+        f"loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY_AT_HELP!r}))\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+STORE_READERS = (
+    ["runs", "list"],
+    ["runs", "show", "aaaa"],
+    ["runs", "sweeps"],
+    ["runs", "probes"],
+    ["runs", "export", "--format", "json"],
+    ["runs", "delete", "--tag", "none", "--dry-run"],
+    ["compare", "aaaa", "bbbb"],
+    ["runs", "import", "{source}"],
+)
+"""Commands that only read and write the store: none loads torch (over a second of a
+command's start on a small machine), nor the plotting and data-frame libraries."""
+
+
+def test_commands_of_the_store_load_no_heavy_package(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "s.db") as store:
+        for run_id in ("aaaa00000001", "bbbb00000001"):
+            add_run(store, run_id)
+            store.complete_run(run_id, {"samples_per_s": 1.0}, [], [0.1] * 30)
+    RunStore(tmp_path / "other.db").close()
+    commands = [
+        [word.format(source=tmp_path / "other.db") for word in argv]
+        + ["--store", str(tmp_path / "s.db")]
+        for argv in STORE_READERS
+    ]
+    code = (
+        "import contextlib, io, sys\n"
+        "from trainscale.cli import main\n"
+        f"for argv in {commands!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert main(argv) == 0, argv\n"
         f"loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY_AT_HELP!r}))\n"
         "assert not loaded, loaded\n"
     )

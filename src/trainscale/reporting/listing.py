@@ -305,11 +305,13 @@ def stored_name(workload: str | None) -> str | None:
     """The name runs are stored under for a workload filter: a custom workload's reference
     (`FILE.py:ATTR`) selects the runs of the workload it names; a training script
     (`train.py`), or a script run's stored name (`script:train.py`), the script's runs."""
+    if workload is None:  # before the imports, which bring torch and its launcher
+        return None
     from trainscale.runner.script_launch import is_script
     from trainscale.workloads import workload_name
     from trainscale.workloads.custom import is_reference
 
-    if workload is None or not is_reference(workload) or workload.startswith("script:"):
+    if not is_reference(workload) or workload.startswith("script:"):
         return workload
     if is_script(workload):  # never imported as a workload file: that would run the script
         return f"script:{Path(workload).name}"
