@@ -116,6 +116,24 @@ def test_list_says_which_device_a_run_trained_on(tmp_path: Path, capsys) -> None
     assert devices == {"c0de0000": "cpu", "90de0000": "cuda", "01de0000": "cpu"}
 
 
+def test_list_names_the_host_where_runs_come_from_several(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "runs.db"
+    with RunStore(store) as opened:
+        add_run(opened, "1a9100000001", env={"hostname": "laptop"})
+    code, out, _ = _run(capsys, "runs", "list", "--store", str(store))
+    assert code == 0 and "host" not in out.splitlines()[0].split()  # one machine: no column
+    with RunStore(store) as opened:  # as `runs import` brings another machine's runs
+        add_run(opened, "90de00000001", env={"hostname": "gpu-server"})
+    code, out, _ = _run(capsys, "runs", "list", "--store", str(store))
+    header, *rows = out.splitlines()
+    column = header.split().index("host")
+    assert header.split()[column - 1] == "device"
+    assert {row.split()[0]: row.split()[column] for row in rows} == {
+        "1a910000": "laptop",
+        "90de0000": "gpu-server",
+    }
+
+
 def test_list_filters_and_limit(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = ["--store", str(store_path)]
     _, out, _ = _run(capsys, "runs", "list", "--workload", "resnet44", *store)

@@ -94,7 +94,7 @@ def _list(args: argparse.Namespace) -> int:
         [status_cell(cell, record.status) if key == "status" else cell for key, cell in row.items()]
         for record, row in zip(found.records, found.rows(), strict=True)
     ]
-    emit_unsquashed(console, column_table(console, stored.RUN_COLUMNS, rows))
+    emit_unsquashed(console, column_table(console, found.columns, rows))
     return 0
 
 

@@ -82,10 +82,32 @@ class RunList:
     def empty_message(self) -> str:
         return f"no runs in {self.store}" + (" match the filters" if self.filtered else "")
 
+    @property
+    def several_hosts(self) -> bool:
+        """Whether the runs come from more than one host (runs imported from another
+        machine's store): the list then says which."""
+        return len({record.machine.hostname for record in self.records}) > 1
+
+    @property
+    def columns(self) -> tuple[tuple[str, str], ...]:
+        """`RUN_COLUMNS`, with a host column after the device where there are several."""
+        if not self.several_hosts:
+            return RUN_COLUMNS
+        at = [header for header, _ in RUN_COLUMNS].index("device") + 1
+        return (*RUN_COLUMNS[:at], ("host", "left"), *RUN_COLUMNS[at:])
+
     def rows(self) -> list[dict[str, str]]:
-        """One row of cells per run, keyed by `RUN_COLUMNS`' headers."""
-        return [
+        """One row of cells per run, keyed by `columns`' headers."""
+        rows = [
             dict(zip((c for c, _ in RUN_COLUMNS), run_cells(r), strict=True)) for r in self.records
+        ]
+        if not self.several_hosts:
+            return rows
+        headers = [header for header, _ in self.columns]
+        hosts = [text(record.machine.hostname) for record in self.records]
+        return [
+            {header: host if header == "host" else row[header] for header in headers}
+            for row, host in zip(rows, hosts, strict=True)
         ]
 
 
