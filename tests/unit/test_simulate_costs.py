@@ -7,7 +7,9 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
+from trainscale.data.tensors import DataRequest
 from trainscale.metrics.scaling import amdahl_speedup
 from trainscale.simulator.buckets import (
     DEFAULT_FIRST_BUCKET_BYTES,
@@ -16,7 +18,9 @@ from trainscale.simulator.buckets import (
     assign_buckets,
     bucket_caps,
     layout_from_params,
+    workload_layout,
 )
+from trainscale.simulator.calibrate import training_flops_per_sample
 from trainscale.simulator.collectives import (
     Link,
     Topology,
@@ -35,6 +39,8 @@ from trainscale.simulator.stragglers import (
     slowest_factor_samples,
 )
 from trainscale.simulator.units import parse_bandwidth, parse_flops, parse_time
+from trainscale.train.flops import count_flops_per_sample
+from trainscale.workloads import get_workload
 
 from tests.helpers.simulate import calibration, cluster, tiny_layout
 
@@ -204,6 +210,22 @@ def test_layout_runs_in_reverse_registration_order():
     assert [b.num_bytes for b in layout.buckets] == [2 * MIB, MIB // 2 + 3 * MIB]
     assert [b.ready_share for b in layout.buckets] == pytest.approx([0.1, 1.0])
     assert layout.total_bytes == 5 * MIB + MIB // 2
+
+
+@pytest.mark.parametrize("workload", ["mnist-cnn", "tweets-text", "imdb-bilstm"])
+def test_a_layout_counts_the_flops_a_run_counts(workload):
+    # The layout's pass counts FLOPs beside the operators, so the simulator need not build
+    # and run the model a second time for them; the count must be the run's own (the
+    # recurrent one's through trainscale's formulas for the fused LSTM kernel).
+    spec = get_workload(workload)
+    data = spec.make_synthetic(DataRequest(max_train=2, max_test=2))
+    torch.manual_seed(0)
+    run_count = count_flops_per_sample(
+        spec.build_model(data.meta), data.train_x[:2], data.train_y[:2], spec
+    )
+    layout = workload_layout(workload)
+    assert run_count and layout.flops_per_sample == run_count
+    assert training_flops_per_sample(workload, counted=layout.flops_per_sample) == run_count
 
 
 # -- stragglers -------------------------------------------------------------------------------

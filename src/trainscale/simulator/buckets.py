@@ -23,8 +23,8 @@ dispatch and kernel launch), the part of a step that does not shrink with the ba
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -75,6 +75,9 @@ class GradientLayout:
     """'flops' or 'parameters': what spread backward compute over the buckets."""
     ops_per_step: int | None = None
     """Operators (kernels) one forward + backward dispatches; None if not counted."""
+    flops_per_sample: float | None = None
+    """Training FLOPs (forward + backward) per sample, counted in the same pass as the
+    operators, as a run counts them (`train/flops.count_flops_per_sample`); None if not."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,11 +167,23 @@ def layout_from_params(
     )
 
 
-def profile_model(
-    model: Any, batch: tuple[Any, Any], loss: Any
-) -> tuple[dict[str, float] | None, int | None]:
-    """(FLOPs each module does itself by module path, operators per step) of forward +
-    backward on `batch`; (None, None) if torch's counter cannot trace the model.
+class ModelProfile(NamedTuple):
+    """One forward + backward of a model, counted."""
+
+    flops_by_module: dict[str, float] | None
+    """FLOPs each module does itself, by module path."""
+    ops_per_step: int | None
+    """Operators dispatched."""
+    flops_per_sample: float | None
+    """All the pass's FLOPs (the loss's included) per sample of the batch."""
+
+
+NOT_COUNTED = ModelProfile(None, None, None)
+
+
+def profile_model(model: Any, batch: tuple[Any, Any], loss: Any) -> ModelProfile:
+    """Forward + backward on `batch`, counted; `NOT_COUNTED` if torch's counter cannot trace
+    the model.
 
     The counter reports each module with its children's FLOPs included, under
     '<ModelClass>.<path>'; children are subtracted here.
@@ -180,8 +195,10 @@ def profile_model(
         with counter, ops:
             loss(model(x), y).backward()
         counts = counter.get_flop_counts()
+        # Whole FLOPs per sample, as a run's count has them (train/flops.py).
+        per_sample = float(counter.get_total_flops() // x.shape[0])
     except Exception:  # a model the counter cannot trace falls back to parameter counts
-        return None, None
+        return NOT_COUNTED
     finally:
         model.zero_grad(set_to_none=True)
     root = type(model).__name__
@@ -203,7 +220,7 @@ def profile_model(
             for name, _ in module.named_children()
         )
         own[path] = max(0.0, inclusive[path] - children)
-    return own, ops.count
+    return ModelProfile(own, ops.count, per_sample)
 
 
 def param_infos(model: Any, flops_by_module: Mapping[str, float] | None = None) -> list[ParamInfo]:
@@ -267,6 +284,10 @@ def workload_layout(
     model = workload.build_model(data.meta).to(device)
     model.train()
     batch = (data.train_x[:2].to(device), data.train_y[:2].to(device))
-    flops, ops = profile_model(model, batch, workload.loss)
+    profile = profile_model(model, batch, workload.loss)
+    flops = profile.flops_by_module
     params = param_infos(model, flops)
-    return layout_from_params(params, bucket_cap_mb, "flops" if flops else "parameters", ops)
+    layout = layout_from_params(
+        params, bucket_cap_mb, "flops" if flops else "parameters", profile.ops_per_step
+    )
+    return replace(layout, flops_per_sample=profile.flops_per_sample)

@@ -37,7 +37,6 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
@@ -290,19 +289,12 @@ def system_model(
         model,
         cluster.device,
         precision,
-        counted_flops(model),
+        training_flops_per_sample(model, counted=layout.flops_per_sample),
         layout.num_params,
         reference_batch_size=reference_batch,
         ops_per_step=layout.ops_per_step,
     )
     return SystemModel(base=base, layout=layout, cluster=cluster, samples=samples, seed=seed)
-
-
-@lru_cache(maxsize=16)
-def counted_flops(model: str) -> float:
-    """Training FLOPs per sample of `model`, counted once per process (the tables of one
-    model share it; counting runs the model)."""
-    return training_flops_per_sample(model)
 
 
 def free_parameters(points: Sequence[PointLike]) -> tuple[str, ...]:

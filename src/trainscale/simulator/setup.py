@@ -241,7 +241,7 @@ def calibrate(
                 )
         else:
             hint = other_precisions_hint(all_runs, workload, cluster, precision, cores)
-            flops = training_flops_per_sample(workload, all_runs)
+            flops = training_flops_per_sample(workload, all_runs, layout.flops_per_sample)
             calibration = calibrate_from_other_workloads(
                 workload,
                 device_runs,
