@@ -17,7 +17,9 @@ fails, parameter counts are the weights.
 
 The same pass counts the operators a training step dispatches (views and other metadata-only
 operators left out): on a device with no stored run, each costs a fixed overhead (eager
-dispatch and kernel launch), the part of a step that does not shrink with the batch.
+dispatch and kernel launch), the part of a step that does not shrink with the batch. It
+also gives the training FLOPs per sample, as a run counts them, so that the simulator builds
+and runs a model once.
 """
 
 from __future__ import annotations
