@@ -16,6 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import ConfigError, DataError
+from trainscale.models.meta_device import shapes_only
 from trainscale.simulator.buckets import layout_from_params, param_infos
 from trainscale.workloads import (
     architecture_names,
@@ -36,8 +37,8 @@ PUBLISHED = {
 
 
 def meta_model(name: str) -> torch.nn.Module:
-    """The workload's model on the meta device: shapes only, nothing allocated."""
-    with torch.device("meta"):
+    """The workload's model built for its shapes alone, as the listing and footprint do."""
+    with shapes_only():
         return get_workload(name).build_model({"num_classes": 1000})
 
 

@@ -31,7 +31,8 @@ class Rbm(nn.Module):
     def __init__(self, num_visible: int, num_hidden: int, init_std: float = 0.01):
         super().__init__()
         # Small random weights and zero biases, as in Hinton's "practical guide" (2010).
-        self.weight = nn.Parameter(torch.randn(num_hidden, num_visible) * init_std)
+        # In place: the same values, and nothing to compute when built for its shapes only.
+        self.weight = nn.Parameter(torch.randn(num_hidden, num_visible).mul_(init_std))
         self.hidden_bias = nn.Parameter(torch.zeros(num_hidden))
         self.register_buffer("visible_bias", torch.zeros(num_visible))
 

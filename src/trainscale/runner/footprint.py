@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from trainscale.data.tensors import DataRequest, DataSize
 from trainscale.hardware.resources import (
     BYTES_PER_PARAMETER,
@@ -28,6 +26,7 @@ from trainscale.hardware.resources import (
     check_memory,
     format_bytes,
 )
+from trainscale.models.meta_device import shapes_only
 from trainscale.workloads.base import Workload
 
 DATA_COPIES = 2
@@ -77,7 +76,7 @@ def estimate_footprint(
     data_bytes = _row_bytes(sample.train_x, sample.train_y) * size.num_train
     data_bytes += _row_bytes(sample.test_x, sample.test_y) * size.num_test
     try:
-        with torch.device("meta"):
+        with shapes_only():
             model = workload.build_model(sample.meta)
         num_parameters = sum(p.numel() for p in model.parameters())
     except Exception:

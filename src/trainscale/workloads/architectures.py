@@ -17,11 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-
 from trainscale.data.tensors import DataRequest
 from trainscale.models.imagenet_resnet import imagenet_resnet
 from trainscale.models.inception_v3 import InceptionV3
+from trainscale.models.meta_device import shapes_only
 from trainscale.models.vgg import Vgg16
 from trainscale.workloads.base import Recipe, Workload
 from trainscale.workloads.imagenet import imagenet_workload
@@ -58,10 +57,10 @@ class ArchitectureFacts:
 
 
 def describe_architecture(workload: Workload) -> ArchitectureFacts:
-    """Its parameter count (the model built on torch's meta device, which allocates
-    nothing and takes milliseconds) and its input shape."""
+    """Its parameter count (the model built for its shapes alone, which allocates nothing
+    and takes milliseconds) and its input shape."""
     sample = workload.make_synthetic(DataRequest(max_train=1, max_test=1))
-    with torch.device("meta"):
+    with shapes_only():
         model = workload.build_model(sample.meta)
     return ArchitectureFacts(
         num_parameters=sum(p.numel() for p in model.parameters()),
