@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trainscale
-from trainscale.api import calls, machine, questions
+from trainscale.api import calls, machine, questions, store_calls
 from trainscale.api.keywords import check_arguments, run_options
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
@@ -39,6 +39,7 @@ POSITIONAL = {
     "simulate": ("mnist-cnn",),
     "emulate": ("mnist-cnn",),
     "predict_time_to_accuracy": ("mnist-cnn",),
+    "import_runs": ("other.db",),
 }
 """What each function is given by position, unless the case gives it."""
 
@@ -91,6 +92,7 @@ WRONG = [
     ("bench", (), {"steps": "3"}, "steps"),
     ("runs", (), {"limit": "3"}, "limit"),
     ("probes", (), {"limit": "3"}, "limit"),
+    ("delete_runs", (), {"limit": "3"}, "limit"),
     ("simulate", None, {"samples": "100"}, "samples"),
     # float
     ("run", None, {"lr": "0.1"}, "lr"),
@@ -104,6 +106,7 @@ WRONG = [
     ("probe", (), {"quick": 1}, "quick"),
     ("probe", (), {"threads": "2"}, "threads"),
     ("sweep", None, {"dry_run": 1}, "dry_run"),
+    ("delete_runs", (), {"tag": "t", "dry_run": "yes"}, "dry_run"),
     ("recommend", None, {"quick": 1}, "quick"),
     # str, and a choice of strings
     ("run", None, {"rdzv_id": 5}, "rdzv_id"),
@@ -113,6 +116,7 @@ WRONG = [
     ("runs", (), {"status": 5}, "status"),
     ("probes", (), {"kind": 5}, "kind"),
     ("runs", (), {"tag": ["a"]}, "tag"),
+    ("delete_runs", (), {"status": 5}, "status"),
     ("report", (), {"out": "r", "baseline": 1}, "baseline"),
     # path
     ("run", None, {"data_dir": b"/data"}, "data_dir"),
@@ -122,8 +126,11 @@ WRONG = [
     ("report", (), {"out": "r", "prices": 1.5}, "prices"),
     ("compare", None, {"store": ["s.db"]}, "store"),
     ("env", (), {"store": ["s.db"]}, "store"),
+    ("import_runs", (), {"source": 5}, "source"),
+    ("import_runs", None, {"store": 5}, "store"),
     # list (an iterable of ids)
     ("report", (), {"out": "r", "runs": 3.5}, "runs"),
+    ("delete_runs", (), {"runs": 3.5}, "runs"),
     # mapping
     ("run", None, {"workload_options": 5}, "workload_options"),
     ("run", None, {"workload_options": ["a", "b"]}, "workload_options"),
@@ -152,6 +159,8 @@ STARTS = (
     (machine, "run_probe"),
     (machine, "list_probes"),
     (machine, "describe_machine"),
+    (store_calls, "RunStore"),
+    (store_calls, "open_for_reading"),
 )
 """The functions through which the API's calls start work once their keywords are checked."""
 
@@ -342,6 +351,8 @@ KEYWORDS = {
     "sweep": ["quick", "data", "data_dir", "workload_options", "resume", "report", "dry_run"],
     "compare": ["config", "confidence", "resamples", "seed", "store"],
     "runs": ["status", "tag", "limit", "store"],
+    "import_runs": ["store"],
+    "delete_runs": ["runs", "status", "tag", "limit", "dry_run", "store"],
     "probes": ["kind", "limit", "store"],
     "env": ["store"],
     "report": ["sweep", "runs", "tag", "baseline", "prices", "store"],

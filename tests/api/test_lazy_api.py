@@ -33,7 +33,8 @@ def test_the_api_names_stay_the_functions_once_every_package_is_imported():
     functions = ("run", "bench", "sweep", "compare", "runs", "report")
     questions = ("recommend", "simulate", "emulate", "predict_time_to_accuracy")
     machine = ("env", "probe", "probes")
-    for name in (*functions, *questions, *machine):
+    store = ("import_runs", "delete_runs")
+    for name in (*functions, *questions, *machine, *store):
         assert callable(getattr(trainscale, name)), name
         assert getattr(trainscale, name) is getattr(api, name), name
 

@@ -45,7 +45,8 @@ def test_a_cpu_probe_is_measured_stored_and_typed(tmp_path, capsys):
     args += ["--precisions", "fp32", "--matmul-sizes", "64,128", "--store", str(store), "--json"]
     assert main(args) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert set(printed) == set(probed.to_dict())
+    # `busiest` (the processes that used the cores) is there when that measurement was busy.
+    assert set(printed) - {"busiest"} == set(probed.to_dict()) - {"busiest"}
     assert set(printed["matmul"]) == set(probed.to_dict()["matmul"])
 
 

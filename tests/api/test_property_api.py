@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import trainscale
-from trainscale.api import calls, machine, questions
+from trainscale.api import calls, machine, questions, store_calls
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.probing import run as probing
 
@@ -45,6 +45,8 @@ POSITIONAL: dict[str, tuple[Any, ...]] = {
     "probe": (),
     "probes": (),
     "env": (),
+    "import_runs": ("other.db",),
+    "delete_runs": (),
 }
 """What each function is given by position (report's `out` is required: it is drawn too)."""
 TAKEN_BY_POSITION = {
@@ -52,6 +54,7 @@ TAKEN_BY_POSITION = {
     "sweep": {"spec_or_recipe"},
     "compare": {"a", "b"},
     "recommend": {"workload"},
+    "import_runs": {"source"},
 }
 
 # No '/', '\\' or '.': a random path must stay inside the test's working directory.
@@ -108,6 +111,8 @@ def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
         (probing, "execute_probe"),  # after the probe's plan, which checks every value
         (machine, "list_probes"),
         (machine, "describe_machine"),
+        (store_calls, "RunStore"),
+        (store_calls, "open_for_reading"),
     ):
         monkeypatch.setattr(module, name, _stand_in(getattr(module, name)))
 

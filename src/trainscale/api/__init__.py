@@ -24,13 +24,16 @@ from trainscale.api.results import (
     SweepResults,
     TimeToAccuracy,
 )
+from trainscale.api.store_calls import delete_runs, import_runs
 from trainscale.probing.run import ProbeFailed
+from trainscale.results.store_import import ImportedRows
 from trainscale.runner.launch import RunFailed
 
 __all__ = [
     "BenchResults",
     "Comparison",
     "Emulation",
+    "ImportedRows",
     "MachineFacts",
     "MachineProbe",
     "ProbeFailed",
@@ -46,8 +49,10 @@ __all__ = [
     "TimeToAccuracy",
     "bench",
     "compare",
+    "delete_runs",
     "emulate",
     "env",
+    "import_runs",
     "predict_time_to_accuracy",
     "probe",
     "probes",

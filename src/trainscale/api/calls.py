@@ -28,7 +28,7 @@ from trainscale.api.results import (
     StoredRuns,
     SweepResults,
 )
-from trainscale.api.stored import StorePath, store_file, stored_run
+from trainscale.api.stored import StorePath, checked_filters, store_file, stored_id, stored_run
 from trainscale.api.workload_arg import needs_a_workload, workload_text
 from trainscale.benchmark.document import bench_document, bench_runs
 from trainscale.benchmark.options import BenchOptions
@@ -39,13 +39,11 @@ from trainscale.reporting.build import build_report
 from trainscale.reporting.compare_runs import compare as compare_runs
 from trainscale.reporting.listing import list_runs
 from trainscale.reporting.report_document import report_document
-from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import default_store_path
 from trainscale.runner.launch import RemoteResult, start_run
 from trainscale.runner.script_launch import start_script_run
 from trainscale.sweeps.document import sweep_document, sweep_runs
 from trainscale.sweeps.run import SweepResult, load_sweep, run_sweep
-from trainscale.workloads import workload_name
 
 
 def run(
@@ -195,7 +193,7 @@ def compare(a: Any, b: Any, *, store: StorePath = None, **options: Any) -> Compa
         "compare", {**given, **options}, (compare, ()), (compare_runs, ("a", "b", "store"))
     )
     options = {key: value for key, value in checked.items() if key not in given}
-    found = compare_runs(_ident(a), _ident(b), store=store_file(store), **options)
+    found = compare_runs(stored_id(a), stored_id(b), store=store_file(store), **options)
     return Comparison(
         a=found.a.name,
         b=found.b.name,
@@ -219,12 +217,7 @@ def runs(
     `trainscale runs list` shows them. The store must exist."""
     given = {"workload": workload, "status": status, "tag": tag, "limit": limit, "store": store}
     check_arguments("runs", {**given, **unknown}, (runs, ()))
-    if status is not None and status not in RUN_STATUSES:
-        raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
-    if workload is not None:  # a custom workload's reference or function: its name
-        workload = workload_name(workload_text(workload))
+    workload = checked_filters(workload, status, limit)
     found = list_runs(store_file(store), workload=workload, status=status, tag=tag, limit=limit)
     return StoredRuns(tuple(StoredRun.from_record(record) for record in found.records))
 
@@ -254,8 +247,8 @@ def report(
     check_arguments("report", {**given, "store": store, **unknown}, (report, ()))
     written = build_report(
         store_file(store) or default_store_path(),
-        sweep_id=None if sweep is None else _ident(sweep),
-        run_ids=None if runs is None else [_ident(item) for item in runs],
+        sweep_id=None if sweep is None else stored_id(sweep),
+        run_ids=None if runs is None else [stored_id(item) for item in runs],
         tag=tag,
         out_dir=out,
         baseline=baseline,
@@ -275,15 +268,6 @@ def report(
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def _ident(side: Any) -> str:
-    """The id the CLI takes for a side: a string as given, or the id of an API result."""
-    for attribute in ("run_id", "sweep_id"):
-        value = getattr(side, attribute, None)
-        if isinstance(value, str) and not isinstance(side, str):
-            return value
-    return str(side)
 
 
 def _sweep_source(given: str | os.PathLike[str]) -> tuple[Path | None, str | None]:
