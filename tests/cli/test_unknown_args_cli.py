@@ -64,6 +64,18 @@ def test_each_of_several_mistyped_options_gets_its_own_suggestion(capsys):
     assert "did you mean --workers for --wokers, --epochs for --epohcs?" in line
 
 
+def test_an_option_of_another_command_names_that_command_not_a_lookalike(capsys):
+    # The bench picks its own settings: --workers is no typo of its --workload.
+    assert run_cli(["bench", "--quick", "--workers=2"]) == 2
+    assert one_error_line(capsys) == (
+        "trainscale bench: error: unrecognized arguments: --workers=2; --workers is an option"
+        " of `trainscale run`, `trainscale probe`, `trainscale emulate`, ..."
+        " (see `trainscale bench --help`)"
+    )
+    assert run_cli(["runs", "list", "--rounds=3"]) == 2
+    assert "; --rounds is an option of `trainscale bench` (see" in one_error_line(capsys)
+
+
 def test_an_argument_like_no_option_is_named_without_a_guess(capsys):
     assert run_cli(["report", "--tag", "x", "--out", "o", "--zzzz"]) == 2
     assert one_error_line(capsys) == (

@@ -39,6 +39,28 @@ def closest_option(parser: argparse.ArgumentParser, given: str) -> str | None:
     return nearest_name(name, options)
 
 
+def other_commands_with(
+    parser: argparse.ArgumentParser, owner: argparse.ArgumentParser, given: str
+) -> str:
+    """The other commands that take the option `given` names (`bench --workers` ->
+    '`trainscale run`, `trainscale emulate`, ...'), at most three, else ''."""
+    name = given.split("=", 1)[0]
+    found: list[str] = []
+    pending, seen = [parser], set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:  # aliases name one parser twice
+            continue
+        seen.add(id(current))
+        options = {o for action in current._actions for o in action.option_strings}
+        if current is not owner and name in options:
+            found.append(f"`{current.prog}`")
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(action.choices.values())
+    return ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+
+
 def spaced_list(parser: argparse.ArgumentParser, argv: list[str], extras: list[str]) -> str:
     """The fix, when `extras` are the further values of an option that takes one
     comma-separated list (`--workers 1 2 4` -> `--workers 1,2,4`), else ''."""
@@ -71,12 +93,21 @@ def reject_unrecognized(
     unknown option the known one it most resembles, and the comma-separated list that
     values spaced out after a list option (`argv`, as given) meant."""
     owner = command_parser(parser, args)
+    elsewhere = {
+        given: commands
+        for given in extras
+        if given.startswith("--") and (commands := other_commands_with(parser, owner, given))
+    }
     likely = {
         given: option
         for given in extras
-        if given.startswith("-") and (option := closest_option(owner, given)) is not None
+        if given.startswith("-")
+        and given not in elsewhere  # `bench --workers` is not a mistyped --workload
+        and (option := closest_option(owner, given)) is not None
     }
     message = "unrecognized arguments: " + " ".join(extras)
+    for given, commands in elsewhere.items():
+        message += f"; {given.split('=', 1)[0]} is an option of {commands}"
     if len(likely) == 1:
         message += f"; did you mean {next(iter(likely.values()))}?"
     elif likely:
