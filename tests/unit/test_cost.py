@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import TrainscaleError
-from trainscale.hardware.prices import PRICES_ENV_VAR, PriceError, load_price_table
+from trainscale.hardware.price_file import PRICES_ENV_VAR, load_price_table
+from trainscale.hardware.prices import PriceError
 from trainscale.metrics.cost import CostedSetting, cost_usd, gpu_versus_cpu
 from trainscale.reporting.aggregate import aggregate
 from trainscale.reporting.tables import configuration_rows
@@ -211,7 +212,7 @@ def test_report_costs_configurations_and_compares_gpu_with_cpu(tmp_path: Path) -
 
 
 def test_report_without_a_price_for_the_device_says_so() -> None:
-    from trainscale.hardware.prices import parse_price_table
+    from trainscale.hardware.price_file import parse_price_table
 
     gpu = record(
         "gpu-run",

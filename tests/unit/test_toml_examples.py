@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainscale.config.files import parse_toml
-from trainscale.hardware.prices import parse_price_table
+from trainscale.hardware.price_file import parse_price_table
 from trainscale.simulator import cluster_file
 from trainscale.simulator.cluster import parse_cluster
 from trainscale.sweeps.spec import parse_spec

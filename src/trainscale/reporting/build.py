@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from trainscale.hardware.prices import PriceTable, load_price_table
+from trainscale.hardware.price_file import load_price_table
+from trainscale.hardware.prices import PriceTable
 from trainscale.reporting import ReportError
 from trainscale.reporting.aggregate import aggregate
 from trainscale.reporting.csv_table import render_csv

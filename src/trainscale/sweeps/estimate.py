@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainscale.errors import TrainscaleError
-from trainscale.sweeps.spec import SweepSpec
 from trainscale.workloads import get_workload
+
+if TYPE_CHECKING:  # a type only: the bench's progress lines import this module, with no
+    # sweep file to read, and so need no pydantic (the sweep file's models' library)
+    from trainscale.sweeps.spec import SweepSpec
 
 UNMEASURED_EPOCH_S = 100.0
 """Seconds an epoch is assumed to take for a workload that declares no `rough_cost` (a
