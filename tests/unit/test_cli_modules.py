@@ -142,6 +142,20 @@ def test_help_loads_no_heavy_package() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_the_console_script_imports_no_command_until_it_runs() -> None:
+    # Each spawned worker re-runs the console script's imports (trainscale/command.py).
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="trainscale")
+    assert script.value == "trainscale.command:main"
+    code = (
+        "import sys, trainscale.command\n"
+        "print(sorted(m for m in sys.modules if m.startswith('trainscale')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert done.stdout.strip() == "['trainscale', 'trainscale.command']"
+
+
 STORE_READERS = (
     ["runs", "list"],
     ["runs", "show", "aaaa"],
