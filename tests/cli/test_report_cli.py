@@ -161,6 +161,8 @@ def test_store_from_environment(
         (["--sweep", "e0e0"], "has no runs yet"),
         (["--sweep", "fa11"], "no completed runs"),
         (["--runs", "nosuch"], "no run 'nosuch'"),
+        # As --workers takes its list: the ids as they go.
+        (["--runs", "c1,c2"], "give run ids separated by spaces, not commas (c1 c2)"),
         (["--runs", "c"], "matches"),  # every fixture run id starts with 'c'
         (["--runs", run_id(2, 2)], "no completed runs"),  # the failed run alone
         (["--runs", "  "], "no run ids given"),

@@ -96,7 +96,10 @@ def format_result(result: dict[str, Any]) -> str:
         lines.append("  evaluation skipped: throughput only")
     else:
         reached = f"{ttt:.1f} s" if ttt is not None else "not reached"
-        lines.append(f"  test accuracy {acc:.4f}; time to target: {reached} (training clock)")
+        to_target = f"time to target: {reached} (training clock)"
+        if result.get("target_accuracy_given") is False:  # a script's, given none
+            to_target = "no time to target: no --target-accuracy given"
+        lines.append(f"  test accuracy {acc:.4f}; {to_target}")
         if result.get("stopped_at_target"):  # the accuracy above is the stop's, not the recipe's
             steps = f"{result['num_steps']} of {result['planned_steps']} planned steps"
             lines.append(f"  stopped at the target (--stop-at-target) after {steps}")

@@ -190,7 +190,8 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append(f"oversubscribed: {config.total_threads} threads on {config.cores} cores")
     if config.synthetic:
         notes.append("synthetic data: throughput only, no accuracy")
-    elif config.num_evaluated and config.num_reached < config.num_evaluated:
+    # (A script's runs given no --target-accuracy have no target to reach.)
+    elif config.target_accuracy is not None and config.num_reached < config.num_evaluated:
         notes.append(f"target reached in {config.num_reached} of {config.num_evaluated} runs")
     if config.num_failed:
         notes.append(f"{config.num_failed} run(s) did not complete")

@@ -223,7 +223,9 @@ def _time_to_accuracy(section: WorkloadSection):
         return _no_accuracy_reason(section)
     if not any(c.time_to_target_s is not None for c in configs):
         target = next((c.target_accuracy for c in configs if c.target_accuracy), None)
-        return "no configuration reached the target accuracy" + (f" ({target:g})" if target else "")
+        if target is None:  # script runs given no --target-accuracy
+            return "no target accuracy was given (`trainscale run --target-accuracy`)"
+        return f"no configuration reached the target accuracy ({target:g})"
     figure, axes = new_figure(height=_bar_height(len(configs)))
     labels = [_wrap(c.label) for c in configs]
     values = [c.time_to_target_s or 0.0 for c in configs]

@@ -295,6 +295,8 @@ def time_to_target(c: Configuration) -> str:
     """Median time to target, how many runs reached it, or why there is none."""
     if c.synthetic or not c.num_evaluated:
         return "-"
+    if c.target_accuracy is None:  # a script run given no --target-accuracy
+        return "no target"
     if c.time_to_target_s is None:
         return "not reached"
     reached = f" ({c.num_reached}/{c.num_evaluated})" if c.num_reached < c.num_evaluated else ""

@@ -309,6 +309,12 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
                         f"{prefix!r} in {self.path} is a probe ({probe['kind']}), not a run; "
                         "`trainscale runs probes --json` shows its figures"
                     )
+                if "," in prefix:  # `--runs a,b` as --workers takes its list
+                    ids = " ".join(part for part in prefix.replace(",", " ").split())
+                    raise StoreError(
+                        f"no run {prefix!r} in {self.path}: give run ids separated by spaces, "
+                        f"not commas ({ids})"
+                    )
                 raise StoreError(
                     f"no run {prefix!r} in {self.path}; `trainscale runs list` shows the "
                     "stored runs"

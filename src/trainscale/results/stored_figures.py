@@ -61,6 +61,8 @@ class StoredFigures:
     test_accuracy: float | None = None
     """The last evaluation's accuracy; None where the run never evaluated."""
     target_accuracy: float | None = None
+    """The accuracy its time to target counts to; None where none was asked for (a script run
+    given no `--target-accuracy`, whose summary holds the stand-in 1.0)."""
     time_to_target_s: float | None = None
     """Training-clock seconds until the target was first reached; None: not reached (or
     never evaluated)."""
@@ -110,7 +112,11 @@ class StoredFigures:
             step_time_s_iqr=as_number(summary.get("step_time_s_iqr")),
             train_time_s=as_number(summary.get("train_time_s")),
             test_accuracy=as_number(summary.get("test_accuracy")),
-            target_accuracy=as_number(summary.get("target_accuracy")),
+            target_accuracy=(
+                None
+                if summary.get("target_accuracy_given") is False
+                else as_number(summary.get("target_accuracy"))
+            ),
             time_to_target_s=as_number(summary.get("time_to_target_s")),
             accuracy_curve=_curve(summary.get("accuracy_curve")),
             flops_per_sample=_positive(summary.get("flops_per_sample")),
