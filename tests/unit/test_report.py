@@ -286,6 +286,17 @@ def test_a_setting_a_run_was_stored_without_is_its_default_in_labels() -> None:
     }
 
 
+def test_a_scripts_arguments_read_as_typed_and_an_unset_value_as_its_default() -> None:
+    first = {"workload": "script:train.py", "script_args": ["--epochs", "3"]}
+    second = {**first, "script_args": ["--lr", "0.1 0.2"], "target_accuracy": 0.8}
+    third = {**first, "script_args": [], "target_accuracy": None}
+    assert labels_from_differences({"1": first, "2": second, "3": third}) == {
+        "1": "script_args=--epochs 3, target_accuracy=default",
+        "2": "script_args=--lr '0.1 0.2', target_accuracy=0.8",
+        "3": "script_args=(none), target_accuracy=default",
+    }
+
+
 PHASES = ("data", "forward", "backward", "optimizer", "exposed_comm")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING
 from typing import Any
@@ -106,8 +107,12 @@ def settings_text(config: Mapping[str, Any], names: Iterable[str]) -> str:
 def value_text(name: str, value: Any) -> str:
     if value is None and name == "threads_per_worker":
         return "torch-default"
+    if value is None:  # a setting left to its workload's or the script's default
+        return "default"
     if name == "emulation":
         return emulation_text(value)
+    if name == "script_args" and isinstance(value, list):  # as typed after `--`
+        return shlex.join(str(arg) for arg in value) or "(none)"
     if isinstance(value, dict):
         return ",".join(f"{k}={v}" for k, v in value.items()) or "{}"
     return str(value)
