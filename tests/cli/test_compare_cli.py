@@ -313,3 +313,57 @@ def test_two_runs_are_labelled_by_the_settings_that_set_them_apart(fixture_store
     assert same["label"] == ""  # the same settings: nothing to name
     (unlike,) = compare_json(capsys, fixture_store, "aaaa0001", "cccc0001")["comparisons"]
     assert unlike["label"] == "A workload=mnist-cnn; B workload=mnist-dbn"
+
+
+def _add_text_run(store: RunStore, run_id: str, long_s: float, seed: int) -> float:
+    """A stored run of a text workload, whose steps do unequal work by design: short,
+    medium and long batches; rated over its mean step, as such a run stores itself. Returns
+    its stored samples/s."""
+    rng = np.random.default_rng(seed)
+    timed = [s * float(np.exp(rng.normal(0, 0.02))) for s in [0.1, 0.1, 0.2, long_s] * 15]
+    steps = [1.0] * WARMUP + timed
+    rate = 64 / float(np.mean(timed))
+    store.create_run(
+        run_id,
+        "imdb-bilstm",
+        {"workload": "imdb-bilstm"},
+        {"hostname": "fixture", "cpu_model": "fixture cpu"},
+        data_kind="synthetic",
+        world_size=1,
+        threads_per_worker=1,
+        affinity="compact",
+        precision="fp32",
+        global_batch_size=64,
+    )
+    summary = trainer_summary(
+        {
+            "samples_per_s": rate,
+            "samples_per_s_mean": rate,
+            "step_time_s_median": float(np.median(timed)),
+            "step_time_s_mean": float(np.mean(timed)),
+            "unequal_steps": True,
+            "num_timed_steps": len(timed),
+            "warmup_steps_excluded": WARMUP,
+        }
+    )
+    store.complete_run(run_id, summary, [], steps)
+    return rate
+
+
+def test_text_runs_compare_as_reports_rate_them_over_the_mean_step(tmp_path, capsys):
+    """The long batches differ, the median (a short batch) hardly: compare's throughput
+    ratio is the ratio of the stored (and reported) throughputs, not of the medians."""
+    path = tmp_path / "text.db"
+    with RunStore(path) as store:
+        rate_a = _add_text_run(store, "text000a", 0.8, seed=1)
+        rate_b = _add_text_run(store, "text000b", 0.4, seed=2)
+    (row,) = compare_json(capsys, path, "text000a", "text000b")["comparisons"]
+    assert rate_b / rate_a == pytest.approx(1.57, rel=0.05)
+    assert row["throughput_ratio"] == pytest.approx(rate_b / rate_a, rel=1e-9)
+    low, high = row["throughput_ratio_ci"]
+    assert 1.0 < low <= row["throughput_ratio"] <= high and row["significant"] is True
+    assert row["step_time_ratio"] == pytest.approx(1.0, abs=0.1)  # the medians: short batches
+    assert row["a"]["unequal_steps"] is True
+    assert "A and B: texts of unequal length: throughput is over the mean step" in " ".join(
+        row["warnings"]
+    )

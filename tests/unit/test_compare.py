@@ -170,3 +170,18 @@ def test_with_an_even_count_throughput_is_the_median_of_the_runs_throughputs():
     assert result.a.samples_per_s == pytest.approx((1 / 0.010 + 1 / 0.030) / 2)
     assert result.throughput_ratio == pytest.approx((1 / 0.020) / result.a.samples_per_s)
     assert bootstrap_medians(a_runs, 50, np.random.default_rng(0)).shape == (50,)
+
+
+def test_a_side_of_unequal_steps_is_rated_over_its_mean_step() -> None:
+    a = [0.1, 0.1, 0.2, 0.8] * 10
+    b = [0.1, 0.1, 0.2, 0.4] * 10
+    result = compare_step_times(
+        [a], [b], unequal_steps_a=True, unequal_steps_b=True, num_resamples=500
+    )
+    assert result.throughput_ratio == pytest.approx(np.mean(a) / np.mean(b))
+    assert result.step_time_ratio == pytest.approx(1.0)  # the medians: the short batches
+    low, high = result.throughput_ratio_ci
+    assert 1.0 < low <= result.throughput_ratio <= high
+    # Rated over the median, as a workload of equal steps is, the two would tie.
+    plain = compare_step_times([a], [b], num_resamples=500)
+    assert plain.throughput_ratio == pytest.approx(1.0) and not plain.significant

@@ -8,7 +8,8 @@ shows for a configuration (`metrics.throughput`), so a comparison and a report o
 runs agree:
 
 - a run's step time is the median of its timed steps, its throughput its global batch over
-  that median;
+  that median (over its mean step where the workload's steps do unequal work by design:
+  texts of different lengths, `unequal_steps`);
 - a side's step time is the median over its runs of each run's step time, and its
   throughput the median over its runs of each run's throughput (with one run: that run's);
 - the headline figures are the ratio of the sides' step times B/A and the ratio of their
@@ -45,7 +46,7 @@ A step), from -1 (B always faster) to +1 (B always slower).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -53,11 +54,15 @@ import numpy as np
 
 from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 from trainscale.metrics.throughput import (
+    rated_step_time,
     repeats_step_time,
     repeats_throughput,
     throughput,
     timed_step_time,
 )
+
+Statistic = Callable[..., Any]
+"""np.median or np.mean: a run's step statistic, taking an optional `axis`."""
 
 _CHUNK_ELEMENTS = 4_000_000
 """Largest resample matrix built at once (32 MB of float64): long runs are done in chunks."""
@@ -75,11 +80,14 @@ class SideSummary:
     samples_per_step: float
     """Global batch size of the side (1.0 when unknown): turns step time into throughput."""
     samples_per_s: float
-    """The side's throughput: the median over its runs of batch / the run's median step."""
+    """The side's throughput: the median over its runs of batch / the run's median step (its
+    mean step where `unequal_steps`)."""
     run_median_steps_s: list[float]
     """Each run's median timed step, in run order."""
     lag1_autocorrelation: float | None
     """Mean over runs of each run's lag-1 autocorrelation of step times (None if too short)."""
+    unequal_steps: bool = False
+    """Its steps do unequal work by design: its throughput is over the mean step."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,7 @@ class Comparison:
     step_time_ratio_ci: tuple[float, float]
     throughput_ratio: float
     """B's samples/s / A's (each the median over its runs of each run's samples/s); with one
-    run a side, (batch B / batch A) / step_time_ratio."""
+    run a side and no side of unequal steps, (batch B / batch A) / step_time_ratio."""
     throughput_ratio_ci: tuple[float, float]
     confidence: float
     significant: bool
@@ -167,26 +175,31 @@ def mann_whitney(
 
 
 def bootstrap_run_medians(
-    runs: Sequence[Sequence[float]], num_resamples: int, rng: np.random.Generator
+    runs: Sequence[Sequence[float]],
+    num_resamples: int,
+    rng: np.random.Generator,
+    statistic: Statistic = np.median,
 ) -> np.ndarray:
-    """Bootstrap replicates of each run's median step: shape (num_resamples, runs).
+    """Bootstrap replicates of each run's median step (or its `statistic`, np.mean for a
+    run rated over its mean step): shape (num_resamples, runs).
 
     One run: its steps resampled with replacement. Several runs: runs resampled with
     replacement, then steps within each chosen run (a hierarchical bootstrap); row i holds
-    the medians of replicate i's chosen runs.
+    the medians of replicate i's chosen runs. Two calls with generators in the same state
+    draw the same resamples, whatever the statistic.
     """
     arrays = [np.asarray(run, dtype=float) for run in runs]
     if not arrays or any(array.size == 0 for array in arrays):
         raise ValueError("every run needs at least one timed step")
     if len(arrays) == 1:
-        return _bootstrap_one(arrays[0], num_resamples, rng)[:, None]
+        return _bootstrap_one(arrays[0], num_resamples, rng, statistic)[:, None]
     num_runs = len(arrays)
     out = np.empty((num_resamples, num_runs))
     for index in range(num_resamples):
         chosen = rng.integers(0, num_runs, size=num_runs)
         for slot, c in enumerate(chosen):
             picks = rng.integers(0, arrays[c].size, size=arrays[c].size)
-            out[index, slot] = np.median(arrays[c][picks])
+            out[index, slot] = statistic(arrays[c][picks])
     return out
 
 
@@ -198,14 +211,16 @@ def bootstrap_medians(
     return np.median(bootstrap_run_medians(runs, num_resamples, rng), axis=1)
 
 
-def _bootstrap_one(steps: np.ndarray, num_resamples: int, rng: np.random.Generator) -> np.ndarray:
+def _bootstrap_one(
+    steps: np.ndarray, num_resamples: int, rng: np.random.Generator, statistic: Statistic
+) -> np.ndarray:
     n = steps.size
     out = np.empty(num_resamples)
     chunk = max(1, _CHUNK_ELEMENTS // n)
     for start in range(0, num_resamples, chunk):
         stop = min(num_resamples, start + chunk)
         picks = rng.integers(0, n, size=(stop - start, n))
-        out[start:stop] = np.median(steps[picks], axis=1)
+        out[start:stop] = statistic(steps[picks], axis=1)
     return out
 
 
@@ -215,6 +230,8 @@ def compare_step_times(
     *,
     samples_per_step_a: float = 1.0,
     samples_per_step_b: float = 1.0,
+    unequal_steps_a: bool = False,
+    unequal_steps_b: bool = False,
     confidence: float = 0.95,
     num_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
@@ -223,8 +240,11 @@ def compare_step_times(
 
     `samples_per_step_*` are the sides' global batch sizes, so that the throughput ratio is
     one of samples per second even when the batches differ (the caller should flag such a
-    comparison: it is not like with like). The statistic is the module docstring's (a
-    side's figure is the median over its runs of each run's median step, or throughput).
+    comparison: it is not like with like). `unequal_steps_*` says a side's steps do unequal
+    work by design (texts of different lengths): its runs' throughputs are then over their
+    mean steps, as they are stored and reported (`metrics.throughput.rated_step_time`). The
+    statistic is the module docstring's (a side's figure is the median over its runs of each
+    run's median step, or throughput).
     The two sides are resampled independently, each from its own stream of the seeded
     generator, so the result depends only on the data and `seed`.
     """
@@ -244,6 +264,18 @@ def compare_step_times(
     seq_a, seq_b = np.random.SeedSequence(seed).spawn(2)
     boot_a = bootstrap_run_medians(a_runs, num_resamples, np.random.default_rng(seq_a))
     boot_b = bootstrap_run_medians(b_runs, num_resamples, np.random.default_rng(seq_b))
+    # A side rated over its mean step: the same resamples (a generator in the same state),
+    # each run's mean step.
+    rated_a = (
+        bootstrap_run_medians(a_runs, num_resamples, np.random.default_rng(seq_a), np.mean)
+        if unequal_steps_a
+        else boot_a
+    )
+    rated_b = (
+        bootstrap_run_medians(b_runs, num_resamples, np.random.default_rng(seq_b), np.mean)
+        if unequal_steps_b
+        else boot_b
+    )
     tail = (1.0 - confidence) / 2.0 * 100.0
 
     def interval(ratios: np.ndarray) -> tuple[float, float]:
@@ -253,11 +285,11 @@ def compare_step_times(
     # Each replicate's side figures, as the point estimate takes them from the runs.
     step_ci = interval(np.median(boot_b, axis=1) / np.median(boot_a, axis=1))
     tput_ci = interval(
-        np.median(samples_per_step_b / boot_b, axis=1)
-        / np.median(samples_per_step_a / boot_a, axis=1)
+        np.median(samples_per_step_b / rated_b, axis=1)
+        / np.median(samples_per_step_a / rated_a, axis=1)
     )
-    side_a = _side(a_runs, samples_per_step_a)
-    side_b = _side(b_runs, samples_per_step_b)
+    side_a = _side(a_runs, samples_per_step_a, unequal_steps_a)
+    side_b = _side(b_runs, samples_per_step_b, unequal_steps_b)
     u, rank_biserial, p = mann_whitney(a_pooled, b_pooled)
     return Comparison(
         a=side_a,
@@ -277,15 +309,20 @@ def compare_step_times(
     )
 
 
-def _side(runs: Sequence[Sequence[float]], samples_per_step: float) -> SideSummary:
+def _side(
+    runs: Sequence[Sequence[float]], samples_per_step: float, unequal_steps: bool
+) -> SideSummary:
     correlations = [c for c in (lag1_autocorrelation(r) for r in runs) if c is not None]
-    medians = [timed_step_time([float(t) for t in run]) for run in runs]
+    steps = [[float(t) for t in run] for run in runs]
+    medians = [timed_step_time(run) for run in steps]
+    rated = [rated_step_time(run, unequal_steps) for run in steps]
     return SideSummary(
         num_runs=len(runs),
         num_steps=sum(len(r) for r in runs),
         median_step_s=repeats_step_time(medians),
         samples_per_step=float(samples_per_step),
-        samples_per_s=repeats_throughput([throughput(samples_per_step, m) for m in medians]),
+        samples_per_s=repeats_throughput([throughput(samples_per_step, r) for r in rated]),
         run_median_steps_s=medians,
         lag1_autocorrelation=float(np.mean(correlations)) if correlations else None,
+        unequal_steps=unequal_steps,
     )

@@ -46,6 +46,11 @@ class Group:
     def global_batch_size(self) -> int | None:
         return self.runs[0].global_batch_size
 
+    @property
+    def unequal_steps(self) -> bool:
+        """Its steps do unequal work by design: its throughput is over the mean step."""
+        return any(run.figures.unequal_steps for run in self.runs)
+
 
 @dataclass
 class Side:
@@ -278,6 +283,12 @@ def warnings_for(a: Group, b: Group) -> list[str]:
     fewest = min(len(steps) for group in (a, b) for steps in group.step_times)
     if fewest < FEW_STEPS:
         notes.append(f"a run has only {fewest} timed steps: the median and its interval are coarse")
+    unequal = [side for side, group in (("A", a), ("B", b)) if group.unequal_steps]
+    if unequal:  # what the figures are, said: the table's columns differ for these
+        notes.append(
+            f"{' and '.join(unequal)}: texts of unequal length: throughput is over the mean "
+            "step, as in reports; step times are medians"
+        )
     for side, group in (("A", a), ("B", b)):
         note = stalls_note([r.summary for r in group.runs])
         if note:
@@ -396,6 +407,8 @@ def compare(
             group_b.step_times,
             samples_per_step_a=group_a.global_batch_size or 1,
             samples_per_step_b=group_b.global_batch_size or 1,
+            unequal_steps_a=group_a.unequal_steps,
+            unequal_steps_b=group_b.unequal_steps,
             confidence=confidence,
             num_resamples=resamples,
             seed=seed,
