@@ -11,6 +11,7 @@ from trainscale.cli import main
 from trainscale.results.store import RunStore
 
 from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.stored_runs import add_run as add_stored_run
 from tests.helpers.trainer_output import machine_figures, trainer_summary
 
 WARMUP = 3
@@ -323,18 +324,8 @@ def _add_text_run(store: RunStore, run_id: str, long_s: float, seed: int) -> flo
     timed = [s * float(np.exp(rng.normal(0, 0.02))) for s in [0.1, 0.1, 0.2, long_s] * 15]
     steps = [1.0] * WARMUP + timed
     rate = 64 / float(np.mean(timed))
-    store.create_run(
-        run_id,
-        "imdb-bilstm",
-        {"workload": "imdb-bilstm"},
-        {"hostname": "fixture", "cpu_model": "fixture cpu"},
-        data_kind="synthetic",
-        world_size=1,
-        threads_per_worker=1,
-        affinity="compact",
-        precision="fp32",
-        global_batch_size=64,
-    )
+    machine = {"hostname": "fixture", "cpu_model": "fixture cpu"}
+    add_stored_run(store, run_id, workload="imdb-bilstm", env=machine)
     summary = trainer_summary(
         {
             "samples_per_s": rate,
