@@ -111,8 +111,14 @@ def test_a_short_synthetic_bench_runs_its_rungs_in_rotated_rounds(tmp_path, caps
     assert [r.repeat_index for r in runs] == [0] * len(rounds[0]) + [1] * len(rounds[0])
     assert rounds[1] == rounds[0][1:] + rounds[0][:1]
     assert all(r.summary["num_steps"] == 2 for r in runs)  # 3 steps split over 2 rounds
+    # Runs shorter than the usual warm-up still time a step: their second, not their first.
+    assert all(r.summary["warmup_steps_excluded"] == 1 for r in runs)
+    assert all(r.summary["num_timed_steps"] == 1 for r in runs)
     table = (tmp_path / "t.md").read_text()
-    assert "in 2 round(s) of 2 steps a run" in table
+    assert (
+        "in 2 round(s) of 2 steps a run (1 warm-up step a run untimed, fewer than the usual 5"
+        in table
+    )
     assert "2 round(s): with fewer than 5 rounds the interval is wide" in table
     interval = re.search(r"\| \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\] \|", table)
     busy = any(r.summary.get("contention", {}).get("verdict") == "busy" for r in runs)

@@ -32,7 +32,7 @@ from trainscale.benchmark.table import (
     speedups,
     table_rows,
 )
-from trainscale.config.options import RunOptions
+from trainscale.config.options import MeasurementOptions, RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.frameworks import get_framework, require
 from trainscale.hardware.contention import OtherProcess
@@ -257,8 +257,8 @@ class BenchResult:
             f"{gpus_text(env)}. "
             f"Data: {base.data.kind}. {self.batch_sentence}; "
             f"throughput rungs train {self.steps} steps in {self.rounds} round(s) of "
-            f"{self.steps_per_run} steps a run ({base.measurement.warmup_steps_untimed} "
-            "warm-up steps a run untimed), every rung once a round, the order rotated from "
+            f"{self.steps_per_run} steps a run ({warmup_text(base)}), every rung once a "
+            "round, the order rotated from "
             "round to round. samples/s and step ms are medians over the rounds. Speedup is "
             "against the serial 1-core run of the same round: the median over rounds of the "
             "ratio within each round, with its 95% bootstrap interval over rounds; the "
@@ -291,6 +291,15 @@ class BenchResult:
             "",
         ]
         return "\n".join(lines)
+
+
+def warmup_text(base: RunOptions) -> str:
+    """How many of a bench run's steps are untimed, and why fewer than usual."""
+    warmup, usual = base.measurement.warmup_steps_untimed, MeasurementOptions().warmup_steps_untimed
+    text = f"{warmup} warm-up step{'' if warmup == 1 else 's'} a run untimed"
+    if warmup < usual:
+        text += f", fewer than the usual {usual} so that each run times at least one step"
+    return text
 
 
 def bench_steps(steps: int | None, quick: bool) -> int:
@@ -328,6 +337,14 @@ def bench_extra_rounds(max_extra_rounds: int | None, rounds: int) -> int:
 def steps_per_run(steps: int, rounds: int) -> int:
     """Steps of one rung's run in one round: the rung's steps split over the rounds."""
     return -(-steps // rounds)
+
+
+def bench_warmup_steps(run_steps: int) -> int:
+    """Untimed warm-up steps of a bench run of `run_steps` steps: the usual number, or fewer
+    so that at least one step is timed. (A run no longer than its warm-up would time every
+    step, the first one's one-off costs included: a rung's set-up in its throughput.)"""
+    usual = MeasurementOptions().warmup_steps_untimed
+    return min(usual, max(0, run_steps - 1))
 
 
 def choose_data(base: RunOptions, data: DataChoice) -> tuple[RunOptions, str | None, str | None]:
@@ -474,6 +491,8 @@ def run_bench(
         base, data_note, data_missing = workload_base(
             spec, framework, data, data_dir, download, steps_per_run(steps, rounds), bench_id
         )
+    # A run of fewer steps than the usual warm-up still times at least one of them.
+    base = base.with_(warmup_steps_untimed=bench_warmup_steps(steps_per_run(steps, rounds)))
     if data_note:
         listener.data_note(data_note)
     result = BenchResult(
@@ -547,6 +566,7 @@ def run_bench(
                 result.extra_rounds += 1
             listener.busy_round(result, result.busiest, again)
     if not quick and base.data.kind == "real":
+        usual_warmup = MeasurementOptions().warmup_steps_untimed  # a whole recipe's run
         finished = [r for r in measured if r.completed and not r.setting.pitfall]
         if finished:
             # The fastest on a quiet machine where it was measured on one.
@@ -554,9 +574,11 @@ def run_bench(
             full = Rung(
                 f"{best.setting.name}, {full_name(spec)}",
                 # A script's own length and evaluations; a workload's recipe, evaluated.
-                best.setting.options
+                best.setting.options.with_(warmup_steps_untimed=usual_warmup)
                 if spec is None
-                else best.setting.options.with_(steps=None, evaluate=True),
+                else best.setting.options.with_(
+                    steps=None, evaluate=True, warmup_steps_untimed=usual_warmup
+                ),
                 cores=best.setting.cores,
                 note="accuracy run: fastest setting above",
             )
