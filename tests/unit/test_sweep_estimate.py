@@ -100,3 +100,13 @@ def test_a_recipe_shorter_than_the_samples_to_target_counts_its_own():
     )
     expected = RUN_OVERHEAD_S + 0.25 * epoch_s("imdb-bigru")
     assert estimate_sweep(spec).seconds == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("warmup", [0, 5])
+def test_a_run_of_steps_counts_those_steps_its_warm_up_among_them(warmup):
+    base = {"workload": "mnist-cnn", "steps": 40, "global_batch_size": 64}
+    spec = parse_spec({"base": {**base, "warmup_steps": warmup}}, "t")
+    workload = get_workload("mnist-cnn")
+    num_train = workload.synthetic_size.num_train  # type: ignore[union-attr]
+    expected = RUN_OVERHEAD_S + 40 * 64 * epoch_s("mnist-cnn") / num_train
+    assert estimate_sweep(spec).seconds == pytest.approx(expected)

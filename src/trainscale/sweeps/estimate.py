@@ -140,9 +140,8 @@ def _run_seconds(fields: Mapping[str, Any]) -> float:
     else:
         global_batch = int(fields.get("batch_size") or workload.recipe.batch_size) * workers
     samples: float
-    if fields.get("steps"):
-        warmup = int(fields.get("warmup_steps_untimed") or 5)
-        samples = (int(fields["steps"]) + warmup) * global_batch
+    if fields.get("steps"):  # the untimed warm-up steps are among them
+        samples = int(fields["steps"]) * global_batch
     else:
         samples = float(fields.get("epochs") or workload.recipe.epochs) * num_train
     to_target = cost.samples_to_target if cost is not None else None
