@@ -20,7 +20,6 @@ workers would take.
 
 from __future__ import annotations
 
-import resource
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,6 +35,7 @@ from trainscale.emulation.streams import WorkerStream, make_streams
 from trainscale.emulation.summary import emulation_summary
 from trainscale.emulation.sync import SyncSGD
 from trainscale.errors import ConfigError
+from trainscale.hardware.resources import peak_rss_bytes
 from trainscale.parallel.distenv import DistEnv
 from trainscale.parallel.strategy import make_strategy, worker_facts
 from trainscale.results.run_result import RunResult
@@ -155,7 +155,7 @@ def emulate(
 
     facts = worker_facts()
     facts["rank"] = 0
-    facts["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    facts["peak_rss_bytes"] = peak_rss_bytes()
     metrics = emulation_summary(
         config, spec, plan, loop, mode.figures(), pretraining, facts["peak_rss_bytes"]
     )

@@ -8,6 +8,9 @@ decisions are the named constants below; docs/methodology.md lists them.
 
 from __future__ import annotations
 
+import resource
+import sys
+
 import psutil
 
 from trainscale.errors import ConfigError
@@ -48,6 +51,13 @@ def format_bytes(size: float) -> str:
             value = size / scale
             return f"{value:.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
     return f"{size:.0f} B"
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far, in bytes. (getrusage gives kilobytes on
+    Linux and bytes on macOS.)"""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def available_memory_bytes() -> int:

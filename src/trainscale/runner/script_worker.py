@@ -15,7 +15,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
-import resource
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
@@ -27,6 +26,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config.script import ScriptRun
 from trainscale.frameworks import FRAMEWORKS, version
+from trainscale.hardware.resources import peak_rss_bytes
 from trainscale.parallel.device import HostThreads
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.interrupts import (
@@ -87,7 +87,7 @@ def script_worker_main(run: ScriptRun, run_id: str, store_path: str) -> None:
         raise
     worker = worker_facts()
     worker["rank"] = env.rank
-    worker["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    worker["peak_rss_bytes"] = peak_rss_bytes()
     peak_gpu = peak_gpu_bytes()
     if peak_gpu is not None:  # as a built-in GPU run's worker reports it
         worker["peak_gpu_bytes"] = peak_gpu

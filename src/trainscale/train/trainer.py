@@ -10,7 +10,6 @@ Nothing here knows about parallelism beyond the `Strategy`'s collectives.
 
 from __future__ import annotations
 
-import resource
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +17,7 @@ import torch
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
+from trainscale.hardware.resources import peak_rss_bytes
 from trainscale.metrics import stats
 from trainscale.parallel.strategy import Strategy, worker_facts
 from trainscale.results.run_result import RunMetrics, measured_summary
@@ -146,7 +146,7 @@ def measure_training(
     worker = worker_facts()
     worker.update(facts or {})
     worker["rank"] = env.rank
-    worker["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    worker["peak_rss_bytes"] = peak_rss_bytes()
     if strategy.device.type == "cuda":
         worker["peak_gpu_bytes"] = torch.cuda.max_memory_allocated(strategy.device)
     worker["breakdown_s"] = breakdown.medians_s() if breakdown else {}
