@@ -93,3 +93,25 @@ def test_synthetic_data_for_a_recipe_that_stops_at_its_targets_trains_whole_leng
     for _, overrides in spec.configurations():
         options = RunOptions.from_flat({**spec.base, **overrides})  # not refused
         assert options.data.kind == "synthetic" and not options.measurement.stop_at_target
+
+
+def test_configurations_of_the_same_settings_are_planned_once(tmp_path: Path, monkeypatch):
+    """A point that gives an option its default value is the base configuration again: its
+    runs would be matched to both, each counting the other's as its own."""
+    path = tmp_path / "same.toml"
+    path.write_text(
+        SPEC.replace("[grid]\nbatch_size = [8, 16]\n", "")
+        + '[[points]]\nlabel = "base"\n[[points]]\nlabel = "again"\nwarmup_steps = 5\n'
+        + "[[points]]\nlabel = 'other'\nwarmup_steps = 1\n"
+    )
+    spec, source = load_sweep(path, data="synthetic")
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", FakeRunner())
+    result = run_sweep(spec, source, store=tmp_path / "s.db")
+    assert [p.label for p in result.plan.runs] == ["base", "other"]
+    assert result.plan.notes() == [
+        "configuration 'again' resolves to the same settings as 'base' on this machine: "
+        "planned once, as 'base'"
+    ]
+    assert result.outcome is not None and len(result.outcome.completed) == 2
+    assert result.summary is not None
+    assert [row[:2] for row in result.summary.rows] == [["base", "1"], ["other", "1"]]

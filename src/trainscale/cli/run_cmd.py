@@ -11,6 +11,7 @@ from trainscale.cli.lines import one_line, print_json, stdout_to_stderr
 from trainscale.cli.script_run import data_wait_line, start
 from trainscale.config.cli import add_option_arguments, add_tag_argument
 from trainscale.metrics.run_flags import stall_text
+from trainscale.reporting.script_notes import time_to_target_text
 
 EPILOG = """\
 examples:
@@ -73,7 +74,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def format_result(result: dict[str, Any]) -> str:
     """A few human lines about a finished run."""
     acc = result.get("test_accuracy")
-    ttt = result.get("time_to_target_s")
     lines = [
         f"run {result['run_id'][:8]}  {result['workload']}  {result['status']}  "
         f"data={result['data']}",
@@ -95,11 +95,7 @@ def format_result(result: dict[str, Any]) -> str:
     elif acc is None:
         lines.append("  evaluation skipped: throughput only")
     else:
-        reached = f"{ttt:.1f} s" if ttt is not None else "not reached"
-        to_target = f"time to target: {reached} (training clock)"
-        if result.get("target_accuracy_given") is False:  # a script's, given none
-            to_target = "no time to target: no --target-accuracy given"
-        lines.append(f"  test accuracy {acc:.4f}; {to_target}")
+        lines.append(f"  test accuracy {acc:.4f}; {time_to_target_text(result)}")
         if result.get("stopped_at_target"):  # the accuracy above is the stop's, not the recipe's
             steps = f"{result['num_steps']} of {result['planned_steps']} planned steps"
             lines.append(f"  stopped at the target (--stop-at-target) after {steps}")

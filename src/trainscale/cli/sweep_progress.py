@@ -52,16 +52,8 @@ class SweepProgress(SweepRunListener):
         return self.console.status("checking every configuration (options, cores, data)...")
 
     def planned(self, spec: SweepSpec, plan: Plan, store: Path) -> None:
-        # One line per reason: four configurations without their data are one fact.
-        by_reason: dict[str, list[str]] = {}
-        for label, reason in plan.skipped:
-            by_reason.setdefault(reason, []).append(label)
-        for reason, labels in by_reason.items():
-            self.console.print(
-                f"[yellow]skipped {len(labels)} configuration(s) of the sweep "
-                f"({escape(', '.join(labels))}): {escape(reason)}[/]",
-                soft_wrap=True,  # one line, however narrow the terminal
-            )
+        for note in plan.notes():  # soft_wrap: one line, however narrow the terminal
+            self.console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
         configs = len({p.config_hash for p in plan.runs})
         self.console.print(
             f"[bold]sweep {spec.name}[/]: {configs} configurations x {spec.repeats} repeat(s) "

@@ -1,7 +1,8 @@
 """What a script run's summary says beyond the usual figures, in words: how long its steps
-waited for their data (and the diagnosis of a script whose model waits for it), where its
-ranks disagreed, and which frameworks it used. `trainscale run`, `runs show`, `runs list`
-and reports all word them here, so they say the same thing."""
+waited for their data (and the diagnosis of a script whose model waits for it), its time to
+target (or that it was given none), where its ranks disagreed, and which frameworks it used.
+`trainscale run`, `runs show`, `runs list` and reports all word them here, so they say the
+same thing."""
 
 from __future__ import annotations
 
@@ -47,6 +48,16 @@ def data_wait_line(result: Mapping[str, Any]) -> str | None:
     adds to its result, with the advice when it is input-bound; None for a built-in run."""
     text = data_wait_text(result)
     return None if text is None else f"  data wait: {text}"
+
+
+def time_to_target_text(summary: Mapping[str, Any]) -> str:
+    """'time to target: 12.3 s (training clock)', or 'not reached'; for a script run given
+    no --target-accuracy, that it has none (its stored target, 1.0, is a stand-in)."""
+    if summary.get("target_accuracy_given") is False:
+        return "no time to target: no --target-accuracy given"
+    seconds = summary.get("time_to_target_s")
+    reached = f"{seconds:.1f} s" if isinstance(seconds, (int, float)) else "not reached"
+    return f"time to target: {reached} (training clock)"
 
 
 def disagreement_text(summary: Mapping[str, Any]) -> str | None:

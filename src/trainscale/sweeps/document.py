@@ -48,6 +48,7 @@ def sweep_document(result: SweepResult, runs: list[RunRecord] | None = None) -> 
         "store": str(result.store),
         "resumed": False if outcome is None else outcome.resumed,
         "planned": [planned.to_dict() for planned in result.plan.runs],
+        "merged": [{"label": label, "same_as": same} for label, same in result.plan.merged],
         "completed": [],
         "failed": [],
         "skipped_done": 0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.config.options import RunConfig, RunOptions
@@ -52,6 +52,28 @@ class Plan:
     runs: list[PlannedRun]
     skipped: list[tuple[str, str]]
     """(label, reason) of configurations left out with `skip_invalid`."""
+    merged: list[tuple[str, str]] = field(default_factory=list)
+    """(label, the label of the configuration it is the same run as): configurations that
+    resolve to the same settings on this machine (`precision = "auto"` beside the precision
+    it picks here, a value given that is the default), planned once, under the first label."""
+
+    def notes(self) -> list[str]:
+        """What the plan left out, a line per fact: one per reason configurations were
+        skipped for (four configurations without their data are one fact), one per
+        configuration planned as another."""
+        by_reason: dict[str, list[str]] = {}
+        for label, reason in self.skipped:
+            by_reason.setdefault(reason, []).append(label)
+        lines = [
+            f"skipped {len(labels)} configuration(s) of the sweep ({', '.join(labels)}): {reason}"
+            for reason, labels in by_reason.items()
+        ]
+        lines += [
+            f"configuration '{label}' resolves to the same settings as '{same_as}' on this "
+            f"machine: planned once, as '{same_as}'"
+            for label, same_as in self.merged
+        ]
+        return lines
 
 
 def make_plan(spec: SweepSpec) -> Plan:
@@ -72,6 +94,7 @@ def make_plan(spec: SweepSpec) -> Plan:
                 f"sweep {spec.name!r}, configuration '{label}': {error}"
             ) from None
         resolved.append((label, options, config))
+    resolved, merged = _once_each(resolved)
     if not resolved:
         # One reason once, however many configurations it stopped (missing data stops all).
         by_reason: dict[str, list[str]] = {}
@@ -90,7 +113,26 @@ def make_plan(spec: SweepSpec) -> Plan:
         PlannedRun(item, resolved[index][0], resolved[index][1], resolved[index][2], repeat)
         for item, (index, repeat) in enumerate(slots)
     ]
-    return Plan(runs=runs, skipped=skipped)
+    return Plan(runs=runs, skipped=skipped, merged=merged)
+
+
+def _once_each(
+    resolved: list[tuple[str, RunOptions, RunConfig]],
+) -> tuple[list[tuple[str, RunOptions, RunConfig]], list[tuple[str, str]]]:
+    """Configurations with distinct settings (the first of those that share them), and
+    (label, first label) of each left out. A sweep's runs are matched to its plan by
+    settings and repeat, so two configurations of the same settings would share their runs:
+    each would count the other's as its own, in the table and on resuming."""
+    first: dict[str, str] = {}
+    kept, merged = [], []
+    for label, options, config in resolved:
+        key = config.settings_hash()
+        if key in first:
+            merged.append((label, first[key]))
+        else:
+            first[key] = label
+            kept.append((label, options, config))
+    return kept, merged
 
 
 def with_command_line_options(fields: dict[str, Any], given: Mapping[str, str]) -> dict[str, Any]:
