@@ -42,6 +42,7 @@ def test_import_runs_of_a_missing_store_is_one_line_and_makes_nothing(tmp_path):
     with pytest.raises(StoreError) as caught:
         trainscale.import_runs(tmp_path / "nope.db", store=tmp_path / "here.db")
     assert "\n" not in str(caught.value) and "nope.db" in str(caught.value)
+    assert not (tmp_path / "here.db").exists()  # no store made for a mistyped source
 
 
 def test_delete_runs_deletes_the_named_runs_and_returns_them_as_stored(tmp_path):

@@ -1,5 +1,6 @@
-"""Read commands (`runs list/show`, `report`) only read the store: they work on a store
-they cannot write, never change it, and never create or convert a file into one."""
+"""Read commands (`runs list/show`, `report`, and `runs import` of it) only read the store:
+they work on a store they cannot write, never change it, and never create or convert a file
+into one."""
 
 from __future__ import annotations
 
@@ -67,13 +68,15 @@ def test_read_commands_work_on_a_read_only_mount(tmp_path):
     path = build_store(folder / "runs.db", cpu_parallel_configs())
     with RunStore(path) as store:
         create_owned_run(store, "orphan0000", dead_owner())
+        ended = len(store.list_runs()) - 1  # the orphan still 'running' there
     before = _fingerprint(folder)
     trainscale = f"{sys.executable} -m trainscale"
     script = (
         f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}" || exit 99; '
         f'{trainscale} runs list --store "{path}" && '
         f'{trainscale} runs show orphan --store "{path}" && '
-        f'{trainscale} report --sweep 5eed --out "{tmp_path / "report"}" --store "{path}"'
+        f'{trainscale} report --sweep 5eed --out "{tmp_path / "report"}" --store "{path}" && '
+        f'{trainscale} runs import "{path}" --store "{tmp_path / "into.db"}"'
     )
     env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
     done = subprocess.run(
@@ -88,6 +91,9 @@ def test_read_commands_work_on_a_read_only_mount(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "readonly" not in done.stderr and "Traceback" not in done.stderr
     assert "orphan00" in done.stdout and (tmp_path / "report").is_dir()
+    assert "imported " in done.stdout  # its runs copied into a store that can be written
+    with RunStore(tmp_path / "into.db", create=False) as into:
+        assert len(into.list_runs()) == ended
     assert _fingerprint(folder) == before
     # Where the store can be written again, the stale run is marked as before.
     with RunStore(path, create=False, fail_stale=True) as store:

@@ -176,3 +176,11 @@ def test_the_command_says_what_it_copied_and_left(tmp_path, capsys):
         "already_there": 2,
         "still_running": 1,
     }
+
+
+def test_a_mistyped_source_makes_no_store_to_import_into(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRAINSCALE_STORE", raising=False)
+    assert main(["runs", "import", "typo.db"]) == 2
+    assert "cannot import typo.db: no such file" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no trainscale.db made

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from trainscale.api.keywords import check_arguments
@@ -13,7 +14,7 @@ from trainscale.api.stored import StorePath, checked_filters, store_file, stored
 from trainscale.errors import ConfigError
 from trainscale.reporting.listing import open_for_reading, select_runs
 from trainscale.results.store import RunStore, default_store_path
-from trainscale.results.store_import import ImportedRows
+from trainscale.results.store_import import ImportedRows, check_source
 
 
 def import_runs(
@@ -28,7 +29,9 @@ def import_runs(
     is. A source that is missing, not a store, from a newer trainscale or `store` itself
     raises StoreError (one line); the source is only read."""
     check_arguments("import_runs", {"source": source, "store": store, **unknown}, (import_runs, ()))
-    with RunStore(store_file(store) or default_store_path()) as opened:
+    path = store_file(store) or default_store_path()
+    check_source(Path(source), path)  # before the store is made: a typo makes none
+    with RunStore(path) as opened:
         return opened.import_from(source)
 
 

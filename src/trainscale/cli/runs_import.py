@@ -43,8 +43,10 @@ def add_parser(actions: argparse._SubParsersAction, parents: list[argparse.Argum
 def run(args: argparse.Namespace) -> int:
     """Copy, then say what was copied and what was left; a mistake is one line (exit 2)."""
     from trainscale.results.store import RunStore, default_store_path
+    from trainscale.results.store_import import check_source
 
     store: Path = args.store if args.store is not None else default_store_path()
+    check_source(Path(args.source), store)  # before the store is made: a typo makes none
     with RunStore(store) as opened:
         imported = opened.import_from(args.source)
     if args.json:

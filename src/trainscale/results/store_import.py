@@ -21,7 +21,7 @@ from typing import Any
 
 from trainscale.errors import StoreError
 from trainscale.results.schema import read_schema_version, refuse_newer
-from trainscale.results.sqlite_file import connect_for_reading, open_connection, open_read_only
+from trainscale.results.sqlite_file import connect_for_reading, open_read_only
 from trainscale.results.store_file import StoreFile
 
 
@@ -81,7 +81,8 @@ class StoreImport(StoreFile):
 
 def check_source(source: Path, store: Path) -> None:
     """One line for a source that cannot be imported: missing, a directory, this store
-    itself, not a store, or written by a newer trainscale."""
+    itself, not a store, or written by a newer trainscale. Callers check before they open
+    (and so create) the store imported into: a mistyped source leaves no empty store."""
     if not source.exists():
         raise StoreError(f"cannot import {source}: no such file")
     if source.is_dir():
@@ -89,7 +90,8 @@ def check_source(source: Path, store: Path) -> None:
     if store.exists() and os.path.samefile(source, store):
         raise StoreError(f"cannot import {source}: it is the store being imported into")
     try:
-        with closing(open_connection(source, "ro")) as conn:
+        # Read as every reader does: a store on a read-only mount opens too (immutable).
+        with closing(open_read_only(source)) as conn:
             version = read_schema_version(conn)
     except sqlite3.DatabaseError:
         version = None
