@@ -8,7 +8,7 @@ import pytest
 
 from trainscale.errors import TrainscaleError
 from trainscale.results.store import RunStore
-from trainscale.sweeps.execute import INTERRUPTED, execute_sweep
+from trainscale.sweeps.execute import INTERRUPTED, SweepListener, execute_sweep
 from trainscale.sweeps.plan import make_plan
 from trainscale.sweeps.spec import parse_spec
 
@@ -73,12 +73,41 @@ def test_resume_after_a_kill_skips_completed_and_redoes_the_interrupted(tmp_path
     assert again.calls == []
 
 
-def test_resume_without_an_earlier_sweep_starts_a_new_one(tmp_path: Path):
+class Heard(SweepListener):
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def not_resumed(self, why: str) -> None:
+        self.said.append(why)
+
+
+def test_resume_without_an_earlier_sweep_starts_a_new_one_and_says_so(tmp_path: Path):
     spec = spec_of(grid={"batch_size": [8]})
+    heard = Heard()
     outcome = execute_sweep(
-        spec, make_plan(spec), tmp_path / "s.db", "x", resume=True, run_one=FakeRunner()
+        spec, make_plan(spec), tmp_path / "s.db", "x", True, heard, run_one=FakeRunner()
     )
     assert not outcome.resumed and len(outcome.completed) == 1
+    short = outcome.sweep_id[:8]
+    assert heard.said == [
+        f"--resume: no earlier sweep of this spec in {tmp_path / 's.db'}; started sweep {short}"
+    ]
+
+
+def test_resume_of_a_changed_spec_names_the_sweep_whose_runs_are_not_reused(tmp_path: Path):
+    """The file edited after a stop (another repeat): a new sweep, and the line says why."""
+    spec = spec_of(grid={"batch_size": [8]})
+    first = execute_sweep(spec, make_plan(spec), tmp_path / "s.db", "s.toml", run_one=FakeRunner())
+    edited = spec_of(grid={"batch_size": [8]}, repeats=2)
+    heard = Heard()
+    again = execute_sweep(
+        edited, make_plan(edited), tmp_path / "s.db", "s.toml", True, heard, run_one=FakeRunner()
+    )
+    assert not again.resumed and len(again.completed) == 2
+    assert heard.said == [
+        f"--resume: sweep {first.sweep_id[:8]} (t) was made from another version of this spec "
+        f"(changed since?), so its runs are not reused; started sweep {again.sweep_id[:8]}"
+    ]
 
 
 def test_without_resume_the_same_spec_makes_a_new_sweep(tmp_path: Path):

@@ -83,6 +83,9 @@ class SweepProgress(SweepRunListener):
             f"in this attempt. Report: trainscale report --sweep {short} --out DIR"
         )
 
+    def not_resumed(self, why: str) -> None:
+        self.console.print(f"[yellow]{escape(why)}[/]", soft_wrap=True)
+
     def start(self, sweep_id: str, todo: int, done: int) -> None:
         from rich.progress import (
             BarColumn,

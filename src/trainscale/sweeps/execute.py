@@ -50,6 +50,9 @@ class SweepListener:
     """What a sweep reports as it goes; the CLI shows a progress bar, tests stay silent."""
 
     def start(self, sweep_id: str, todo: int, done: int) -> None: ...
+    def not_resumed(self, why: str) -> None:
+        """`--resume` found no sweep of this spec to continue: a new one starts; `why`."""
+
     def run_started(self, planned: PlannedRun) -> None: ...
     def run_step(self, planned: PlannedRun, step: int, total: int) -> None:
         """The run in progress reached `step` of `total` training steps."""
@@ -85,6 +88,25 @@ def open_sweep(
     sweep_id = uuid.uuid4().hex
     store.create_sweep(sweep_id, spec.name, source, spec.spec_hash(), spec.to_dict(), planned)
     return store.get_sweep(sweep_id), False
+
+
+def not_resumed_reason(store: RunStore, spec: SweepSpec, source: str, new: SweepRecord) -> str:
+    """Why `--resume` started sweep `new`: no sweep of this spec in the store, and whether
+    one of the same name or file was made from another version of it (edited since), whose
+    runs are then not reused."""
+    others = [s for s in store.list_sweeps() if s.sweep_id != new.sweep_id]
+    earlier = next((s for s in others if s.source == source), None) or next(
+        (s for s in others if s.name == spec.name), None
+    )
+    if earlier is None:
+        return (
+            f"--resume: no earlier sweep of this spec in {store.path}; started sweep {new.short_id}"
+        )
+    return (
+        f"--resume: sweep {earlier.short_id} ({earlier.name}) was made from another version "
+        f"of this spec (changed since?), so its runs are not reused; started sweep "
+        f"{new.short_id}"
+    )
 
 
 def refuse_while_running(store: RunStore, sweep: SweepRecord) -> None:
@@ -123,6 +145,8 @@ def execute_sweep(
     # A resume must not mistake a killed run for one still being made: stale ones first.
     with RunStore(store_path, fail_stale=resume) as store:
         sweep, resumed = open_sweep(store, spec, plan, source, resume)
+        if resume and not resumed:
+            listener.not_resumed(not_resumed_reason(store, spec, source, sweep))
         if resumed:
             refuse_while_running(store, sweep)
             store.fail_interrupted_runs(sweep.sweep_id, INTERRUPTED)
