@@ -124,6 +124,7 @@ def launch_and_record(
     RunFailed (stored failed with its reason) when a worker fails; RunInterrupted when a
     stop signal ended it; `sampler` (started by the caller) is stopped either way.
     """
+    stopped_after_result: int | None = None
     try:
         launcher.launch_workers(entrypoint, args, workers)
     except WorkersFailed as failure:
@@ -132,18 +133,34 @@ def launch_and_record(
         saved = saved_traceback(run_id, failure.rank)
         raise RunFailed(run_id, reason or failure.reason, unrecorded, saved) from None
     except BaseException as error:  # Ctrl-C, a signal, or a bug while workers ran
-        unrecorded = record_failure(store_file, run_id, failure_reason(error))
         signum = stop_signal(error)
-        if signum is None:
-            raise
-        raise RunInterrupted(signum, run_id, unrecorded) from None
+        # A stop after rank 0 stored the result (the launcher was reaping the workers)
+        # leaves a whole run: it is recorded as such, and the stop still stops the caller.
+        if signum is not None and stored_status(store_file, run_id) == "completed":
+            stopped_after_result = signum
+        else:
+            unrecorded = record_failure(store_file, run_id, failure_reason(error))
+            if signum is None:
+                raise
+            raise RunInterrupted(signum, run_id, unrecorded) from None
     finally:
         # After the launcher has reaped the workers, so their whole CPU time is counted.
         contention = sampler.stop()
     check_stored(store_file, run_id)
     record_contention(store_file, run_id, contention)
+    if stopped_after_result is not None:
+        raise RunInterrupted(stopped_after_result, run_id, completed=True)
     with RunStore(store_file) as store:
         return run_to_json_dict(store.get_run(run_id))
+
+
+def stored_status(store_file: Path, run_id: str) -> str | None:
+    """The run's stored status; None where the store cannot say."""
+    try:
+        with RunStore(store_file) as store:
+            return store.get_run(run_id).status
+    except StoreError:
+        return None
 
 
 def stored_reason(store_file: Path, run_id: str) -> str | None:
@@ -377,14 +394,26 @@ class RunFailed(Exception):
 
 class RunInterrupted(Interrupted):
     """A signal stopped a run while its workers ran; the workers are stopped and the run is
-    stored as failed with the reason 'interrupted (SIGNAL)', unless the store refused."""
+    stored as failed with the reason 'interrupted (SIGNAL)', unless the store refused. With
+    `completed`, the signal came after the run's result was stored: the run is whole (and
+    stored completed), only what was to follow it is stopped."""
 
-    def __init__(self, signum: int, run_id: str | None, unrecorded: str | None = None):
+    def __init__(
+        self,
+        signum: int,
+        run_id: str | None,
+        unrecorded: str | None = None,
+        *,
+        completed: bool = False,
+    ):
         super().__init__(signum)
         self.run_id = run_id
         self.unrecorded = unrecorded
+        self.completed = completed
 
     def describe(self) -> str:
         """One line for the terminal."""
         name = f"run {self.run_id[:8]}" if self.run_id else "run"
+        if self.completed:
+            return f"{name} completed and was stored; then {interrupted_reason(self.signum)}"
         return f"{name} {interrupted_reason(self.signum)}{_unrecorded_note(self.unrecorded)}"
