@@ -53,9 +53,28 @@ def check_out_dir(path: Path, what: str = "the report") -> None:
         )
 
 
+def written_path(path: Path) -> Path:
+    """The file a write to `path` means: the plain file a symbolic link points at (the link
+    stays a link), else `path` itself (a link to a device, /dev/stdout, is written through)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() and path.is_file() else path
+
+
+def is_special_file(path: Path) -> bool:
+    """Whether `path` exists and is neither a regular file nor a directory: a device
+    (/dev/null, /dev/stdout) or a FIFO, written in place, since nothing can be renamed over
+    it without replacing the device or pipe itself."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def check_out_file(path: Path, what: str = "the table") -> None:
     """ConfigError unless a file can be written at `path`: its directory exists and takes
-    new files, and `path` is not a directory."""
+    new files, and `path` is not a directory (or it is a device or FIFO this process may
+    write, such as /dev/stdout)."""
+    path = written_path(path)
+    if is_special_file(path):
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"cannot write {what} to {path}: permission denied")
+        return
     parent = path.parent
     if not parent.is_dir():
         raise ConfigError(f"cannot write {what} to {path}: directory {parent} is missing")
@@ -70,7 +89,18 @@ def check_out_file(path: Path, what: str = "the table") -> None:
 
 def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
     """Write a text file through a temporary sibling and a rename, so that a reader never
-    sees half of it; `write` gets the open file. StoreError (one line) when it cannot be."""
+    sees half of it; `write` gets the open file. StoreError (one line) when it cannot be.
+
+    A symbolic link's target is written (the link stays); a device or FIFO is written in
+    place (`is_special_file`): a rename would replace it with a plain file."""
+    path = written_path(path)
+    if is_special_file(path):
+        try:
+            with path.open("w", encoding="utf-8", newline="") as out:
+                write(out)
+        except OSError as error:
+            raise StoreError(f"cannot write {path}: {error.strerror or error}") from None
+        return
     parent = path.parent
     if not parent.is_dir():
         raise StoreError(f"cannot write {path}: directory {parent} does not exist")
