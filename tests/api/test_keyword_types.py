@@ -159,6 +159,7 @@ STARTS = (
     (machine, "run_probe"),
     (machine, "list_probes"),
     (machine, "describe_machine"),
+    (store_calls, "check_source"),  # import_runs reads its source first
     (store_calls, "RunStore"),
     (store_calls, "open_for_reading"),
 )

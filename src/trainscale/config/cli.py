@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import math
 import shlex
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
@@ -97,11 +98,15 @@ def _value_parser(leaf: FlatField) -> Callable[[str], Any] | None:
 
     def typed(text: str) -> Any:
         try:
-            return parse(text)
+            value = parse(text)
         except (ValueError, ConfigError) as error:  # argparse shows ArgumentTypeError's text
             kind = {int: "a whole number", float: "a number"}.get(parse, parse.__name__)
             message = str(error) if declared else f"expected {kind}, got {text!r}"
             raise argparse.ArgumentTypeError(message) from None
+        # No option means anything by inf or nan: one line here, not a crash an hour in.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        return value
 
     return typed
 

@@ -29,6 +29,22 @@ normal CDF in Python, about a tenth of a second per prediction at this cap, and 
 validation makes one prediction per stored run."""
 
 
+MAX_SEED = 2**32 - 1
+"""Largest `--seed`: each worker derives its generators' seeds from it (times a constant,
+plus the epoch or the rank), which must stay within the 64 bits a generator takes."""
+
+MAX_STEPS = 10**9
+"""Most optimizer steps of one run (given, or epochs x steps per epoch): a billion steps at a
+millisecond each is eleven days; more is a typo."""
+
+MAX_EPOCHS = 10**6
+"""Most `--epochs` of one run, for the same reason (and epochs x steps per epoch stays a
+number a run can count)."""
+
+MAX_BUCKET_CAP_MB = 1024 * 1024
+"""Largest DDP gradient bucket, in MiB (a TiB): larger than any model's gradients."""
+
+
 def check_count(option: str, value: int, low: int, high: int, why: str) -> None:
     """ConfigError unless low <= value <= high, in one line: '--option must be at least
     low' or '--option must be at most high (why)'."""

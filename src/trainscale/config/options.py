@@ -23,6 +23,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from trainscale.config.limits import MAX_BUCKET_CAP_MB, MAX_EPOCHS, MAX_SEED, MAX_STEPS
 from trainscale.errors import ConfigError
 
 DataKind = Literal["real", "synthetic"]
@@ -231,6 +232,11 @@ class ParallelOptions:
         check_positive("timeout", self.timeout_s)
         check_positive("grad-accum", self.grad_accum, integer=True)
         check_positive("bucket-cap-mb", self.bucket_cap_mb)
+        if self.bucket_cap_mb is not None and self.bucket_cap_mb > MAX_BUCKET_CAP_MB:
+            raise ConfigError(
+                f"--bucket-cap-mb must be at most {MAX_BUCKET_CAP_MB:,} (a TiB), "
+                f"got {self.bucket_cap_mb:g}"
+            )
 
 
 @dataclass(frozen=True)
@@ -270,11 +276,13 @@ class OptimisationOptions:
     launches slower than the GPU runs them); max-autotune also tunes each kernel (long
     compiles). On a CPU every mode compiles as default does"""
     epochs: float | None = option(None, exclusive="length")
-    """epochs, > 0, fractions allowed (default: the workload's recipe)"""
+    """epochs, > 0 and at most 1,000,000, fractions allowed (default: the workload's
+    recipe)"""
     steps: int | None = option(None, exclusive="length")
-    """optimizer steps, >= 1 (instead of epochs)"""
+    """optimizer steps, from 1 to 1,000,000,000 (instead of epochs)"""
     seed: int = option(0)
-    """random seed, >= 0: the model's initialisation, the data order, synthetic data"""
+    """random seed, from 0 to 4,294,967,295: the model's initialisation, the data order,
+    synthetic data"""
 
     def __post_init__(self) -> None:
         _check_choices(self)
@@ -295,8 +303,12 @@ class OptimisationOptions:
             math.isfinite(self.weight_decay) and self.weight_decay >= 0
         ):
             raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay!r}")
-        if self.seed < 0:
-            raise ConfigError(f"--seed must be >= 0, got {self.seed}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be from 0 to {MAX_SEED:,}, got {self.seed}")
+        if self.steps is not None and self.steps > MAX_STEPS:
+            raise ConfigError(f"--steps must be at most {MAX_STEPS:,}, got {self.steps}")
+        if self.epochs is not None and self.epochs > MAX_EPOCHS:
+            raise ConfigError(f"--epochs must be at most {MAX_EPOCHS:,}, got {self.epochs:g}")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainscale.config.limits import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES, check_count
+from trainscale.config.limits import (
+    DEFAULT_RESAMPLES,
+    MAX_RESAMPLES,
+    MAX_SEED,
+    MIN_RESAMPLES,
+    check_count,
+)
 from trainscale.errors import StoreError, TrainscaleError
 from trainscale.metrics.compare import compare_step_times, timed_steps
 from trainscale.metrics.run_flags import NOT_TRUSTED, busy_count, stalls_note, trusted
@@ -390,6 +396,8 @@ def compare(
         MAX_RESAMPLES,
         "the interval is stable from a few thousand; more only costs time",
     )
+    if not 0 <= seed <= MAX_SEED:
+        raise TrainscaleError(f"--seed must be from 0 to {MAX_SEED:,}, got {seed}")
     store_path = store or default_store_path()
     with RunStore(store_path, create=False, fail_stale=True) as opened:
         side_a = resolve_side(opened, a)

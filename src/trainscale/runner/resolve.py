@@ -8,6 +8,7 @@ a run that cannot fit is refused, not stored as failed.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -199,6 +200,12 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
         # A scaled-up lr needs a gradual warm-up to be stable (Goyal et al. 2017).
         if opt.lr_scaling != "none" and global_batch > recipe.batch_size:
             warmup = max(warmup, 0.1)
+    lr = scaled_lr(base_lr, global_batch, recipe.batch_size, opt.lr_scaling)
+    if not math.isfinite(lr):
+        raise ConfigError(
+            f"--lr {base_lr:g} scaled ({opt.lr_scaling}) to global batch {global_batch} is not "
+            "a finite number; give a smaller --lr"
+        )
     auto_fp32 = get_framework(opts.parallel.framework).auto_fp32.get(device)
     choice = choose_precision(opt.precision, device, fp32_reason=auto_fp32)
     reason = choice.reason
@@ -212,7 +219,7 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
         batch_size=batch_size,
         global_batch_size=global_batch,
         optimizer=opt.optimizer or recipe.optimizer,  # type: ignore[arg-type]
-        lr=scaled_lr(base_lr, global_batch, recipe.batch_size, opt.lr_scaling),
+        lr=lr,
         base_lr=base_lr,
         reference_batch_size=recipe.batch_size,
         lr_scaling=opt.lr_scaling,

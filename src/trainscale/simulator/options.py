@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from trainscale.config.limits import (
     DEFAULT_MONTE_CARLO_SAMPLES,
+    MAX_BUCKET_CAP_MB,
     MAX_MONTE_CARLO_SAMPLES,
     check_count,
 )
@@ -102,8 +103,11 @@ class ScalingOptions:
         _at_least_one("--global-batch-size", self.global_batch_size)
         if self.batch_size is not None and self.global_batch_size is not None:
             raise ConfigError("give --batch-size or --global-batch-size, not both")
-        if self.bucket_cap_mb is not None and not self.bucket_cap_mb > 0:
-            raise ConfigError(f"--bucket-cap-mb must be positive, got {self.bucket_cap_mb}")
+        if self.bucket_cap_mb is not None and not 0 < self.bucket_cap_mb <= MAX_BUCKET_CAP_MB:
+            raise ConfigError(
+                f"--bucket-cap-mb must be positive and at most {MAX_BUCKET_CAP_MB:,} (a TiB), "
+                f"got {self.bucket_cap_mb}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
