@@ -99,7 +99,10 @@ def test_missing_data_is_one_line(tmp_path, store_path, capsys):
     empty.mkdir()
     args = ["--workers", "2", "--mode", "sync", "--data-dir", str(empty)]
     assert run_cli([*EMULATE, *args, "--store", str(store_path)]) == 2
-    assert str(empty) in one_error_line(capsys)
+    line = one_error_line(capsys)
+    assert str(empty) in line
+    # Its way on is the data: --data synthetic is refused by an emulation.
+    assert "--data synthetic" not in line and "it needs the real data" in line
 
 
 def test_each_n_is_a_stored_run_and_the_report_groups_them(tiny_mnist, store_path, capsys):

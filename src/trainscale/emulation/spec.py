@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from trainscale.config.options import EMULATION_KEY, RunConfig, RunOptions
+from trainscale.data.search import SYNTHETIC_HINT
 from trainscale.data.tensors import Located
 from trainscale.emulation.options import (
     DEFAULT_LOCAL_STEPS,
@@ -23,7 +24,7 @@ from trainscale.emulation.options import (
     MODES,
     EmulationOptions,
 )
-from trainscale.errors import ConfigError
+from trainscale.errors import ConfigError, DataError
 from trainscale.hardware import resources
 from trainscale.hardware.resources import check_memory, format_bytes
 from trainscale.runner.footprint import Footprint, estimate_footprint
@@ -174,7 +175,13 @@ def emulation_config(
         raise ValueError("resolve the spec first (resolve_spec)")
     config = resolve(emulation_options(opts, spec))
     if locate_data:
-        config, size = find_data(config, located)
+        try:
+            config, size = find_data(config, located)
+        except DataError as missing:  # its way on without the data is none for an emulation
+            text = str(missing).replace(f", {SYNTHETIC_HINT}", "").replace(SYNTHETIC_HINT, "")
+            raise DataError(
+                f"{text} (an emulation measures accuracy: it needs the real data)"
+            ) from None
         check_batch_fits(
             spec.per_worker_batch_size,
             size.num_train,
