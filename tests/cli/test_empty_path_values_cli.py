@@ -1,5 +1,5 @@
-"""An empty path where a command writes (an unset shell variable, say) is one line and exit
-2: Path('') is '.', which the user never meant."""
+"""An empty path where a command writes or reads (an unset shell variable, say) is one line
+and exit 2: Path('') is '.', which the user never meant."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from tests.helpers.cli import one_error_line, run_cli
         (["bench", "--out", ""], "--out"),
         (["simulate", "--validate-published", "--plot", ""], "--plot"),
         (["sweep", "spec.toml", "--report", ""], "--report"),
+        # An empty store fell back to $TRAINSCALE_STORE (run) or read '.' (runs list).
+        (["run", "mnist-cnn", "--steps", "1", "--store", ""], "--store"),
+        (["runs", "list", "--store", " "], "--store"),
+        (["bench", "--store", ""], "--store"),
     ],
 )
 def test_an_empty_output_path_is_one_line(capsys, args, option):

@@ -8,10 +8,9 @@ how they are printed); `cli.values` has the types of their values.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import get_args
 
-from trainscale.cli.values import given_path
+from trainscale.cli.values import given_path, given_path_text
 from trainscale.results.store import DEFAULT_STORE_NAME, STORE_ENV_VAR
 
 ArgumentTarget = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -21,7 +20,8 @@ def add_store_argument(target: ArgumentTarget, *, as_path: bool = True) -> None:
     """--store PATH: the results database; `as_path=False` keeps it a string."""
     target.add_argument(
         "--store",
-        type=Path if as_path else str,
+        # Not empty: an empty --store (an unset shell variable) fell back to the default.
+        type=given_path if as_path else given_path_text,
         metavar="PATH",
         help=f"results database (default: ${STORE_ENV_VAR}, else ./{DEFAULT_STORE_NAME})",
     )

@@ -17,6 +17,11 @@ def given_path(text: str) -> Path:
     return Path(text)
 
 
+def given_path_text(text: str) -> str:
+    """`given_path`, kept as the text given."""
+    return str(given_path(text))
+
+
 def given_name(text: str) -> str:
     """A name that is not empty or blank (an empty one would silently mean the default)."""
     if not text.strip():
