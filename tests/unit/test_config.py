@@ -157,7 +157,8 @@ def test_a_setting_at_its_default_hashes_as_if_it_did_not_exist():
 
 def test_a_setting_away_from_its_default_shapes_the_hash_and_a_label_does_not():
     serial, _ = _two_configs()
-    assert serial.with_(profile_steps=21).settings_hash() != serial.settings_hash()
+    profiled = serial.with_(profile="prof")
+    assert profiled.with_(profile_steps=21).settings_hash() != profiled.settings_hash()
     assert serial.with_(seed=1).settings_hash() != serial.settings_hash()
     assert serial.with_(tag="other", rdzv_timeout_s=9.0).settings_hash() == serial.settings_hash()
 

@@ -91,7 +91,14 @@ def test_a_profiled_run_is_a_setting_of_its_own_and_earlier_hashes_hold():
     # Runs stored before the option existed had neither key: their hashes are unchanged.
     flat = plain.flat()
     assert flat["profile"] is None and flat["profile_steps"] == 20
-    assert RunOptions.of("mnist-cnn", profile_steps=5).measurement.profile_steps == 5
+    assert RunOptions.of("mnist-cnn", profile=".", profile_steps=5).measurement.profile_steps == 5
+
+
+def test_settings_that_cannot_apply_are_refused_not_ignored():
+    with pytest.raises(ConfigError, match="--profile-steps 5 is a setting of --profile DIR"):
+        RunOptions.of("mnist-cnn", profile_steps=5)
+    with pytest.raises(ConfigError, match="--eval-every is how often to evaluate: it cannot go"):
+        RunOptions.of("mnist-cnn", evaluate=False, eval_every=5)
 
 
 @pytest.mark.parametrize("steps", [0, -3])

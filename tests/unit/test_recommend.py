@@ -552,7 +552,6 @@ ROUND_TRIP = [
         precision="bf16",
         epochs=0.5,
         eval_every=100,
-        evaluate=False,
         target_accuracy=0.87,
         seed=3,
         warmup_steps_untimed=0,
@@ -562,6 +561,7 @@ ROUND_TRIP = [
     ),
     RunOptions.of(workload="mnist-cnn", steps=90, warmup_steps_untimed=2, stop_at_target=True),
     RunOptions.of(workload="mnist-cnn", profile="runs/prof 1", profile_steps=7),
+    RunOptions.of(workload="mnist-cnn", evaluate=False, target_accuracy=0.5, steps=5),
     RunOptions.of(workload="mnist-cnn", framework="tensorflow", workers=2, single_process=True),
     RunOptions.of(
         workload="cifar10-resnet44",

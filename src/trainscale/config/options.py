@@ -311,6 +311,10 @@ class OptimisationOptions:
             raise ConfigError(f"--epochs must be at most {MAX_EPOCHS:,}, got {self.epochs:g}")
 
 
+PROFILE_STEPS = 20
+"""Steps `--profile` records by default."""
+
+
 @dataclass(frozen=True)
 class MeasurementOptions:
     """measurement: evaluation, target and what the clocks leave out."""
@@ -337,7 +341,7 @@ class MeasurementOptions:
     worker (open it in ui.perfetto.dev), its operators by time and each step's time. The
     profiler slows the steps it records: a profiled run is stored apart from unprofiled
     ones (docs/methodology.md)"""
-    profile_steps: int = option(20, metavar="N")
+    profile_steps: int = option(PROFILE_STEPS, metavar="N")
     """steps --profile records, from the first, >= 1"""
 
     def __post_init__(self) -> None:
@@ -346,6 +350,14 @@ class MeasurementOptions:
         if self.stop_at_target and not self.evaluate:
             raise ConfigError(
                 "--stop-at-target needs an accuracy to reach: it cannot go with --no-eval"
+            )
+        # A setting that cannot apply is refused rather than ignored, as --compile-mode is
+        # without --compile. (A target with --no-eval is every resolved run's: not checked.)
+        if self.eval_every is not None and not self.evaluate:
+            raise ConfigError("--eval-every is how often to evaluate: it cannot go with --no-eval")
+        if self.profile is None and self.profile_steps != PROFILE_STEPS:
+            raise ConfigError(
+                f"--profile-steps {self.profile_steps} is a setting of --profile DIR: give both"
             )
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ConfigError(
