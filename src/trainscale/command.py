@@ -7,9 +7,17 @@ console command imports its entry point's module: this one costs nothing there, 
 start. (`python -m trainscale` is not re-run: spawn skips a package's `__main__`.)
 """
 
+import sys
+
 
 def main() -> int:
     """Run the command line (`trainscale.cli.main`) and return its exit status."""
-    from trainscale.cli import main as command_line
+    try:
+        from trainscale.cli import main as command_line
 
-    return command_line()
+        return command_line()
+    except KeyboardInterrupt:
+        # Ctrl-C while the command line loads, before a command's own handling of it: no
+        # work has started; one line, not Python's traceback of an import.
+        print("trainscale: interrupted (SIGINT)", file=sys.stderr)
+        return 130

@@ -156,6 +156,20 @@ def test_the_console_script_imports_no_command_until_it_runs() -> None:
     assert done.stdout.strip() == "['trainscale', 'trainscale.command']"
 
 
+def test_ctrl_c_while_the_command_line_loads_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import trainscale.cli
+    from trainscale import command
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt  # as Ctrl-C in an import or the parser, before a handler
+
+    monkeypatch.setattr(trainscale.cli, "main", interrupted)
+    assert command.main() == 130
+    assert capsys.readouterr().err == "trainscale: interrupted (SIGINT)\n"
+
+
 STORE_READERS = (
     ["runs", "list"],
     ["runs", "show", "aaaa"],
