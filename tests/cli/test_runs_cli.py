@@ -96,6 +96,9 @@ def test_list(store_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert [line.split()[0] for line in lines[1:]] == ["aaab3333", "bbbb2222", "aaaa1111"]
     assert "1234.5" in body and "0.9912" in body and "17.2" in body
     assert "2 x 1" in body
+    # A failed run's row says why, in short (`runs show` has the whole reason).
+    (failed,) = [line for line in lines if line.startswith("bbbb2222")]
+    assert failed.endswith("RuntimeError: shapes [3, 4] and [5] differ")
     # Piped output stays plain: no colour codes, no trailing padding.
     assert "\x1b[" not in out
     assert all(line == line.rstrip() for line in lines)

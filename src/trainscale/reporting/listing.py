@@ -13,6 +13,7 @@ disagreed, and the frameworks its script used (`script_notes`).
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,7 +144,7 @@ def run_cells(record: RunRecord) -> list[str]:
         number(record.figures.samples_per_s, ".1f"),
         accuracy_cell(record),
         time_to_target_cell(record),
-        _note_cell(record.summary),
+        _note_cell(record),
     ]
 
 
@@ -153,9 +154,17 @@ def _framework_cell(record: RunRecord) -> str:
     return "+".join(seen) if len(seen) > 1 else record.framework
 
 
-def _note_cell(summary: dict[str, Any]) -> str:
-    """Stalls, an input-bound script, ranks that disagreed: what the figures beside it hide."""
+FAILURE_NOTE_CHARS = 60
+"""How much of a failed run's reason its row shows (`runs show` has all of it)."""
+
+
+def _note_cell(record: RunRecord) -> str:
+    """Why a failed run failed, in short; stalls, an input-bound script, ranks that
+    disagreed: what the figures beside it hide."""
+    summary = record.summary
     notes = [stall_text(summary) or ""]
+    if record.status == "failed" and record.error:
+        notes.insert(0, textwrap.shorten(record.error, FAILURE_NOTE_CHARS, placeholder="..."))
     if is_input_bound(summary):
         share = ScriptFigures.of(summary).data_wait_share
         notes.append(f"input-bound: data wait {share:.0%} of the step")
