@@ -141,6 +141,9 @@ def test_a_mistake_raises_the_cli_one_line_and_stores_nothing(tmp_path, capsys):
     assert one_error_line(capsys) == f"trainscale: error: {caught.value}"
     with pytest.raises(TrainscaleError, match="valid workloads"):
         trainscale.run("no-such-workload", store=store)
+    # What the command line refuses as a pair (argparse's exclusive options) is refused here.
+    with pytest.raises(ConfigError, match="give --epochs or --steps, not both"):
+        trainscale.run("mnist-cnn", store=store, **{**CHEAP, "epochs": 1})
     assert not store.exists() or not RunStore(store).list_runs()
 
 

@@ -293,6 +293,12 @@ class OptimisationOptions:
         check_positive("steps", self.steps, integer=True)
         if self.batch_size is not None and self.global_batch_size is not None:
             raise ConfigError("give --batch-size (per worker) or --global-batch-size, not both")
+        if self.epochs is not None and self.steps is not None:
+            # As the command line refuses the pair: from Python or a sweep file, it would
+            # train `steps` and be stored as neither run.
+            raise ConfigError(
+                f"give --epochs or --steps, not both (got {self.epochs:g} and {self.steps})"
+            )
         if self.compile_mode != "default" and not self.compile:
             raise ConfigError(
                 f"--compile-mode {self.compile_mode} is a mode of --compile: give both"
