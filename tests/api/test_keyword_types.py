@@ -218,6 +218,26 @@ def test_a_value_of_the_wrong_type_is_one_config_error_line_and_nothing_stored(
     assert not list(tmp_path.glob("*.db"))  # nor in the default store (the working directory)
 
 
+@pytest.mark.parametrize(
+    ("function", "keywords", "keyword"),
+    [
+        ("report", {"runs": ["abc"], "out": ""}, "out"),
+        ("runs", {"store": " "}, "store"),
+        ("simulate", {"plot": ""}, "plot"),
+        ("bench", {"out": ""}, "out"),
+    ],
+)
+def test_an_empty_path_is_refused_as_the_command_line_refuses_it(
+    function, keywords, keyword, tmp_path, nothing_starts
+):
+    args = POSITIONAL.get(function, ())
+    with pytest.raises(ConfigError) as caught:
+        getattr(trainscale, function)(*args, **{"store": tmp_path / "s.db", **keywords})
+    assert str(caught.value) == (
+        f"trainscale.{function}() option {keyword}: is empty; give a file or directory name"
+    )
+
+
 def test_a_value_accepted_and_stored_wrong_before_is_refused_through_a_real_run(tmp_path):
     # evaluate='no' used to evaluate (a truthy string); precision=None used to be stored.
     store = tmp_path / "s.db"

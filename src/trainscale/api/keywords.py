@@ -24,7 +24,15 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 
 from trainscale.config.files import Expect, describe
 from trainscale.config.options import RunOptions
@@ -176,7 +184,8 @@ def _keyword_type(name: str, annotation: Any) -> Any:
         return option_type(replace(leaf, annotation=annotation), python=True)
     optional = " or None" if type(None) in _kinds(annotation) else ""
     if any(_is_path(kind) for kind in _kinds(annotation)):
-        return Annotated[annotation, Expect(f"a str or os.PathLike{optional}")]
+        expect = Expect(f"a str or os.PathLike{optional}")
+        return Annotated[annotation, AfterValidator(_not_blank), expect]
     if any(_is_variadic_tuple(kind) for kind in _kinds(annotation)):
         # `workers=[1, 2, 4]`, as Python callers write it; passed on as a tuple
         return Annotated[
@@ -202,6 +211,14 @@ def _is_path(kind: Any) -> bool:
 
 def _is_variadic_tuple(kind: Any) -> bool:
     return get_origin(kind) is tuple and get_args(kind)[-1:] == (Ellipsis,)
+
+
+def _not_blank(value: Any) -> Any:
+    """A path given is not empty: Path('') is '.', which an empty value (an unset variable,
+    say) never meant; as the command line's `given_path`."""
+    if isinstance(value, (str, os.PathLike)) and not os.fspath(value).strip():
+        raise ValueError("is empty; give a file or directory name")
+    return value
 
 
 def _list_as_tuple(value: Any) -> Any:
