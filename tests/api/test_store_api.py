@@ -100,3 +100,19 @@ def test_delete_runs_refuses_a_running_run_and_deletes_none(tmp_path):
     with pytest.raises(StoreError, match="still running"):
         trainscale.delete_runs(["d0ne00000001", "ru44ing00001"], store=store)
     assert len(trainscale.runs(store=store)) == 2
+
+
+def test_one_run_given_alone_is_that_run_and_a_side_of_another_type_is_refused(tmp_path):
+    store = _store(tmp_path / "s.db", "0e1a00000001", "0e1b00000002")
+    first = trainscale.runs(store=store)[-1]
+    # One id, or one StoredRun, is that run: not the letters of its id.
+    for one in (first.run_id, first):
+        written = trainscale.report(runs=one, out=tmp_path / "r", store=store)
+        assert written.csv.read_text().count("\n") == 2  # the header and the one run
+    # An int would be read as an id's prefix, a StoredRuns as its text.
+    for side in (5, trainscale.runs(store=store), None):
+        with pytest.raises(ConfigError) as caught:
+            trainscale.compare(side, first, store=store)
+        assert str(caught.value).startswith(
+            "trainscale.compare() argument a: must be a run or sweep id (a str), a StoredRun"
+        )

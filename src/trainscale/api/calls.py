@@ -28,7 +28,14 @@ from trainscale.api.results import (
     StoredRuns,
     SweepResults,
 )
-from trainscale.api.stored import StorePath, checked_filters, store_file, stored_id, stored_run
+from trainscale.api.stored import (
+    StorePath,
+    checked_filters,
+    store_file,
+    stored_id,
+    stored_ids,
+    stored_run,
+)
 from trainscale.api.workload_arg import needs_a_workload, workload_text
 from trainscale.benchmark.document import bench_document, bench_runs
 from trainscale.benchmark.options import BenchOptions
@@ -193,7 +200,8 @@ def compare(a: Any, b: Any, *, store: StorePath = None, **options: Any) -> Compa
         "compare", {**given, **options}, (compare, ()), (compare_runs, ("a", "b", "store"))
     )
     options = {key: value for key, value in checked.items() if key not in given}
-    found = compare_runs(stored_id(a), stored_id(b), store=store_file(store), **options)
+    sides = stored_id(a, "compare", "argument a"), stored_id(b, "compare", "argument b")
+    found = compare_runs(*sides, store=store_file(store), **options)
     return Comparison(
         a=found.a.name,
         b=found.b.name,
@@ -226,7 +234,7 @@ def report(
     *,
     out: str | os.PathLike[str],
     sweep: Any = None,
-    runs: Iterable[Any] | None = None,
+    runs: Iterable[Any] | StoredRun | None = None,
     tag: str | None = None,
     baseline: str | None = None,
     prices: str | os.PathLike[str] | None = None,
@@ -247,8 +255,8 @@ def report(
     check_arguments("report", {**given, "store": store, **unknown}, (report, ()))
     written = build_report(
         store_file(store) or default_store_path(),
-        sweep_id=None if sweep is None else stored_id(sweep),
-        run_ids=None if runs is None else [stored_id(item) for item in runs],
+        sweep_id=None if sweep is None else stored_id(sweep, "report", "option sweep"),
+        run_ids=None if runs is None else stored_ids(runs, "report", "option runs"),
         tag=tag,
         out_dir=out,
         baseline=baseline,

@@ -10,7 +10,7 @@ from typing import Any
 
 from trainscale.api.keywords import check_arguments
 from trainscale.api.results import StoredRun, StoredRuns
-from trainscale.api.stored import StorePath, checked_filters, store_file, stored_id
+from trainscale.api.stored import StorePath, checked_filters, store_file, stored_ids
 from trainscale.errors import ConfigError
 from trainscale.reporting.listing import open_for_reading, select_runs
 from trainscale.results.store import RunStore, default_store_path
@@ -36,7 +36,7 @@ def import_runs(
 
 
 def delete_runs(
-    runs: Iterable[Any] | None = None,
+    runs: Iterable[Any] | StoredRun | None = None,
     *,
     workload: Any = None,
     status: str | None = None,
@@ -58,9 +58,7 @@ def delete_runs(
     given = {"runs": runs, "workload": workload, "status": status, "tag": tag, "limit": limit}
     given.update(dry_run=dry_run, store=store)
     check_arguments("delete_runs", {**given, **unknown}, (delete_runs, ()))
-    if isinstance(runs, (str, StoredRun)):  # one run, not the letters of its id
-        runs = [runs]
-    run_ids = [] if runs is None else [stored_id(item) for item in runs]
+    run_ids = [] if runs is None else stored_ids(runs, "delete_runs", "option runs")
     if runs is not None and not run_ids:
         raise ConfigError("trainscale.delete_runs() was given no run to delete: runs is empty")
     filtered = any(value is not None for value in (workload, status, tag, limit))

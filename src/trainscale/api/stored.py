@@ -22,14 +22,29 @@ def store_file(store: StorePath) -> Path | None:
     return Path(store) if store is not None else None
 
 
-def stored_id(side: Any) -> str:
+def stored_id(side: Any, function: str = "", name: str = "") -> str:
     """The id the CLI takes for a run or sweep: a string as given, or the id of an API
-    result (a `StoredRun`'s `run_id`, a `SweepResults`' `sweep_id`)."""
+    result (a `StoredRun`'s `run_id`, a `SweepResults`' `sweep_id`). Anything else is a
+    ConfigError naming `trainscale.FUNCTION()`'s `name` (an int would be read as an id's
+    prefix, a list of runs as its text)."""
+    if isinstance(side, str):
+        return side
     for attribute in ("run_id", "sweep_id"):
         value = getattr(side, attribute, None)
-        if isinstance(value, str) and not isinstance(side, str):
+        if isinstance(value, str):
             return value
-    return str(side)
+    raise ConfigError(
+        f"trainscale.{function}() {name}: must be a run or sweep id (a str), a StoredRun or "
+        f"a SweepResults, got {side!r:.80}"
+    )
+
+
+def stored_ids(runs: Any, function: str, name: str = "runs") -> list[str]:
+    """The run ids of `runs`: one run (an id or a `StoredRun`, not the letters of its id)
+    or an iterable of them (a `StoredRuns`)."""
+    if isinstance(runs, str) or hasattr(runs, "run_id"):
+        runs = [runs]
+    return [stored_id(item, function, name) for item in runs]
 
 
 def stored_run(store: StorePath, run_id: str) -> StoredRun:
