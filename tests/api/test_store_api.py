@@ -3,6 +3,7 @@ from Python, through the same store code, returning what they copied and deleted
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,23 @@ def test_one_run_given_alone_is_that_run_and_a_side_of_another_type_is_refused(t
         assert str(caught.value).startswith(
             "trainscale.compare() argument a: must be a run or sweep id (a str), a StoredRun"
         )
+
+
+def test_stored_runs_are_a_sequence_whose_slices_keep_their_type_and_runs_hash(tmp_path):
+    store = _store(tmp_path / "s.db", *(f"5e9{i}00000000" for i in range(7)))
+    runs = trainscale.runs(store=store)
+    assert isinstance(runs, Sequence) and len(runs) == 7
+    first_two = runs[:2]
+    assert isinstance(first_two, type(runs)) and len(first_two.to_dataframe()) == 2
+    assert len({runs[0], runs[0], runs[1]}) == 2  # a run can key a dict or join a set
+    # A line a run in its repr, the first five named: not seven screenfuls.
+    shown = repr(runs)
+    assert shown.startswith("StoredRuns(7 runs: ") and shown.endswith(", ... 2 more)")
+    assert len(shown) < 300
+
+
+def test_a_comparisons_repr_shows_its_headline(tmp_path):
+    store = _store(tmp_path / "s.db", "c0a000000001", "c0b000000002")
+    shown = repr(trainscale.compare("c0a0", "c0b0", store=store))
+    assert shown.startswith("Comparison(a='run c0a00000', b='run c0b00000', throughput_ratio=")
+    assert "significant=" in shown

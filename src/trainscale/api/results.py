@@ -9,10 +9,10 @@ report.csv (one row per configuration) for benches and sweeps.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from trainscale.api.frames import data_frame, scalar_row
 from trainscale.metrics.run_flags import ran_busy
@@ -20,6 +20,9 @@ from trainscale.reporting.csv_table import CSV_COLUMNS as CONFIGURATION_COLUMNS
 from trainscale.results.export import CSV_COLUMNS as RUN_COLUMNS
 from trainscale.results.export import run_to_csv_row, run_to_json_dict
 from trainscale.results.records import RunRecord
+
+REPR_RUNS = 5
+"""Runs a `StoredRuns`' repr names."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,9 @@ class StoredRun:
     """Hash of the settings that shape the run (equal hashes: trained the same way)."""
     created_at: str
     finished_at: str | None
-    config: Mapping[str, Any] = field(repr=False)
-    """The resolved config, flat (every option concrete), as stored."""
+    config: Mapping[str, Any] = field(repr=False, compare=False)
+    """The resolved config, flat (every option concrete), as stored. (Left out of equality,
+    as `config_hash` stands for it, so that a run can be hashed: a set or a dict key.)"""
     record: Mapping[str, Any] = field(repr=False, compare=False)
     """Everything stored about the run: the `--json` object (env, config, summary keys)."""
     row: Mapping[str, Any] = field(repr=False, compare=False)
@@ -112,9 +116,9 @@ class StoredRun:
         return data_frame([self.row], RUN_COLUMNS)
 
 
-@dataclass(frozen=True)
-class StoredRuns:
-    """Several stored runs (a sequence of `StoredRun`)."""
+@dataclass(frozen=True, repr=False)
+class StoredRuns(Sequence[StoredRun]):
+    """Several stored runs (a sequence of `StoredRun`); a slice is a `StoredRuns` too."""
 
     runs: tuple[StoredRun, ...]
 
@@ -124,8 +128,20 @@ class StoredRuns:
     def __len__(self) -> int:
         return len(self.runs)
 
-    def __getitem__(self, index: int) -> StoredRun:
+    @overload
+    def __getitem__(self, index: int) -> StoredRun: ...
+    @overload
+    def __getitem__(self, index: slice) -> StoredRuns: ...
+    def __getitem__(self, index: int | slice) -> StoredRun | StoredRuns:
+        if isinstance(index, slice):
+            return StoredRuns(self.runs[index])
         return self.runs[index]
+
+    def __repr__(self) -> str:
+        # A line a run, as `runs list` has: each StoredRun's own repr is a screenful.
+        shown = [f"{r.run_id[:8]} {r.workload} {r.status}" for r in self.runs[:REPR_RUNS]]
+        more = f", ... {len(self.runs) - REPR_RUNS} more" if len(self.runs) > REPR_RUNS else ""
+        return f"StoredRuns({len(self.runs)} runs: {', '.join(shown)}{more})"
 
     def to_dict(self) -> list[dict[str, Any]]:
         """The runs' `--json` objects (as `trainscale runs export --format json`)."""
@@ -239,7 +255,7 @@ class SweepResults:
         return data_frame(self.configurations, CONFIGURATION_COLUMNS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Comparison:
     """B against A (`trainscale compare`): one row per matched configuration."""
 
@@ -271,6 +287,16 @@ class Comparison:
         """False where a run of the first configuration, on either side, ran on a busy
         machine: its figures are shown, no difference is called significant."""
         return self.rows[0].get("trusted") if self.rows else None
+
+    def __repr__(self) -> str:
+        # The headline beside the sides: what a notebook cell showing it is for.
+        ratio = self.throughput_ratio
+        shown = f"{ratio:.3f}" if isinstance(ratio, float) else ratio
+        return (
+            f"Comparison(a={self.a!r}, b={self.b!r}, throughput_ratio={shown}, "
+            f"significant={self.significant}, configurations={len(self.rows)}, "
+            f"unmatched={self.unmatched!r})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The `trainscale compare --json` object."""
