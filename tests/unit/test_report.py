@@ -575,4 +575,23 @@ def test_the_breakdown_plot_names_its_parts_in_words(cpu_report: ReportData) -> 
     section = next(s for s in cpu_report.workloads if any(c.breakdown_s for c in s.configurations))
     figure, _ = plots._breakdown(section)
     shown = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
-    assert shown == ["data", "forward", "backward", "optimizer", "exposed communication"]
+    assert shown == ["data", "forward", "backward compute", "optimizer", "exposed communication"]
+
+
+def test_the_breakdown_bars_add_up_to_the_step_with_no_part_counted_twice(
+    cpu_report: ReportData,
+) -> None:
+    """The stored backward holds the exposed communication: stacking both would draw a
+    multi-worker step longer than it is."""
+    from trainscale.reporting import plots
+
+    section = next(s for s in cpu_report.workloads if any(c.breakdown_s for c in s.configurations))
+    figure, _ = plots._breakdown(section)
+    bars = figure.axes[0].patches
+    configs = [c for c in section.configurations if c.breakdown_s]
+    for index, config in enumerate(configs):
+        drawn = sum(bar.get_width() for bar in bars[index :: len(configs)])
+        parts = config.breakdown_s or {}
+        step = sum(parts.get(p, 0.0) for p in ("data", "forward", "backward", "optimizer"))
+        assert drawn == pytest.approx(1000 * step)
+    assert any((c.breakdown_s or {}).get("exposed_comm") for c in configs)  # it is tested

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,18 +288,32 @@ PART_LABELS = {"exposed_comm": "exposed communication"}
 """A step part's name in the breakdown's legend, where its stored key is not words."""
 
 
+def stacked_parts(breakdown: Mapping[str, float]) -> dict[str, float]:
+    """A step's parts as they add up to it. The stored backward holds the exposed
+    communication (`backward()` returns once the last all-reduce is done), so it is stacked
+    as its compute alone, the communication beside it."""
+    parts = dict(breakdown)
+    exposed = parts.get("exposed_comm")
+    if exposed and "backward" in parts:
+        parts["backward"] = max(0.0, parts["backward"] - exposed)
+    return parts
+
+
 def _breakdown(section: WorkloadSection):
     configs = [c for c in section.configurations if c.breakdown_s]
     if not configs:
         return "no run recorded a step-time breakdown"
-    parts = list(dict.fromkeys(p for c in configs for p in c.breakdown_s or {}))
+    stacks = [stacked_parts(c.breakdown_s or {}) for c in configs]
+    parts = list(dict.fromkeys(p for stack in stacks for p in stack))
     figure, axes = new_figure(height=_bar_height(len(configs)))
     labels = [_wrap(c.label) for c in configs]
     left = [0.0] * len(configs)
     colors = _colors()
     for part in parts:
-        widths = [1000 * (c.breakdown_s or {}).get(part, 0.0) for c in configs]
+        widths = [1000 * stack.get(part, 0.0) for stack in stacks]
         label = PART_LABELS.get(part, part.replace("_", " "))
+        if part == "backward" and "exposed_comm" in parts:
+            label = "backward compute"
         axes.barh(labels, widths, left=left, label=label, color=next(colors))
         left = [a + b for a, b in zip(left, widths, strict=True)]
     axes.invert_yaxis()
