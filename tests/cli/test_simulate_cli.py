@@ -319,6 +319,8 @@ def test_a_precision_without_runs_names_the_precision_with_them(store_path, clus
     assert run_cli([*args, "--store", str(store_path)]) == 2
     line = one_error_line(capsys)
     assert "no stored serial run of mnist-cnn on Test CPU 9000 (bf16)" in line
+    # The run it suggests makes what was asked for: its auto precision may not be bf16.
+    assert "--precision bf16` or give --calibrate-from" in line
     assert line.endswith(
         "but mnist-cnn has serial runs on Test CPU 9000 in fp32, not in bf16: --precision fp32 "
         "calibrates from them"

@@ -376,7 +376,8 @@ def calibrate_from_peak(
         raise CalibrationError(
             f"no stored serial run of {workload} on {device.name} ({precision}), and the "
             f"cluster's device gives no {missing} for {precision}; run it once with "
-            f"`trainscale run {workload} --workers 1{threads}` or give --calibrate-from"
+            f"`trainscale run {workload} --workers 1{threads} --precision {precision}` or "
+            "give --calibrate-from"
         )
     notes = [
         f"compute from the device's peak: {flops_per_sample / 1e6:.4g} MFLOP per sample / "
