@@ -341,3 +341,26 @@ def test_a_prediction_from_the_peak_says_which_precision_has_runs(
         "mnist-cnn has serial runs on Test CPU 9000 in fp32, not in bf16: --precision fp32 "
         "calibrates from them"
     )
+
+
+@pytest.mark.parametrize("busy_runs", [(1,), (1, 2)])
+def test_busy_runs_calibrate_only_where_no_quiet_one_does_and_say_so(
+    store_path, cluster_file, capsys, busy_runs
+):
+    """As `--validate` leaves them out: a run that shared its cores measured that work too."""
+    busy = {"contention": {"verdict": "busy", "reason": "other processes used 0.90 cores"}}
+    with RunStore(store_path) as store:
+        for n in busy_runs:
+            assert store.add_to_summary(run_id(n), busy)
+    args = ["simulate", "mnist-cnn", "--cluster", str(cluster_file), "--json"]
+    assert run_cli([*args, "--store", str(store_path), "--samples", "101"]) == 0
+    calibration = json.loads(capsys.readouterr().out)["calibration"]
+    if busy_runs == (1,):
+        assert calibration["run_ids"] == [run_id(2)]
+        assert "1 busy run(s) left out (other work used their cores)" in calibration["notes"]
+    else:
+        assert set(calibration["run_ids"]) == {run_id(1), run_id(2)}
+        assert any(
+            note.startswith("every calibration run ran on a busy machine")
+            for note in calibration["notes"]
+        )

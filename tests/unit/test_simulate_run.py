@@ -79,7 +79,10 @@ def test_inputs_are_checked_in_one_line_each_when_made():
         ScalingOptions(workers=(1, 0))
     with pytest.raises(ConfigError, match="--batch-size or --global-batch-size, not both"):
         ScalingOptions(batch_size=8, global_batch_size=16)
-    with pytest.raises(ConfigError, match="--bucket-cap-mb must be positive, got 0"):
+    with pytest.raises(
+        ConfigError,
+        match="--bucket-cap-mb must be positive and at most 1,048,576 \\(a TiB\\), got 0",
+    ):
         ScalingOptions(bucket_cap_mb=0)
     with pytest.raises(ConfigError, match="--samples must be at least 1"):
         MonteCarloOptions(samples=0)

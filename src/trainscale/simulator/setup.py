@@ -17,6 +17,7 @@ import torch
 
 from trainscale.errors import ConfigError
 from trainscale.hardware import facts
+from trainscale.metrics.run_flags import NOT_TRUSTED, ran_busy
 from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
@@ -45,6 +46,9 @@ from trainscale.simulator.run_facts import (
     per_worker_batch,
 )
 from trainscale.workloads import get_workload, is_builtin
+
+BUSY_WHY = "other work used their cores"
+"""Why a busy run says nothing of the setting alone (the busy rule, `metrics.run_flags`)."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +227,14 @@ def calibrate(
     else:
         cores = cluster.device.cores if cluster.device.kind == "cpu" else None
         found = matching_serial_runs(all_runs, workload, cluster.device, precision, cores=cores)
+        # As validation does: a run that shared its cores measured the other work too.
+        quiet = [r for r in found if not ran_busy(r.summary)]
+        busy_note = None
+        if quiet and len(quiet) < len(found):
+            busy_note = f"{len(found) - len(quiet)} busy run(s) left out ({BUSY_WHY})"
+        elif found and not quiet:
+            busy_note = f"every calibration run ran on a busy machine ({BUSY_WHY}): {NOT_TRUSTED}"
+        found = quiet or found
         if found:
             kind = found[0].data_kind
             same = [r for r in found if r.data_kind == kind]
@@ -239,6 +251,8 @@ def calibrate(
                     f"calibrated on {kind} data; {len(found) - len(same)} run(s) on other "
                     "data left out",
                 )
+            if busy_note:
+                calibration = _note(calibration, busy_note)
         else:
             hint = other_precisions_hint(all_runs, workload, cluster, precision, cores)
             flops = training_flops_per_sample(workload, all_runs, layout.flops_per_sample)
