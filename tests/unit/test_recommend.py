@@ -481,6 +481,10 @@ def test_busy_trials_are_left_out_of_the_ranking_and_the_first_line_says_so():
     first = summary_lines(payload)[0]
     assert first.startswith("left out 1 of ") and "busy machine" in first
     assert "--include-busy" in first
+    # Measured, though busy: the budget did not leave it out, and no line says it did.
+    assert result.candidates_measured == result.candidates_total
+    assert not any(note.startswith("budget:") for note in result.notes)
+    assert not any("candidates measured" in line for line in summary_lines(payload))
 
 
 def test_include_busy_ranks_busy_trials_like_the_others():
