@@ -364,3 +364,28 @@ def test_busy_runs_calibrate_only_where_no_quiet_one_does_and_say_so(
             note.startswith("every calibration run ran on a busy machine")
             for note in calibration["notes"]
         )
+
+
+def test_emulations_to_different_targets_are_not_ranked_together(store_path, cluster_file, capsys):
+    """Fewer steps to a lower target is no faster training: the line names each target's
+    emulations, and --emulation picks one."""
+    with RunStore(store_path) as store:
+        add_emulation(
+            store,
+            run_id(20),
+            workers=1,
+            steps_to_target=10,
+            target_accuracy=0.5,
+            emulation_id="low00001",
+        )
+    args = ["predict-time-to-accuracy", "mnist-cnn", "--store", str(store_path)]
+    args += ["--cluster", str(cluster_file)]
+    assert run_cli([*args, "--samples", "101"]) == 2
+    assert one_error_line(capsys).endswith(
+        "the emulations of mnist-cnn reach different target accuracies (0.5: low00001; "
+        "0.99: emu00001): times to different targets do not compare; choose one target's "
+        "emulation with --emulation ID"
+    )
+    assert run_cli([*args, "--samples", "101", "--emulation", "emu00001", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {row["target_accuracy"] for row in rows} == {0.99}

@@ -158,6 +158,7 @@ def add_emulation(
     steps_to_target: int | None = 1000,
     local_steps: int | None = None,
     emulation_id: str = "emu00001",
+    target_accuracy: float = 0.99,
 ) -> str:
     """A completed emulation run following the `summary["emulation"]` contract."""
     global_batch = per_worker_batch if mode == "async" else per_worker_batch * workers
@@ -186,7 +187,7 @@ def add_emulation(
             "samples_to_target": (
                 steps_to_target * global_batch if steps_to_target is not None else None
             ),
-            "target_accuracy": 0.99,
+            "target_accuracy": target_accuracy,
         },
     }
     store.complete_run(rid, summary, [], [])

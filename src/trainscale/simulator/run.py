@@ -50,6 +50,7 @@ from trainscale.simulator.time_to_accuracy import (
     best_by_mode,
     emulated_setting,
     predict_time_to_accuracy,
+    refuse_mixed_targets,
 )
 from trainscale.simulator.validate import ValidationReport, validate_runs
 from trainscale.workloads import get_workload, workload_name
@@ -370,7 +371,8 @@ def time_to_accuracy(
         if emulation:
             tag = f"emulate:{emulation.strip()}"
             records = [r for r in records if (r.tag or "").startswith(tag)]
-        settings = [s for s in (emulated_setting(r) for r in records) if s is not None]
+        emulated = [(r, s) for r in records if (s := emulated_setting(r)) is not None]
+        settings = [s for _, s in emulated]
         if not settings:
             which = f" with tag {tag}" if emulation else ""
             raise TrainscaleError(
@@ -378,6 +380,7 @@ def time_to_accuracy(
                 "worker counts to predict first, e.g. "
                 f"`trainscale emulate {workload} --workers 1,2,4,8 --mode sync`"
             )
+        refuse_mixed_targets(workload, emulated)
         spec = resolve_cluster(
             model.cluster or "local",
             opened,

@@ -186,6 +186,31 @@ def predict_time_to_accuracy(
     return rows
 
 
+def refuse_mixed_targets(
+    workload: str, emulated: Sequence[tuple[RunRecord, EmulatedSetting]]
+) -> None:
+    """TrainscaleError where the emulations reach different target accuracies: their times
+    to target do not compare (fewer steps to a lower target is no faster training), and
+    the fastest setting would be picked across them. The line names each target's
+    emulations (the ids of their tags) for --emulation."""
+    by_target: dict[float | None, set[str]] = {}
+    for record, setting in emulated:
+        tag = record.tag or ""
+        name = tag.removeprefix("emulate:") if tag.startswith("emulate:") else record.short_id
+        by_target.setdefault(setting.target_accuracy, set()).add(name)
+    if len(by_target) < 2:
+        return
+    listed = "; ".join(
+        f"{'no target' if target is None else f'{target:g}'}: {', '.join(sorted(names))}"
+        for target, names in sorted(by_target.items(), key=lambda item: item[0] or 0.0)
+    )
+    raise TrainscaleError(
+        f"the emulations of {workload} reach different target accuracies ({listed}): times "
+        "to different targets do not compare; choose one target's emulation with "
+        "--emulation ID"
+    )
+
+
 def best_by_mode(rows: Sequence[TimeToAccuracyRow]) -> dict[str, dict[str, Any]]:
     """Per mode: the fastest setting, and whether more workers than it stop helping."""
     out: dict[str, dict[str, Any]] = {}
