@@ -535,6 +535,22 @@ def test_plot_legends_name_configurations_by_their_labels(cpu_report: ReportData
     assert "cnn naive DDP: 4 unpinned workers, torch-default threads" in _legend(figure)
 
 
+def test_legends_of_labels_that_differ_at_their_end_stay_apart(cpu_report: ReportData) -> None:
+    """Labels made of the settings that differ often differ only at their end: a legend
+    cut at the end would name two series alike."""
+    import dataclasses
+
+    from trainscale.reporting.plots import series_legend
+
+    config = cpu_report.workloads[0].configurations[0]
+    start = "workers=1, threads_per_worker=1, precision=bf16, batch_size="
+    one, two = (dataclasses.replace(config, label=f"{start}{b}") for b in (64, 128))
+    assert series_legend([one]) != series_legend([two])
+    assert series_legend([one]).endswith("batch_size=64")
+    assert series_legend([one, two]).endswith("batch_size=128")
+    assert series_legend([two, one]) != series_legend([one, two])
+
+
 def test_the_ideal_line_is_drawn_against_cores_and_only_there(cpu_report: ReportData) -> None:
     from trainscale.reporting.plots import IDEAL_LABEL, draw_figure
 

@@ -373,10 +373,11 @@ def series_legend(configs: Sequence[Configuration]) -> str:
     the one label, two joined, or the first and last of more."""
     if len(configs) == 1:
         return _short(configs[0].label, 70)
-    labels = [_short(c.label) for c in configs]
+    # Each label cut on its own, so that the join keeps the end of each.
+    labels = [_short(c.label, 33) for c in configs]
     if len(labels) > 2:
         labels = [labels[0], "...", labels[-1]]
-    return _short(" / ".join(labels), 70)
+    return " / ".join(labels)
 
 
 def _core_range(section: WorkloadSection) -> list[int]:
@@ -472,5 +473,11 @@ def _wrap(label: str) -> str:
 
 
 def _short(text: str, width: int = 40) -> str:
+    """`text` in at most `width` characters, cut in the middle: labels made of the settings
+    that differ ('workers=1, threads_per_worker=1, precision=bf16') often differ only at
+    their end, which a cut at the end would hide."""
     text = text.replace("`", "")
-    return text if len(text) <= width else text[: width - 3] + "..."
+    if len(text) <= width:
+        return text
+    head = (width - 3) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head) :]
