@@ -19,6 +19,8 @@ from tests.helpers.cli import one_error_line, run_cli
         (["run", "mnist-cnn", "--steps", "1", "--store", ""], "--store"),
         (["runs", "list", "--store", " "], "--store"),
         (["bench", "--store", ""], "--store"),
+        # An empty baseline fell back to the default one unsaid.
+        (["report", "--runs", "abc", "--out", "r", "--baseline", ""], "--baseline"),
     ],
 )
 def test_an_empty_output_path_is_one_line(capsys, args, option):

@@ -165,6 +165,8 @@ def test_candidates_whose_shards_cannot_hold_their_batch_are_left_out(
     [
         (["recommend", "no-such-workload"], "no-such-workload"),
         (["recommend", "mnist-cnn", "--rung-steps", "10,x"], "--rung-steps"),
+        (["recommend", "mnist-cnn", "--rung-steps", "10,5"], "--rung-steps must grow"),
+        (["recommend", "mnist-cnn", "--rung-steps", "10,10"], "--rung-steps must grow"),
         (["recommend", "mnist-cnn", "--budget-s", "0", "--data", "synthetic"], "--budget-s"),
         (["recommend", "mnist-cnn", "--accuracy-tolerance", "150"], "--accuracy-tolerance"),
         (["recommend", "mnist-cnn", "--store", "/no/such/dir/r.db"], "/no/such/dir"),

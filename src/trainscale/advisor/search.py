@@ -98,6 +98,11 @@ class SearchSettings:
     def __post_init__(self) -> None:
         if not self.rung_steps or any(s < 1 for s in self.rung_steps):
             raise TrainscaleError(f"rung steps must be positive, got {list(self.rung_steps)}")
+        if any(b <= a for a, b in zip(self.rung_steps, self.rung_steps[1:], strict=False)):
+            # Each rung measures the survivors of the one before longer: its ranking is
+            # then worth more than theirs; a shorter rung would rank on less.
+            steps = ",".join(map(str, self.rung_steps))
+            raise TrainscaleError(f"--rung-steps must grow from rung to rung, got {steps}")
         if not 0 < self.keep_fraction < 1:
             raise TrainscaleError(f"keep fraction must be in (0, 1), got {self.keep_fraction}")
         if self.warmup_steps < 0:

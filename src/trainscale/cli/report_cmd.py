@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from trainscale.cli.common import add_json_argument, add_store_argument
-from trainscale.cli.values import given_path
+from trainscale.cli.values import given_name, given_path
 from trainscale.results.store import default_store_path
 
 EPILOG = """\
@@ -60,6 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--baseline",
+        type=given_name,  # an empty one fell back to the default baseline unsaid
         metavar="LABEL_OR_RUN_ID",
         help=(
             "the configuration speedups are measured against, by label or by the id of one "
