@@ -91,6 +91,10 @@ def test_a_good_file_parses_with_units(tmp_path):
         (("efficiency = 0.5", "speed = 0.5"), "device.speed: unknown key; allowed: cores,"),
         (("[device]", "[devices]"), "devices: unknown key; did you mean device? allowed:"),
         (("overlap = 0.8", "servers = 0"), "communication.servers: must be a whole number >= 1"),
+        (
+            ("efficiency = 0.5", "efficiency = 0.5\nstraggler_sigma = 50"),
+            "device.straggler_sigma: must be a number in [0, 5), got 50",
+        ),
     ],
 )
 def test_bad_files_fail_in_one_line_naming_the_key(tmp_path, change, message):

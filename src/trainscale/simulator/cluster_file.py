@@ -99,7 +99,9 @@ class DeviceSection(TomlTable):
     op_overhead: Time | None = None
     cores: Whole | None = None
     straggler_sigma: (
-        Annotated[float, Field(ge=0, allow_inf_nan=False), Expect("a number >= 0")] | None
+        # As --straggler-sigma: a lognormal sigma of 5 already makes a worker e^5 times slow.
+        Annotated[float, Field(ge=0, lt=5, allow_inf_nan=False), Expect("a number in [0, 5)")]
+        | None
     ) = None
     source: Text = ""
 
