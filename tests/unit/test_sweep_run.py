@@ -10,7 +10,9 @@ from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
 from trainscale.results.store import RunStore
 from trainscale.sweeps.run import SweepRunListener, load_sweep, run_sweep
+from trainscale.sweeps.summary import sweep_summary
 
+from tests.helpers.stored_runs import add_run
 from tests.helpers.sweeps import FakeRunner
 
 SPEC = """
@@ -115,3 +117,27 @@ def test_configurations_of_the_same_settings_are_planned_once(tmp_path: Path, mo
     assert result.outcome is not None and len(result.outcome.completed) == 2
     assert result.summary is not None
     assert [row[:2] for row in result.summary.rows] == [["base", "1"], ["other", "1"]]
+
+
+def test_a_repeat_made_twice_counts_once_in_the_summary(tmp_path: Path, monkeypatch):
+    """A deleted run imported again beside the one a resume made: one repeat, as `runs
+    sweeps` and a resume count it, and the newest is the one counted."""
+    path = tmp_path / "one.toml"
+    path.write_text(SPEC.replace("batch_size = [8, 16]", "batch_size = [8]"))
+    spec, source = load_sweep(path, data="synthetic")
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", FakeRunner())
+    result = run_sweep(spec, source, store=tmp_path / "s.db")
+    assert result.outcome is not None
+    (planned,) = result.plan.runs
+    with RunStore(tmp_path / "s.db") as store:
+        add_run(
+            store,
+            "again0001",
+            sweep_id=result.outcome.sweep_id,
+            sweep_item=0,
+            repeat_index=0,
+            config_hash=planned.config_hash,
+        )
+        store.complete_run("again0001", {"samples_per_s": 300.0}, [], [0.1, 0.1])
+    (row,) = sweep_summary(tmp_path / "s.db", result.outcome.sweep_id).rows
+    assert row[1:3] == ["1", "300.0"]

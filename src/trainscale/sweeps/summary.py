@@ -45,10 +45,17 @@ def sweep_summary(store: str | Path, sweep_id: str) -> SweepSummary:
     with RunStore(store, create=False) as opened:
         sweep = opened.get_sweep(sweep_id)
         runs = opened.sweep_runs(sweep.sweep_id)
-    groups: dict[str, list[Any]] = {}
-    for record in runs:
+    # One completed run a planned run (configuration and repeat), the newest, as `runs
+    # sweeps` and a resume count them: a repeat made twice (a deleted run imported again
+    # beside the one a resume made) is one repeat.
+    latest: dict[tuple[str, Any], Any] = {}
+    for record in runs:  # earlier attempts first
         if record.status == "completed":
-            groups.setdefault(record.config_hash or "", []).append(record)
+            repeat = record.repeat_index if record.repeat_index is not None else record.run_id
+            latest[(record.config_hash or "", repeat)] = record
+    groups: dict[str, list[Any]] = {}
+    for (config_hash, _), record in latest.items():
+        groups.setdefault(config_hash, []).append(record)
     paired = _paired_cells(runs, sweep.short_id)
     rows = []
     for config_hash, label in dict.fromkeys((p["config_hash"], p["label"]) for p in sweep.plan):
