@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -437,3 +439,19 @@ def test_unknown_sweep_points_to_the_real_command(
     # The command the message names exists and lists sweeps.
     assert main([*command.group(1).split(), "--store", str(store_path)]) == 0
     assert capsys.readouterr().out.startswith("no sweeps in")
+
+
+def test_export_to_standard_output_by_path_keeps_the_status_line_out_of_the_data(
+    store_path: Path,
+) -> None:
+    # A process of its own, as from a shell: its /dev/stdout is then the pipe read here.
+    command = ["runs", "export", "--format", "json", "--out", "/dev/stdout"]
+    done = subprocess.run(
+        [sys.executable, "-m", "trainscale", *command, "--store", str(store_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)) == 3  # the data alone: the status line is on stderr
+    assert "wrote 3 runs to /dev/stdout" in done.stderr

@@ -21,6 +21,7 @@ from trainscale.reporting.mlflow_export import (
 from trainscale.reporting.tensorboard_export import write_tensorboard
 from trainscale.reporting.tracking import ExportedRun, load_runs, require_extra
 from trainscale.results.export import EXPORT_FORMATS
+from trainscale.results.outputs import is_special_file, written_path
 
 TOOLS = ("mlflow", "tensorboard")
 FILTERS = ("workload", "status", "tag", "limit")
@@ -83,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
             args.fmt, out, args.store, run_ids=args.run_ids, **filters
         )
         if args.out is not None:
-            print(f"wrote {count} {_runs(count)} to {args.out}")
+            # Into a device or pipe such as /dev/stdout, the line would join the data.
+            into_data = is_special_file(written_path(args.out))
+            status = sys.stderr if into_data else sys.stdout
+            print(f"wrote {count} {_runs(count)} to {args.out}", file=status)
         return 0
     require_extra(args.fmt)  # before the store is read or anything is written
     runs = load_runs(args.store, run_ids=args.run_ids, **filters)
