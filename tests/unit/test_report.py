@@ -178,6 +178,9 @@ def test_amdahl_fit_on_the_baseline_series(tmp_path: Path) -> None:
     assert section.amdahl is not None
     assert section.amdahl.serial_fraction == pytest.approx(0.1)
     assert "s = 0.100" in section.amdahl_note
+    # The note counts what the fit counts: the worker counts beyond the baseline's.
+    assert section.amdahl.num_points == 2
+    assert "fitted to 2 configuration(s) with n = 2, 4 workers;" in section.amdahl_note
     # Weak scaling: the global batch grows with the workers, and the report says so.
     four = _config(data, "workers=4")
     assert any("weak scaling" in note for note in four.notes)

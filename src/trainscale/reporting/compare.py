@@ -52,9 +52,11 @@ def amdahl_over_baseline(
             f"no Amdahl fit: the baseline's configurations{where} have no run with more "
             "workers than the baseline"
         )
-    counts = ", ".join(f"{n:g}" for n in sorted({n for n, _ in points}))
+    # The baseline (n = 1) is the reference every speedup is taken from, not a point of the
+    # fit: counted as one, the note would disagree with the fit's num_points.
+    counts = ", ".join(f"{n:g}" for n in sorted({n for n, _ in points if n > 1}))
     note = (
-        f"serial fraction s = {fit.serial_fraction:.3f} fitted to {len(points)} "
+        f"serial fraction s = {fit.serial_fraction:.3f} fitted to {fit.num_points} "
         f"configuration(s) with n = {counts} workers{where}; predicted limit "
         + ("unbounded" if fit.serial_fraction == 0 else f"{fit.max_speedup:.1f}x")
     )
