@@ -95,15 +95,21 @@ class Breakdown:
 
 
 def slowest_breakdown(per_rank: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Per phase, the largest median over ranks (the slowest rank's, as for step times)."""
+    """The slowest rank's medians: those of the rank whose phases add up to the most.
+
+    One rank's, whole, rather than each phase's largest over ranks: under DDP a slow rank's
+    longer compute is a fast rank's longer wait in the all-reduce, so the per-phase largest
+    would count the imbalance twice and add up to more than any step took.
+    """
     recorded = [b for b in per_rank if b]
     if not recorded:
         return None
-    merged: dict[str, Any] = {}
-    for key in recorded[0]:
-        values = [b[key] for b in recorded if b.get(key) is not None]
-        merged[key] = max(values) if values else None
-    return merged
+
+    def total_s(medians: Mapping[str, Any]) -> float:
+        return sum(medians.get(phase) or 0.0 for phase in PHASES)
+
+    slowest: Mapping[str, Any] = max(recorded, key=total_s)
+    return dict(slowest)
 
 
 def breakdown_fields(
@@ -111,7 +117,7 @@ def breakdown_fields(
 ) -> dict[str, Any]:
     """The run summary's breakdown keys, from every rank's `Breakdown.medians_s()`.
 
-    `breakdown_s`: per phase, the slowest rank's median seconds, and nothing but seconds
+    `breakdown_s`: the slowest rank's median seconds per phase, and nothing but seconds
     (None when no step was sampled; `exposed_comm` None unless the communication hook
     marked it). `breakdown_sampled_steps`: how many steps those medians are over.
     """
