@@ -14,6 +14,7 @@ from trainscale.frameworks import FRAMEWORKS, missing_modules, require
 from trainscale.results.store import RunStore
 
 from tests.helpers.cli import one_error_line, run_cli
+from tests.helpers.jax_plugin import pretend_jax_cuda_plugin
 
 
 def _pretend_missing(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
@@ -157,12 +158,13 @@ def test_tensorflow_on_a_gpu_is_refused_before_launch():
     check_framework(opts.with_(device="cpu"), "cpu")  # the CPU is fine
 
 
-def test_jax_on_a_gpu_is_one_process_per_gpu():
+def test_jax_on_a_gpu_is_one_process_per_gpu(monkeypatch):
     from trainscale.errors import ConfigError
     from trainscale.runner.resolve import check_framework
 
     if missing_modules("jax"):
         pytest.skip("jax is not installed")
+    pretend_jax_cuda_plugin(monkeypatch, installed=True)  # jax[cuda13], as on a GPU machine
     opts = RunOptions.of("mnist-cnn", framework="jax", device="cuda")
     check_framework(opts, "cuda")  # offered on GPUs
     check_framework(opts.with_(workers=2), "cuda")

@@ -1,22 +1,23 @@
 """JAX on a GPU through the CLI: one worker, its GPU, stored complete. Skipped without CUDA
-or without jax."""
+or without jax and its CUDA plugin."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import torch
 
 from trainscale.cli import main
+from trainscale.frameworks import FRAMEWORKS, missing_modules
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(bool(missing_modules("jax")), reason="needs jax, flax and optax"),
     pytest.mark.skipif(
-        any(importlib.util.find_spec(m) is None for m in ("jax", "flax", "optax")),
-        reason="needs jax, flax and optax",
+        FRAMEWORKS["jax"].missing_gpu_backend() is not None,
+        reason="needs JAX's CUDA plugin (jax[cuda13] or jax[cuda12])",
     ),
 ]
 

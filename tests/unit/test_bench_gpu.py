@@ -17,6 +17,8 @@ from trainscale.config.options import RunOptions
 from trainscale.hardware.precision_choice import gpus_bf16_native
 from trainscale.metrics.paired import NO_DIFFERENCE, paired_ratio
 
+from tests.helpers.jax_plugin import pretend_jax_cuda_plugin
+
 BASE = RunOptions.of(workload="mnist-cnn", global_batch_size=64, precision="fp32")
 
 
@@ -70,11 +72,20 @@ def test_no_gpu_keeps_the_skip_and_tensorflow_stays_on_the_cpu():
     assert "CPU only" in next(r.reason for r in tf if r.name == "1 GPU")
 
 
-def test_jax_gpu_rungs_train_in_jax_over_jax_distributed():
+def test_jax_gpu_rungs_train_in_jax_over_jax_distributed(monkeypatch):
+    pretend_jax_cuda_plugin(monkeypatch, installed=True)
     ladder = plan_ladder(BASE.with_(framework="jax"), 8, False, 2, False)
     names = [r.name for r in _gpu_rungs(ladder)]
     assert names == ["1 GPU", "2 GPUs, jax.distributed over NCCL"]
     assert {r.options.parallel.framework for r in _gpu_rungs(ladder)} == {"jax"}
+
+
+def test_jax_without_its_cuda_plugin_has_no_gpu_rung_and_says_what_to_install(monkeypatch):
+    pretend_jax_cuda_plugin(monkeypatch, installed=False)
+    ladder = plan_ladder(BASE.with_(framework="jax"), 8, False, 2, False)
+    assert not _gpu_rungs(ladder)
+    reason = next(r.reason for r in ladder if isinstance(r, Skipped) and r.name == "1 GPU")
+    assert "no CUDA backend" in reason and "jax[cuda" in reason
 
 
 def test_gpu_bf16_is_native_from_ampere_on():

@@ -7,7 +7,10 @@ import torch
 
 from trainscale.config.options import RunOptions
 from trainscale.errors import ConfigError
+from trainscale.frameworks import missing_modules
 from trainscale.runner.resolve import resolve, resolve_device
+
+from tests.helpers.jax_plugin import pretend_jax_cuda_plugin
 
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU case")
 
@@ -56,3 +59,40 @@ def test_grad_accum_must_divide_the_batch():
 def test_bad_device_options(field, value, fragment):
     with pytest.raises(ConfigError, match=fragment):
         resolve(RunOptions.of(workload="mnist-cnn", threads_per_worker=1, **{field: value}))
+
+
+def _one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+
+
+JAX_RUN = {"workload": "mnist-cnn", "framework": "jax", "threads_per_worker": 1}
+
+
+@pytest.mark.skipif(any(missing_modules("jax")), reason="jax is not installed")
+def test_jax_without_its_cuda_plugin_is_refused_on_a_gpu_before_launch(monkeypatch):
+    _one_gpu(monkeypatch)
+    pretend_jax_cuda_plugin(monkeypatch, installed=False)
+    with pytest.raises(ConfigError, match=r"no CUDA backend .*jax\[cuda13\]") as error:
+        resolve(RunOptions.of(**JAX_RUN, device="cuda"))
+    assert "\n" not in str(error.value)
+    # auto: the best device JAX can train on here, the CPU, whatever torch sees.
+    assert resolve(RunOptions.of(**JAX_RUN, device="auto")).parallel.device == "cpu"
+
+
+@pytest.mark.skipif(any(missing_modules("jax")), reason="jax is not installed")
+def test_jax_with_its_cuda_plugin_trains_on_the_gpu_but_not_in_fp16(monkeypatch):
+    _one_gpu(monkeypatch)
+    pretend_jax_cuda_plugin(monkeypatch, installed=True)
+    assert resolve(RunOptions.of(**JAX_RUN, device="auto")).parallel.device == "cuda"
+    with pytest.raises(ConfigError, match="fp16 is not available with --framework jax"):
+        resolve(RunOptions.of(**JAX_RUN, device="cuda", precision="fp16"))
+
+
+@pytest.mark.skipif(any(missing_modules("tensorflow")), reason="tensorflow is not installed")
+def test_auto_trains_tensorflow_on_the_cpu_of_a_gpu_machine(monkeypatch):
+    _one_gpu(monkeypatch)
+    opts = RunOptions.of(workload="mnist-cnn", framework="tensorflow", threads_per_worker=1)
+    assert resolve(opts.with_(device="auto")).parallel.device == "cpu"
+    with pytest.raises(ConfigError, match="CPU only"):
+        resolve(opts.with_(device="cuda"))

@@ -299,9 +299,12 @@ def recommend(
     multipliers = options.batch_multipliers
     if multipliers is None:
         multipliers = BATCH_MULTIPLIERS
-    space = machine_space(spec.name, multipliers, options.max_workers, env, with_gpus=trains.cuda)
-    if env.get("gpus") and not trains.cuda:
-        space.skipped.append(f"GPU settings skipped: {trains.cpu_only_reason}")
+    not_on_gpus = trains.gpu_reason() if env.get("gpus") else None
+    space = machine_space(
+        spec.name, multipliers, options.max_workers, env, with_gpus=not not_on_gpus
+    )
+    if not_on_gpus:
+        space.skipped.append(f"GPU settings skipped: {not_on_gpus}")
     recommend_id = uuid.uuid4().hex[:8]
     base = RunOptions.of(
         workload=spec.name,

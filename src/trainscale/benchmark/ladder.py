@@ -150,8 +150,9 @@ def gpu_rungs(
     if not num_gpus:
         return [Skipped("1 GPU", "no GPU on this machine")]
     trains = get_framework(base.parallel.framework)
-    if not trains.cuda:
-        return [Skipped("1 GPU", trains.cpu_only_reason)]
+    not_here = trains.gpu_reason()
+    if not_here:
+        return [Skipped("1 GPU", not_here)]
     rungs: list[Rung | Skipped] = []
     for workers in sorted({1, num_gpus}):
         comm = f"{trains.data_parallelism} over NCCL"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,11 +71,34 @@ class Framework:
     auto_fp32: Mapping[str, str] = field(default_factory=dict)
     """Devices where `--precision auto` means fp32 whatever the hardware -> the reason
     stored with the run (measured: docs/frameworks.md)."""
+    fp16: bool = True
+    """Whether it trains in fp16 (on GPUs, with loss scaling)."""
+    missing_gpu_backend: Callable[[], str | None] = lambda: None
+    """Why its installed build cannot reach CUDA GPUs (None: it can), found without
+    importing it; asked only where `cuda` is True."""
 
     @property
     def cpu_only_reason(self) -> str:
         """Why its GPU settings are left out, for the lines that say so."""
         return f"{self.label} trains on the CPU only (docs/frameworks.md)"
+
+    def gpu_reason(self) -> str | None:
+        """Why it does not train on this machine's GPUs as installed, or None where it does."""
+        return self.missing_gpu_backend() if self.cuda else self.cpu_only_reason
+
+
+# JAX reaches CUDA through a plugin package (jax[cuda12] installs jax_cuda12_plugin); the
+# project's own extra installs jax[cpu], whose jax.devices() on a GPU fails without a word.
+_JAX_CUDA_PLUGIN = re.compile(r"jax_cuda\d+_plugin")
+
+
+def _jax_gpu_backend_missing() -> str | None:
+    if any(_JAX_CUDA_PLUGIN.fullmatch(module.name) for module in pkgutil.iter_modules()):
+        return None
+    return (
+        "the installed JAX has no CUDA backend (no jax_cuda*_plugin; "
+        "pip install 'jax[cuda13]' or 'jax[cuda12]' to match the machine's CUDA)"
+    )
 
 
 def _pytorch_trainer() -> TrainFunction:
@@ -125,6 +150,8 @@ FRAMEWORKS: dict[str, Framework] = {
         _jax_trainer,
         data_parallelism="jax.distributed",
         single_process=True,
+        fp16=False,
+        missing_gpu_backend=_jax_gpu_backend_missing,
         refused_settings=PYTORCH_STEP_SETTINGS,
         auto_fp32={
             # bf16 with JAX is measured on the CPU only: no claim on GPUs.

@@ -53,6 +53,8 @@ def resolve(opts: RunOptions, available_cores: list[int] | None = None) -> RunCo
     _check_workload_options(workload, opts.data.workload_options)
     par, opt = opts.parallel, opts.optimisation
     device = resolve_device(par.device, par.workers)
+    if par.device == "auto" and device == "cuda" and get_framework(par.framework).gpu_reason():
+        device = "cpu"  # auto: the best device the framework can train on here
     check_framework(opts, device)
     _check_framework_model(workload, par.framework)
     if opt.precision == "fp16" and device != "cuda":
@@ -149,10 +151,17 @@ def check_framework(opts: RunOptions, device: str) -> None:
             f"--device cuda with --framework {framework.name}: this version trains {label} on "
             f"the CPU only (docs/frameworks.md); on GPUs use --framework {on_gpus}"
         )
+    missing_backend = framework.gpu_reason()
+    if missing_backend:
+        raise ConfigError(f"--device cuda with --framework {framework.name}: {missing_backend}")
     if par.single_process:
         raise ConfigError(
             f"--single-process with --device cuda: {label} on GPUs is one process per GPU "
             "(--workers N without --single-process)"
+        )
+    if opts.optimisation.precision == "fp16" and not framework.fp16:
+        raise ConfigError(
+            f"--precision fp16 is not available with --framework {framework.name}; use bf16"
         )
 
 
