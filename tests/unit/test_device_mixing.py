@@ -32,6 +32,7 @@ from torch.overrides import TorchFunctionMode
 from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.parallel.sharding import Sharding
 from trainscale.train.batches import WorkerBatches
+from trainscale.train.evaluate import evaluate
 from trainscale.train.flops import flops_batch
 from trainscale.workloads import builtin_workload_names, get_workload
 from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
@@ -300,3 +301,26 @@ def test_dbn_pretraining_runs_on_the_device_and_reads_once_an_epoch(
     steps = data.num_train // BATCH
     assert all(layer["num_steps"] == epochs * steps for layer in figures["layers"])
     assert checks.host_reads - reads <= epochs * layers, "the error is read more than once an epoch"
+
+
+def test_evaluation_counts_on_the_device_and_reads_only_at_the_end(fake_cuda):
+    """The test-set evaluation accumulates its counts and confusion matrix on the device: no
+    host read per batch (a GPU sync each; torch.bincount on CUDA reads its input's maximum),
+    only the totals at the end."""
+    mode, checks = fake_cuda
+    workload, data = synthetic("mnist-dbn")  # linear layers only: they run on fake cuda
+    torch.manual_seed(0)
+    model = workload.build_model(data.meta)
+    sharding = Sharding(0, 1)
+    strategy = SimpleNamespace(
+        device=CUDA, eval_shard=sharding.eval_shard, sum_tensor=lambda tensor: tensor
+    )
+    with mode:
+        on_gpu = fake_data(data)
+        model = fake_model(model)
+        reads = checks.host_reads
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("trainscale.train.evaluate.GPU_EVAL_BATCH", 2)  # several batches
+            patch.setattr("trainscale.train.evaluate.macro_f1", lambda confusion: 0.5)
+            evaluate(model, on_gpu, strategy, "fp32", channels_last=False)
+        assert checks.host_reads - reads == 1, "evaluation read values back per batch"

@@ -56,9 +56,10 @@ def evaluate(
                 confusion = torch.zeros(
                     num_classes * num_classes, dtype=torch.float64, device=device
                 )
-            confusion += torch.bincount(
-                y * num_classes + predicted, minlength=num_classes * num_classes
-            ).double()
+            # index_add_, not torch.bincount: CUDA's bincount reads its input's extremes
+            # back to the host, a sync per batch. Counts in float64 add up exactly.
+            cells = y * num_classes + predicted
+            confusion.index_add_(0, cells, torch.ones_like(cells, dtype=torch.float64))
             totals[0] += (predicted == y).sum()
             totals[1] += torch.nn.functional.cross_entropy(logits, y, reduction="sum")
             totals[2] += y.numel()
