@@ -49,6 +49,7 @@ def add_measured_run(
     script: str | None = None,
     mean_step_s: float | None = None,
     flops_per_sample: int = 71_565_312,
+    framework: str = "pytorch",
 ) -> str:
     """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
     summary of a real run. `workload_source`: a custom workload's reference, as a run of
@@ -78,6 +79,7 @@ def add_measured_run(
         "grad_accum": 1,
         "bucket_cap_mb": None,
         "compile": False,
+        "framework": framework,
     }
     if workload_source is not None:
         config["workload_source"] = workload_source

@@ -132,6 +132,24 @@ def test_emulations_never_calibrate(store):
         calibrate_from_runs([record], "mnist-cnn")
 
 
+@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+def test_runs_of_another_framework_neither_calibrate_nor_are_validated(store, framework):
+    # The simulator's model is DDP's step: another framework's step time would blend in.
+    add_measured_run(store, run_id(1), step_s=0.1, breakdown=BREAKDOWN)
+    add_measured_run(store, run_id(2), step_s=0.02, framework=framework)
+    add_measured_run(store, run_id(3), step_s=0.02, framework=framework, repeat=1)
+    device = DeviceSpec(kind="cpu", name="Test CPU 9000", match=("sim-host",))
+    found = matching_serial_runs(store.list_runs(), "mnist-cnn", device, "fp32", cores=1)
+    assert [r.run_id for r in found] == [run_id(1)]
+    with pytest.raises(CalibrationError, match=f"is a {framework} run .*PyTorch DDP"):
+        calibrate_from_runs([store.get_run(run_id(2))], "mnist-cnn")
+    report = validate_runs(store.list_runs(), lambda w, cap: tiny_layout())
+    assert report.calibration_run_ids == (run_id(1),)
+    skipped = dict(report.skipped)
+    assert set(skipped) == {run_id(2), run_id(3)}
+    assert skipped[run_id(2)].startswith(f"a {framework} run")
+
+
 def test_matching_serial_runs_filter_device_cores_and_oversubscription(store):
     add_measured_run(store, run_id(1))  # serial, 1 core: matches
     add_measured_run(store, run_id(2), workers=2)  # not serial

@@ -47,6 +47,7 @@ from trainscale.simulator.run_facts import (
     per_worker_batch,
     run_breakdown,
     run_sigma,
+    unmodelled_framework,
 )
 from trainscale.simulator.stragglers import DEFAULT_SIGMA
 from trainscale.train.flops import count_flops_per_sample
@@ -143,6 +144,9 @@ def check_calibration_run(record: RunRecord, workload: str) -> None:
         raise CalibrationError(
             f"calibration run {record.short_id} is {record.status}; only completed runs calibrate"
         )
+    other_framework = unmodelled_framework(record)
+    if other_framework:
+        raise CalibrationError(f"calibration run {record.short_id} is {other_framework}")
     if not is_measured(record):
         raise CalibrationError(f"calibration run {record.short_id} has no measured step time")
 

@@ -7,6 +7,8 @@ from trainscale.metrics.throughput import stored_step_time
 from trainscale.results.records import RunRecord
 from trainscale.simulator.stragglers import sigma_from_spread
 
+MODELLED_FRAMEWORK = "pytorch"
+
 
 def is_emulation(record: RunRecord) -> bool:
     """Whether a stored run is an accuracy emulation (one process standing in for N)."""
@@ -17,8 +19,9 @@ def is_emulation(record: RunRecord) -> bool:
     )
 
 
-def is_measured(record: RunRecord) -> bool:
-    """A completed training run with a measured step time (not an emulation)."""
+def has_step_time(record: RunRecord) -> bool:
+    """A completed training run with a measured step time (not an emulation), in any
+    framework."""
     median = record.figures.step_time_s_median
     return (
         record.status == "completed"
@@ -26,6 +29,20 @@ def is_measured(record: RunRecord) -> bool:
         and median is not None
         and median > 0
     )
+
+
+def is_measured(record: RunRecord) -> bool:
+    """A run the simulator can calibrate from or predict: `has_step_time`, trained in
+    PyTorch. Its model is DDP's step (bucketed ring all-reduce overlapping backward); a
+    TensorFlow or JAX step is another program, whose time would blend into the fit."""
+    return has_step_time(record) and record.framework == MODELLED_FRAMEWORK
+
+
+def unmodelled_framework(record: RunRecord) -> str | None:
+    """Why `record`'s framework is not the simulator's (a skip reason), or None."""
+    if record.framework == MODELLED_FRAMEWORK:
+        return None
+    return f"a {record.framework} run (the simulator models PyTorch DDP's step; docs/simulator.md)"
 
 
 def device_kind(record: RunRecord) -> str:

@@ -49,8 +49,9 @@ from trainscale.simulator.run_facts import (
     cores_per_worker,
     device_kind,
     device_name,
-    is_measured,
+    has_step_time,
     per_worker_batch,
+    unmodelled_framework,
 )
 from trainscale.simulator.setup import fit_network
 from trainscale.simulator.stragglers import DEFAULT_SAMPLES
@@ -269,7 +270,7 @@ def validate_runs(
     of every run (its links and overlap are used, its size widened to the run's workers).
     `sigma_records` are the runs a device's own spread is looked for in (default: `records`).
     """
-    measured = [r for r in records if is_measured(r) and r.workload]
+    measured = [r for r in records if has_step_time(r) and r.workload]
     unknown = {r.run_id: why for r in measured if (why := unmodelled_workload(r)) is not None}
     measured = [r for r in measured if r.run_id not in unknown]
     busy = [r for r in measured if ran_busy(r.summary)]
@@ -362,6 +363,9 @@ def unmodelled_workload(record: RunRecord) -> str | None:
     loaded, and loading it would run the user's code; a registered workload whose package
     has gone is unknown. Either would otherwise fail the whole validation.
     """
+    other_framework = unmodelled_framework(record)
+    if other_framework:
+        return other_framework
     if record.settings.workload_source:
         return f"custom workload {record.workload} (its code is not run to simulate it)"
     if record.settings.script:
