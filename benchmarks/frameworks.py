@@ -85,7 +85,8 @@ def throughput(args: argparse.Namespace, store: Path, cores: int) -> dict:
         for setting, words in settings.items():
             run_args = [
                 "mnist-cnn", "--framework", framework, "--data", "synthetic", "--no-eval",
-                "--global-batch-size", "64", "--steps", str(args.steps), "--quiet", *words,
+                "--global-batch-size", "64", "--precision", "fp32",
+                "--steps", str(args.steps), "--quiet", *words,
             ]  # fmt: skip
             sides[f"{framework} | {setting}"] = lambda a=run_args: trainscale_run(a, store)[
                 "samples_per_s"

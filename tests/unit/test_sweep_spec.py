@@ -226,6 +226,17 @@ def test_the_platform_study_trains_each_run_to_its_target_and_stops_there(quick)
     assert spec.repeats == (1 if quick else 2)  # the study's two rounds, kept
 
 
+def test_the_framework_study_holds_every_setting_but_the_framework_and_parallelism():
+    spec = parse_spec(recipe_spec("frameworks", quick=True, core_ids=[0, 1]), "frameworks")
+    options = [
+        RunOptions.from_flat({**spec.base, **overrides}) for _, overrides in spec.configurations()
+    ]
+    assert {o.parallel.framework for o in options} == {"pytorch", "tensorflow", "jax"}
+    # One precision: auto would be bf16 for two frameworks on a bf16 CPU, fp32 for JAX.
+    assert {o.optimisation.precision for o in options} == {"fp32"}
+    assert {o.optimisation.global_batch_size for o in options} == {64}
+
+
 def test_unknown_recipe_lists_the_valid_ones():
     with pytest.raises(ConfigError, match="valid recipes: platforms"):
         recipe_spec("nope", quick=True, core_ids=[0])

@@ -241,9 +241,10 @@ def frameworks(core_ids: Sequence[int], quick: bool) -> dict[str, Any]:
         "name": "frameworks",
         "repeats": 1 if quick else 3,
         "skip_invalid": True,
-        # One global batch for every framework and setting: only the framework and the
-        # parallelism change.
-        "base": {"global_batch_size": 64},
+        # One global batch and precision for every framework and setting: only the
+        # framework and the parallelism change (`--precision auto` would be bf16 for PyTorch
+        # and TensorFlow on a bf16 CPU, fp32 for JAX: docs/frameworks.md).
+        "base": {"global_batch_size": 64, "precision": "fp32"},
         "points": points,
     }
 
