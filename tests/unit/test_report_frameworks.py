@@ -80,3 +80,36 @@ def test_the_written_report_shows_the_side_by_side_table(store: Path, tmp_path: 
     assert "## Frameworks side by side" in markdown
     assert "| mnist-cnn | 1 x 1, fp32, global batch 64 | tensorflow | 150.0 | 1.50x |" in markdown
     assert "Frameworks side by side" in Path(html).read_text()
+
+
+def test_a_setting_differing_by_more_than_the_framework_is_its_own_row(tmp_path: Path) -> None:
+    def config(label: str, framework: str, affinity: str, rate: float) -> FixtureConfig:
+        return FixtureConfig(
+            label=label,
+            workload="mnist-cnn",
+            workers=1,
+            threads=1,
+            affinity=affinity,
+            rates=[rate, rate],
+            data="synthetic",
+            extra_config={"framework": framework},
+        )
+
+    # PyTorch unpinned first: it must not become TensorFlow's reference (pinned).
+    store = build_store(
+        tmp_path / "mixed.db",
+        [
+            config("torch free", "pytorch", "none", 120.0),
+            config("torch pinned", "pytorch", "compact", 100.0),
+            config("tf pinned", "tensorflow", "compact", 150.0),
+        ],
+    )
+    rows = framework_rows(load_report_data(store, sweep_id=SWEEP))
+    by_setting: dict[str, dict[str, str]] = {}
+    for row in rows:
+        by_setting.setdefault(row["setting"], {})[row["framework"]] = row["vs PyTorch"]
+    assert len(by_setting) == 2  # the two affinities read apart
+    pinned = next(s for s in by_setting if "affinity=compact" in s)
+    assert by_setting[pinned] == {"pytorch": "1.00x", "tensorflow": "1.50x"}
+    free = next(s for s in by_setting if "affinity=none" in s)
+    assert by_setting[free] == {"pytorch": "1.00x"}

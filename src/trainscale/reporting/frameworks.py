@@ -10,8 +10,10 @@ PyTorch's at the same setting.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 
+from trainscale.reporting.labels import LABEL_SKIP, labels_from_differences, setting
 from trainscale.reporting.model import Configuration, ReportData
 
 COLUMNS = (
@@ -43,19 +45,27 @@ def several_frameworks(data: ReportData) -> bool:
 
 
 def framework_rows(data: ReportData) -> list[dict[str, str]]:
-    """One row per workload, setting and framework, settings in first-seen order."""
+    """One row per workload, setting and framework, settings in first-seen order.
+
+    A setting is every stored setting but the framework (affinity, optimizer, steps...
+    included): configurations that differ by more than the framework are not compared, and
+    where two settings read alike, the setting column adds what differs."""
     configs = [c for section in data.workloads for c in section.configurations]
+    names = sorted({name for c in configs for name in c.config} - _NOT_THE_SETTING)
     groups: dict[tuple[str, str], list[Configuration]] = {}
     for config in configs:
-        groups.setdefault((config.workload, setting_text(config)), []).append(config)
+        same = {name: setting(config.config, name) for name in names}
+        key = json.dumps(same, sort_keys=True, default=str)
+        groups.setdefault((config.workload, key), []).append(config)
+    texts = _setting_texts(groups)
     rows = []
-    for (workload, setting), members in groups.items():
+    for (workload, key), members in groups.items():
         reference = _pytorch_rate(members)
         for config in sorted(members, key=lambda c: c.framework != "pytorch"):
             rows.append(
                 {
                     "workload": workload,
-                    "setting": setting,
+                    "setting": texts[workload, key],
                     "framework": config.framework,
                     "samples/s (median)": _number(config.samples_per_s_median, ".1f"),
                     "vs PyTorch": _ratio(config.samples_per_s_median, reference),
@@ -67,7 +77,34 @@ def framework_rows(data: ReportData) -> list[dict[str, str]]:
     return rows
 
 
+# What does not make a setting: the framework, and what never names a configuration.
+_NOT_THE_SETTING = LABEL_SKIP | {"framework"}
+
+
+def _setting_texts(
+    groups: Mapping[tuple[str, str], Sequence[Configuration]],
+) -> dict[tuple[str, str], str]:
+    """Each group's `setting_text`, with what differs added where two groups of a workload
+    would read alike."""
+    texts = {group: setting_text(members[0]) for group, members in groups.items()}
+    alike: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for group, text in texts.items():
+        alike.setdefault((group[0], text), []).append(group)
+    for same_text in alike.values():
+        if len(same_text) < 2:
+            continue
+        settings = {
+            group[1]: {k: v for k, v in groups[group][0].config.items() if k != "framework"}
+            for group in same_text
+        }
+        differences = labels_from_differences(settings)
+        for group in same_text:
+            texts[group] += f" ({differences[group[1]]})"
+    return texts
+
+
 def _pytorch_rate(members: Sequence[Configuration]) -> float | None:
+    """PyTorch's throughput in a group (one configuration at most: a group is one setting)."""
     rates = [c.samples_per_s_median for c in members if c.framework == "pytorch"]
     return rates[0] if rates and rates[0] else None
 
