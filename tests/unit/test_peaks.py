@@ -316,6 +316,30 @@ def test_hardware_figures_of_a_cpu_run_with_a_stored_probe(tmp_path: Path, monke
     assert got["mfu_probe_peak"]["precision"] == "fp32"
 
 
+def test_mfu_vs_probe_takes_the_newest_quiet_probe_that_measured_the_runs_precision(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import trainscale.hardware.figures as hardware
+
+    monkeypatch.setattr(hardware, "read_cpu_facts", lambda: facts("avx avx2 fma", ghz=2.0))
+    monkeypatch.setattr(hardware.socket, "gethostname", lambda: "probe-host")
+    summary = {"flops_per_sample": 1e6, "samples_per_s": 32_000.0}  # 32 GFLOP/s achieved
+    workers = [{"cores": [0], "torch_threads": 1}, {"cores": [1], "torch_threads": 1}]
+    common = {"host": "probe-host", "device_type": "cpu", "device": "Test CPU"}
+    busy = {"contention": {"verdict": "busy", "reason": "other processes used 1.2 cores"}}
+    with RunStore(tmp_path / "s.db") as store:
+        fp32 = {"threads": 2, "precisions": {"fp32": {"best_flops_per_s": 80e9}}}
+        yardstick = store.add_probe("matmul", fp32, {}, **common)
+        # Newer: a probe of bf16 alone, and an fp32 one of a busy machine (slow: 20 GFLOP/s).
+        bf16 = {"threads": 2, "precisions": {"bf16": {"best_flops_per_s": 300e9}}}
+        store.add_probe("matmul", bf16, {}, **common)
+        slow = {"threads": 2, "precisions": {"fp32": {"best_flops_per_s": 20e9}}, **busy}
+        store.add_probe("matmul", slow, {}, **common)
+        got = hardware_figures(RunDevices("cpu", 2, "fp32"), summary, workers, store).summary()
+    assert got["mfu_probe_peak"]["probe_id"] == yardstick
+    assert got["mfu_vs_probe"] == pytest.approx(32e9 / 80e9)
+
+
 def test_hardware_figures_without_flops_or_peak_are_absent(monkeypatch) -> None:
     import trainscale.hardware.figures as hardware
 

@@ -29,6 +29,7 @@ from trainscale.hardware.peaks import (
     mfu,
     peak_precision,
 )
+from trainscale.metrics.run_flags import ran_busy
 
 
 def cores_per_node(workers: Sequence[dict[str, Any]]) -> list[int]:
@@ -103,12 +104,23 @@ def probe_flops_per_s(
     return best * devices
 
 
-def latest_full_probe(store: Any, host: str, device: str, device_type: str) -> Any | None:
-    """The newest matmul probe of this host and device that was not a --quick one."""
+def latest_full_probe(
+    store: Any, host: str, device: str, device_type: str, precision: str | None = None
+) -> Any | None:
+    """The newest matmul probe of this host and device that was not a --quick one; with
+    `precision`, the newest that measured it, on a machine that was not busy (the yardstick
+    a run's MFU is taken against: a probe of other precisions, or one that shared its cores
+    with other work, says nothing of what this run could reach)."""
     for probe in store.list_probes(
         kind="matmul", host=host, device=device, device_type=device_type
     ):
-        if not probe.result.get("quick"):
+        if probe.result.get("quick"):
+            continue
+        if precision is None:
+            return probe
+        if ran_busy(probe.result):
+            continue
+        if probe_flops_per_s(probe.result, precision, device_type, 1):
             return probe
     return None
 
@@ -226,7 +238,8 @@ def hardware_figures(
     against_probe: dict[str, Any] = {}
     if store is not None and achieved is not None:
         precision = peak.precision if peak is not None else devices.precision
-        probe = latest_full_probe(store, socket.gethostname(), device_name, device_type)
+        host = socket.gethostname()
+        probe = latest_full_probe(store, host, device_name, device_type, precision)
         if probe is not None:
             reachable = probe_flops_per_s(probe.result, precision, device_type, count)
             if reachable:
