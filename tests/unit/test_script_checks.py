@@ -109,6 +109,29 @@ def test_bad_arguments_are_the_scripts_own_argparse_line(tmp_path: Path) -> None
     )
 
 
+def test_an_exit_with_a_message_is_that_message(tmp_path: Path) -> None:
+    said = "import sys\nprint('loading data...', file=sys.stderr)\n"
+    script = _write(tmp_path, said + "sys.exit('fatal: dataset /data/train.csv is empty')\n")
+    with pytest.raises(WorkloadError) as raised:
+        run_script(script, [])
+    assert str(raised.value) == (
+        "script train.py exited with status 1: fatal: dataset /data/train.csv is empty"
+    )
+
+
+def test_the_script_imports_the_modules_beside_it_as_python_would(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "beside_the_script.py").write_text("SAMPLES = 7\n")
+    script = _write(project, STEPS.replace("len(sys.argv)", "SAMPLES") + "", "train.py")
+    script_text = "from beside_the_script import SAMPLES\n" + Path(script).read_text()
+    Path(script).write_text(script_text)
+    path = list(sys.path)
+    assert run_script(script, []).samples == [7, 7, 7]
+    assert sys.path == path  # as it was, once the script has run
+    sys.modules.pop("beside_the_script", None)
+
+
 def test_a_script_that_times_no_step_fails(tmp_path: Path) -> None:
     with pytest.raises(WorkloadError, match=r"^the script ran \d+\.\d s and timed no step"):
         run_script(_write(tmp_path, "import trainscale\ntrainscale.meter()\n"), [])

@@ -134,8 +134,10 @@ def run_script(
     name = Path(script).name
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     meter = activate(max_steps, group_check(world_size, device), clock)
-    argv, stderr = sys.argv, sys.stderr
+    argv, stderr, path = sys.argv, sys.stderr, list(sys.path)
     sys.argv = [script, *args]
+    # As `python script.py` and torchrun do: the script imports the modules beside it.
+    sys.path.insert(0, str(Path(script).parent))
     tee = _LastLine(stderr)
     sys.stderr = tee  # a stream in all but name
     start = time.perf_counter()
@@ -143,8 +145,10 @@ def run_script(
         runpy.run_path(script, run_name="__main__")
     except SystemExit as stop:
         if stop.code not in (None, 0):
+            # sys.exit("message") ends with status 1 and that message, as Python prints it.
             status = stop.code if isinstance(stop.code, int) else 1
-            said = f": {tee.last}" if tee.last else ""
+            last = tee.last if isinstance(stop.code, int) else " ".join(str(stop.code).split())
+            said = f": {last}" if last else ""
             raise WorkloadError(f"script {name} exited with status {status}{said}") from None
     except StepLimitReached:
         pass  # the run's steps are trained: the script's end, as the run wants it
@@ -154,7 +158,7 @@ def run_script(
         reference = Reference(script, "__main__", is_file=True)
         raise user_code_error(error, reference, f"script {name}:") from error
     finally:
-        sys.argv, sys.stderr = argv, stderr
+        sys.argv, sys.stderr, sys.path[:] = argv, stderr, path
         deactivate()
     elapsed = time.perf_counter() - start
     try:
