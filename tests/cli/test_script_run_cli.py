@@ -50,6 +50,32 @@ def test_the_example_with_one_worker_is_stored_completed(tmp_path: Path) -> None
     assert summary["peak_gpu_memory_bytes_per_worker"] is None  # no CUDA in this script
 
 
+MOVES_AWAY = """\
+import os, sys, trainscale
+from beside_the_script import SAMPLES  # a module in the script's folder
+meter = trainscale.meter()
+os.chdir(sys.argv[1])  # the run's store was given relative to where trainscale started
+for _ in range(4):
+    with meter.step(samples=SAMPLES):
+        pass
+"""
+
+
+def test_a_script_that_changes_directory_is_stored_where_the_command_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    (project / "beside_the_script.py").write_text("SAMPLES = 16\n")
+    (project / "train.py").write_text(MOVES_AWAY)
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "project/train.py", "--store", "runs.db", "--warmup-steps", "1"]
+    assert run_cli([*args, "--", str(elsewhere)]) == 0
+    run = _only_run(tmp_path / "runs.db")
+    assert run.status == "completed" and run.summary["global_batch_measured"] == 16
+    assert not list(elsewhere.iterdir())  # no store made where the script went
+
+
 def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     stored = trainscale.run(script=EXAMPLE, script_args=TINY, workers=2, store=store)

@@ -152,7 +152,8 @@ def start_script_run(
         )
     prepared = prepare_script(script, args, opts)
     run = dataclasses.replace(prepared, max_steps=max_steps, progress=progress)
-    store_file = Path(store_path) if store_path else default_store_path()
+    # Absolute: rank 0 stores the run after the script ran, wherever it went (os.chdir).
+    store_file = (Path(store_path) if store_path else default_store_path()).absolute()
     run_id = new_run_id()
     with RunStore(store_file) as store:
         create_script_row(store, run_id, run, repeat_index)
