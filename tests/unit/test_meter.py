@@ -65,3 +65,40 @@ def test_steps_include_their_data_wait_and_evaluation_is_off_the_clock(
 def test_a_step_needs_a_count_of_samples(active: StepMeter, samples: object) -> None:
     with pytest.raises(ValueError, match="count of samples"), active.step(samples=samples):  # type: ignore[arg-type]
         pass
+
+
+@pytest.mark.parametrize(
+    ("accuracy", "fragment"),
+    [
+        (97.5, r"not 97\.5 \(a percentage\? divide it by 100\)"),
+        (float("nan"), "not nan"),
+        (-0.1, r"not -0\.1$"),
+        (True, "not True"),
+    ],
+)
+def test_an_accuracy_is_a_fraction(active: StepMeter, accuracy: object, fragment: str) -> None:
+    with active.step(samples=4):
+        pass
+    with pytest.raises(ValueError, match=rf"takes a fraction in \[0, 1\], {fragment}"):
+        active.evaluate(accuracy=accuracy)  # type: ignore[arg-type]
+    assert active.measurements.curve == []  # nothing recorded
+    active.evaluate(accuracy=1.0)  # the bounds are fractions too
+    active.evaluate(accuracy=0)
+
+
+def test_steps_do_not_nest_and_an_evaluation_waits_for_the_steps_end(active: StepMeter) -> None:
+    # Wrapped twice (gradient accumulation's micro-batches inside the optimizer step), the
+    # inner marks would cut the outer step in two: negative data waits, the samples twice.
+    with (
+        active.step(samples=32),
+        pytest.raises(ValueError, match="do not nest"),
+        active.step(samples=8),
+    ):
+        pass
+    with active.step(samples=32), pytest.raises(ValueError, match="inside a meter.step"):
+        active.evaluate(accuracy=0.5)
+    with active.step(samples=32):  # and the meter goes on as before
+        pass
+    assert active.measurements.samples == [32, 32, 32]
+    active.evaluate(accuracy=0.5)
+    assert all(wait >= 0 for wait in active.measurements.data_wait_s)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from trainscale.errors import WorkloadError
 from trainscale.frameworks import version
 from trainscale.reporting.script_notes import disagreement_text, frameworks_text
 from trainscale.runner.script_worker import frameworks_seen
@@ -51,6 +52,15 @@ def _samples(steps: int, samples: int) -> ScriptMeasurements:
     return ScriptMeasurements(
         step_times_s=[1.0] * steps, data_wait_s=[0.0] * steps, samples=[samples] * steps
     )
+
+
+def test_steps_that_counted_no_samples_have_no_throughput_to_store() -> None:
+    # samples=len(x) of an empty batch every step: a global batch of 0, not one of 1 and
+    # tens of thousands of samples a second.
+    with pytest.raises(WorkloadError, match="counted 0 samples in its timed steps"):
+        summarize_script([_samples(10, 0)], [{"peak_rss_bytes": 1}], 1, None)
+    out = summarize_script([_samples(10, 1)], [{"peak_rss_bytes": 1}], 1, None)
+    assert out.extra["global_batch_measured"] == 1  # one sample a step is a batch
 
 
 def test_ranks_that_agree_are_said_to() -> None:

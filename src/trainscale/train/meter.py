@@ -199,12 +199,18 @@ class StepMeter:
         self.clock = clock
         self._boundary: Any = None  # the last step's end mark (or evaluation's)
         self._pending = PendingSteps()  # the steps whose marks are not read yet
+        self._in_step = False  # inside a step's block: its marks would cut it in two
 
     @contextmanager
     def step(self, samples: int) -> Iterator[None]:
         """One training step on `samples` samples of this worker (its part of the batch)."""
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
             raise ValueError(f"meter.step(samples=...) takes a count of samples, not {samples!r}")
+        if self._in_step:
+            raise ValueError(
+                "meter.step() blocks do not nest: wrap each optimizer step once (with "
+                "gradient accumulation, the whole step, its samples all the micro-batches')"
+            )
         m = self.measurements
         if self.max_steps is not None and len(m.samples) >= self.max_steps:
             # A script that caught the stop and trained on: stop it again, before the step.
@@ -212,7 +218,11 @@ class StepMeter:
         if self.clock is None:
             self.clock = script_clock()
         start = self.clock.mark()
-        yield
+        self._in_step = True
+        try:
+            yield
+        finally:
+            self._in_step = False
         end = self.clock.mark()
         self._pending.add(self._boundary, start, end)
         m.samples.append(samples)
@@ -243,6 +253,16 @@ class StepMeter:
     def evaluate(self, accuracy: float, loss: float | None = None) -> None:
         """Record an evaluation just made: its accuracy (0..1) at the training clock's
         current reading; the time since the last step is evaluation, off the clock."""
+        if self._in_step:
+            raise ValueError(
+                "meter.evaluate() inside a meter.step() block: evaluate after the step's "
+                "block (an evaluation is off the training clock)"
+            )
+        if isinstance(accuracy, bool) or not 0.0 <= float(accuracy) <= 1.0:
+            hint = " (a percentage? divide it by 100)" if 1.0 < float(accuracy) <= 100.0 else ""
+            raise ValueError(
+                f"meter.evaluate(accuracy=...) takes a fraction in [0, 1], not {accuracy!r}{hint}"
+            )
         if self.clock is None:  # an evaluation before the first step: the clock is chosen now
             self.clock = script_clock()
         now = self.clock.mark()

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainscale.errors import WorkloadError
 from trainscale.metrics import stats
 from trainscale.results.run_result import RunMetrics
 from trainscale.train.meter import ScriptMeasurements
@@ -61,7 +62,13 @@ def summarize_script(
     waits = stats.elementwise_max([m.data_wait_s[:num] for m in per_rank])
     global_samples = [sum(step) for step in zip(*(m.samples[:num] for m in per_rank), strict=True)]
     timed = slice(warmup_steps_untimed, None) if num > warmup_steps_untimed else slice(None)
-    global_batch = max(1, round(stats.median(global_samples[timed])))
+    counted = stats.median(global_samples[timed])
+    if counted <= 0:
+        raise WorkloadError(
+            "the script counted 0 samples in its timed steps: give each step the samples it "
+            "trained, `meter.step(samples=len(batch))` (docs/own-scripts.md)"
+        )
+    global_batch = max(1, round(counted))
     main = per_rank[0]  # rank 0's evaluations, as a built-in run's are the main rank's
     final = main.curve[-1][2] if main.curve else None
     metrics = summarize(
