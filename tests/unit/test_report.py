@@ -16,7 +16,13 @@ from trainscale.reporting.labels import labels_from_differences
 from trainscale.reporting.model import ReportData
 from trainscale.reporting.plots import render_plots
 
-from tests.helpers.report_store import build_store, cpu_parallel_configs, run_id, scaling_configs
+from tests.helpers.report_store import (
+    FixtureConfig,
+    build_store,
+    cpu_parallel_configs,
+    run_id,
+    scaling_configs,
+)
 
 SWEEP = "5eed0000"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -614,3 +620,32 @@ def test_the_breakdown_bars_add_up_to_the_step_with_no_part_counted_twice(
         step = sum(parts.get(p, 0.0) for p in ("data", "forward", "backward", "optimizer"))
         assert drawn == pytest.approx(1000 * step)
     assert any((c.breakdown_s or {}).get("exposed_comm") for c in configs)  # it is tested
+
+
+def test_two_scripts_of_one_file_name_in_two_folders_are_two_sections(tmp_path: Path) -> None:
+    def script(path: str, rate: float, batch: int) -> FixtureConfig:
+        return FixtureConfig(
+            label=path,
+            workload="script:train.py",
+            workers=1,
+            threads=1,
+            affinity="compact",
+            rates=[rate],
+            data="synthetic",
+            global_batch_size=batch,
+            extra_config={"script": path, "script_args": []},
+        )
+
+    store = build_store(
+        tmp_path / "scripts.db",
+        [script("/home/a/proj2/train.py", 100.0, 64), script("/home/a/other/train.py", 51.0, 8)],
+    )
+    data = load_report_data(store, sweep_id=SWEEP)
+    names = [section.workload for section in data.workloads]
+    assert names == [
+        "script:train.py (/home/a/proj2/train.py)",
+        "script:train.py (/home/a/other/train.py)",
+    ]
+    # Each is its own baseline: neither is the other's "speedup".
+    assert all(s.baseline is not None and len(s.configurations) == 1 for s in data.workloads)
+    assert all(c.speedup in (None, 1.0) for s in data.workloads for c in s.configurations)

@@ -31,6 +31,7 @@ processing-time table.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -123,11 +124,15 @@ def aggregate(
     # With several frameworks, each framework's runs of a workload are a section of their own,
     # with its own baseline (its own 1-worker run): the speedup a framework's users get.
     several = len({c.framework for c in configs.values()}) > 1
-    for workload, framework in dict.fromkeys((c.workload, c.framework) for c in configs.values()):
-        members = [
-            c for c in configs.values() if (c.workload, c.framework) == (workload, framework)
-        ]
+    # Two scripts of one file name (script:train.py) in two folders are two workloads.
+    keys = dict.fromkeys(_section_key(c) for c in configs.values())
+    named_alike = Counter(key[:2] for key in keys)
+    for key in keys:
+        workload, framework, script = key
+        members = [c for c in configs.values() if _section_key(c) == key]
         name = f"{workload} in {framework_label(framework)}" if several else workload
+        if script is not None and named_alike[key[:2]] > 1:
+            name += f" ({script})"
         sections.append(_section(name, members, chosen, baseline))
     return ReportData(
         title=title,
@@ -138,6 +143,12 @@ def aggregate(
         machines=_machines(r for r in runs if r.status == "completed"),
         notes=_report_notes(sections, runs) + _hardware_notes(sections, prices),
     )
+
+
+def _section_key(config: Configuration) -> tuple[str, str, str | None]:
+    """What a report section holds: a workload in a framework; a script by its path."""
+    script = config.config.get("script")
+    return config.workload, config.framework, None if script is None else str(script)
 
 
 def framework_label(name: str) -> str:
