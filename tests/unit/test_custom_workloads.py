@@ -147,6 +147,11 @@ def test_two_files_may_not_define_one_name(tmp_path):
         get_workload(str(tiny_workload(tmp_path / "b", "twin")))
 
 
+def _recipe(change: str) -> str:
+    """A `dataclasses.replace` argument giving the workload its recipe with `change`."""
+    return f"recipe=dataclasses.replace(make_workload().recipe, {change})"
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -160,7 +165,32 @@ def test_two_files_may_not_define_one_name(tmp_path):
             "its model builder 'flax' names no framework (pytorch, tensorflow, jax)",
         ),
         ("target_accuracy=1.5", "its target_accuracy 1.5 is not in (0, 1]"),
+        ("target_accuracy='0.5'", "its target_accuracy '0.5' is not in (0, 1]"),
+        ("target_accuracy=None", "its target_accuracy None is not in (0, 1]"),
         ("synthetic_size=None", "it declares no synthetic_size"),
+        # The recipe, by the rules of the flags it stands in for (a traceback, a run
+        # stored failed, or a run of 0 epochs stored completed before).
+        (_recipe("lr='0.1'"), "its recipe's lr '0.1' is not a number in (0, inf)"),
+        (_recipe("lr=-1.0"), "its recipe's lr -1.0 is not a number in (0, inf)"),
+        (_recipe("batch_size=0"), "its recipe's batch_size 0 is not a whole number >= 1"),
+        (_recipe("batch_size='32'"), "its recipe's batch_size '32' is not a whole number >= 1"),
+        (_recipe("epochs=0"), "its recipe's epochs 0 is not a number in (0, 1e+06]"),
+        (
+            _recipe("optimizer='lamb'"),
+            "its recipe's optimizer 'lamb' is not one of sgd, adam, adamw",
+        ),
+        (
+            _recipe("schedule='poly'"),
+            "its recipe's schedule 'poly' is not one of constant, onecycle, cosine, step",
+        ),
+        (
+            _recipe("label_smoothing=2.0"),
+            "its recipe's label_smoothing 2.0 is not a number in [0, 1)",
+        ),
+        (
+            _recipe("warmup_fraction=1.5"),
+            "its recipe's warmup_fraction 1.5 is not a number in [0, 1)",
+        ),
     ],
 )
 def test_an_unusable_spec_says_what_is_wrong(tmp_path, change, problem):
@@ -314,3 +344,11 @@ def test_entry_point_workloads_load_and_are_checked(tmp_path, monkeypatch):
     assert get_workload("mnist-cnn").description.startswith("Classic MNIST CNN")
     with pytest.raises(WorkloadError, match="returned a workload named 'from-entry'"):
         get_workload("misnamed")
+
+
+def test_every_built_in_recipe_follows_the_rules_a_custom_one_is_held_to():
+    from trainscale.workloads import builtin_workload_names
+    from trainscale.workloads.recipe_checks import recipe_problems
+
+    for name in builtin_workload_names():
+        assert recipe_problems(get_workload(name).recipe) == [], name

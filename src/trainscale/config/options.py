@@ -34,6 +34,8 @@ PrecisionRequest = Literal["auto", "fp32", "bf16", "fp16"]
 LrScaling = Literal["none", "linear", "sqrt"]
 Optimizer = Literal["sgd", "adam", "adamw"]
 Schedule = Literal["constant", "onecycle", "cosine", "step"]
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+SCHEDULES: tuple[str, ...] = get_args(Schedule)
 CompileMode = Literal["default", "reduce-overhead", "max-autotune"]
 Framework = Literal["pytorch", "tensorflow", "jax"]
 

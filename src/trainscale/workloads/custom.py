@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 
 from trainscale.errors import TrainscaleError, WorkloadError
 from trainscale.workloads.base import FRAMEWORK_NAMES, PYTORCH, Recipe, Workload
+from trainscale.workloads.recipe_checks import number_in, recipe_problems
 
 DEFAULT_ATTRIBUTE = "make_workload"
 """The attribute a file reference without `:attr` names."""
@@ -141,7 +142,9 @@ def check_spec(value: Any, shown: str) -> Workload:
     )
     if not isinstance(value.recipe, Recipe):
         problems.append("its recipe is not a trainscale Recipe")
-    if not 0 < value.target_accuracy <= 1:
+    else:
+        problems.extend(recipe_problems(value.recipe))
+    if not number_in(value.target_accuracy, 0, 1, low_open=True):
         problems.append(f"its target_accuracy {value.target_accuracy!r} is not in (0, 1]")
     for field_name in ("locate_real", "load_real", "make_synthetic"):
         if not callable(getattr(value, field_name)):
