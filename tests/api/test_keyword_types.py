@@ -305,8 +305,21 @@ def test_a_list_is_taken_for_a_tuple_and_passed_on_as_one():
     sources = ((ScalingOptions, ()), (StepModelOptions, ()))
     checked = check_arguments("simulate", {"workers": [1, 2], "calibrate_from": ["a"]}, *sources)
     assert checked == {"workers": (1, 2), "calibrate_from": ("a",)}
-    with pytest.raises(ConfigError, match=r"option workers: must be a list or tuple or None"):
+    with pytest.raises(
+        ConfigError, match=r"option workers: must be a list or tuple of int or None"
+    ):
         check_arguments("simulate", {"workers": {1, 2}}, *sources)
+
+
+def test_a_scripts_path_and_arguments_of_the_wrong_type_are_one_line(tmp_path):
+    import trainscale
+
+    store = tmp_path / "s.db"
+    with pytest.raises(ConfigError, match=r"^trainscale.run\(\) option script: must be a str"):
+        trainscale.run(script=5, store=store)
+    with pytest.raises(ConfigError, match=r"option script_args: must be a list or tuple of str"):
+        trainscale.run(script="train.py", script_args=["--steps", 6], store=store)
+    assert not store.exists()
 
 
 def test_a_valid_run_reaches_the_launch_with_its_values(tmp_path, monkeypatch):

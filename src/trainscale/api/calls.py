@@ -85,7 +85,7 @@ def run(
         if workload is not None:
             raise ConfigError("run() takes a workload or script=..., not both")
         given.update(script=script, script_args=script_args)
-        opts = run_options("run", os.fspath(script), given, (run, ("workload",)))
+        opts = run_options("run", str(script), given, (run, ("workload",)))
         stored = start_script_run(
             os.fspath(script), list(script_args), opts, store_file(store), progress=progress
         )

@@ -186,11 +186,13 @@ def _keyword_type(name: str, annotation: Any) -> Any:
     if any(_is_path(kind) for kind in _kinds(annotation)):
         expect = Expect(f"a str or os.PathLike{optional}")
         return Annotated[annotation, AfterValidator(_not_blank), expect]
-    if any(_is_variadic_tuple(kind) for kind in _kinds(annotation)):
+    tuples = [kind for kind in _kinds(annotation) if _is_variadic_tuple(kind)]
+    if tuples:
         # `workers=[1, 2, 4]`, as Python callers write it; passed on as a tuple
-        return Annotated[
-            annotation, BeforeValidator(_list_as_tuple), Expect(f"a list or tuple{optional}")
-        ]
+        item = get_args(tuples[0])[0]
+        of = f" of {item.__name__}" if isinstance(item, type) else ""
+        expect = Expect(f"a list or tuple{of}{optional}")
+        return Annotated[annotation, BeforeValidator(_list_as_tuple), expect]
     return annotation
 
 
