@@ -295,6 +295,18 @@ def test_a_setting_a_run_was_stored_without_is_its_default_in_labels() -> None:
     }
 
 
+def test_emulations_are_named_in_their_own_words() -> None:
+    # "sync x4", as docs/emulation.md names them and `--baseline` takes them.
+    sync = {"workload": "mnist-cnn", "emulation": {"mode": "sync", "workers": 4}}
+    local = {**sync, "emulation": {"mode": "local-sgd", "workers": 4, "local_steps": 8}}
+    plain = {"workload": "mnist-cnn", "emulation": None}
+    assert labels_from_differences({"a": sync, "b": local, "c": plain}) == {
+        "a": "sync x4",
+        "b": "local-sgd x4 H=8",
+        "c": "emulation=none",
+    }
+
+
 def test_a_scripts_arguments_read_as_typed_and_an_unset_value_as_its_default() -> None:
     first = {"workload": "script:train.py", "script_args": ["--epochs", "3"]}
     second = {**first, "script_args": ["--lr", "0.1 0.2"], "target_accuracy": 0.8}

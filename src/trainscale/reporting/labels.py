@@ -100,17 +100,24 @@ def setting(config: Mapping[str, Any], name: str) -> Any:
 
 
 def settings_text(config: Mapping[str, Any], names: Iterable[str]) -> str:
-    """'workers=2, precision=bf16': the named settings of a stored config."""
-    return ", ".join(f"{name}={value_text(name, setting(config, name))}" for name in names)
+    """'workers=2, precision=bf16': the named settings of a stored config; an emulation's
+    by its own words ('sync x4', the name docs/emulation.md gives it)."""
+    parts = []
+    for name in names:
+        value = setting(config, name)
+        own_words = name == "emulation" and isinstance(value, dict)
+        text = value_text(name, value)
+        parts.append(text if own_words else f"{name}={text}")
+    return ", ".join(parts)
 
 
 def value_text(name: str, value: Any) -> str:
     if value is None and name == "threads_per_worker":
         return "torch-default"
+    if name == "emulation":  # None: a run that is no emulation
+        return emulation_text(value)
     if value is None:  # a setting left to its workload's or the script's default
         return "default"
-    if name == "emulation":
-        return emulation_text(value)
     if name == "script_args" and isinstance(value, list):  # as typed after `--`
         return shlex.join(str(arg) for arg in value) or "(none)"
     if isinstance(value, dict):
