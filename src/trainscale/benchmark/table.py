@@ -289,8 +289,8 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
         if spread > NOISY_STEPS:
             notes.append("noisy: step-time IQR > 10% of median")
         notes += _busy_notes(item, base, None if item is base else paired.get(item.rung.name))
-        # The row's median step (over rounds), not the stalled round's own: note and row agree.
-        if stalls := stalls_note(done, median_s=med):
+        # The stalled round's own mean and median, in the words of every table.
+        if stalls := stalls_note(done):
             notes.append(stalls)
         row["note"] = "; ".join(notes)
         rows.append(row)

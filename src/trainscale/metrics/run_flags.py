@@ -106,21 +106,19 @@ def stall_text(summary: Mapping[str, Any]) -> str | None:
     return None if figures is None else f"{STALLS}: {_mean_vs_median(*figures)}"
 
 
-def stalls_note(
-    summaries: Sequence[Mapping[str, Any]], median_s: float | None = None
-) -> str | None:
+def stalls_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
     """What a configuration's runs say of stalls, None when none stalled: 'stalls: mean step
     120.6 ms vs median 33.0 ms in 1 of 3 runs' (with several, the worst run's figures).
 
-    `median_s` is the median step the row beside the note shows (a median over the runs):
-    given, the note quotes it rather than the stalled run's own, so note and row agree."""
+    Both figures are the stalled run's own: its mean is measured against its median (the
+    row's median over the runs, beside another run's mean, could read as a mean below it)."""
     stalled = [f for f in (stall_figures(s) for s in summaries) if f is not None]
     if not stalled:
         return None
     mean, median = max(stalled, key=lambda f: f[0] / f[1])
     worst = "" if len(stalled) == 1 else "worst "
     return (
-        f"{STALLS}: {worst}{_mean_vs_median(mean, median if median_s is None else median_s)} "
+        f"{STALLS}: {worst}{_mean_vs_median(mean, median)} "
         f"in {len(stalled)} of {len(summaries)} run{'' if len(summaries) == 1 else 's'}"
     )
 

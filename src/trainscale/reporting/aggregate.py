@@ -259,8 +259,8 @@ def _configuration(
         ],
         breakdown_s=_breakdown(runs),
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
-        # The median step the row shows, not the stalled run's own: note and row agree.
-        stalls=stalls_note([r.summary for r in runs], stats.median(steps) if steps else None),
+        # The stalled run's own mean and median, in the words of every table.
+        stalls=stalls_note([r.summary for r in runs]),
         busy_runs=sum(ran_busy(r.summary) for r in runs),
         framework=first.framework,
         data_wait_share=stats.median(w) if (w := numbers(lambda f: f.data_wait_share)) else None,
