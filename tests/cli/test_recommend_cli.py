@@ -120,17 +120,11 @@ def test_json_lists_rejections_and_round_trips_the_command(
 
 def test_missing_real_data_skips_the_accuracy_check_loudly(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("trainscale.runner.launch.execute_run", StubRuns())
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("TRAINSCALE_CACHE_DIR", str(tmp_path / "cache"))
     code = main(
-        [
-            "recommend",
-            "mnist-cnn",
-            "--no-download",
-            "--data-dir",
-            str(tmp_path / "empty"),
-            "--store",
-            str(tmp_path / "r.db"),
-            "--json",
-        ]
+        ["recommend", "mnist-cnn", "--no-download", "--store", str(tmp_path / "r.db"), "--json"]
     )
     assert code == 0
     captured = capsys.readouterr()
@@ -227,3 +221,22 @@ def test_tiny_real_search_end_to_end(tiny_mnist, tmp_path, capsys):
     assert len(stored) == len(data["trials"])
     assert all(r.status == "completed" for r in stored)
     assert {r.data_kind for r in stored} == {"synthetic", "real"}
+
+
+@pytest.mark.parametrize("command", ["recommend", "bench"])
+def test_a_data_dir_without_the_data_stops_before_anything_runs(
+    tmp_path, monkeypatch, capsys, command
+):
+    # --data-dir is the only place looked in: a mistyped one is one line, not minutes of
+    # measurement on synthetic data.
+    runs = StubRuns()
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    store = tmp_path / "r.db"
+    code = main([command, "mnist-cnn", "--data-dir", str(empty), "--store", str(store)])
+    assert code == 2
+    line = one_error_line(capsys)
+    assert str(empty) in line
+    assert not runs.calls
+    assert not store.exists() or not RunStore(store).list_runs()

@@ -16,15 +16,16 @@ only); auto = real when found, else synthetic, with a warning that says so."""
 def prepare_real(options: RunOptions, choice: DataChoice) -> tuple[RunConfig | None, str | None]:
     """Prepare `options` (resolved, data located and sized, capacity checked) on real data.
 
-    Returns (config, None) when the data is found. When it is not: with `choice` 'real' the
-    DataError is raised (one line, nothing run); with 'auto' the result is (None, why), and
-    the caller goes on without real data and says so.
+    Returns (config, None) when the data is found. When it is not: with `choice` 'real',
+    or a `--data-dir` given (the only place looked in: a mistyped one must not cost a bench
+    on synthetic data), the DataError is raised (one line, nothing run); with 'auto' the
+    result is (None, why), and the caller goes on without real data and says so.
     """
     from trainscale.runner.resolve import prepare
 
     try:
         return prepare(options.with_(data="real")), None
     except DataError as error:
-        if choice == "real":
+        if choice == "real" or options.data.data_dir is not None:
             raise
         return None, str(error)
