@@ -246,6 +246,33 @@ def test_export_csv_stdout_with_filter(
     assert [row["run_id"] for row in rows] == ["aaab3333running", "aaaa1111completed"]
     assert rows[1]["samples_per_s"] == "1234.5"
     assert rows[1]["torch_version"] == "2.13.0"
+    # A run stored before frameworks: PyTorch, its release torch's.
+    assert (rows[1]["framework"], rows[1]["framework_version"]) == ("pytorch", "2.13.0")
+
+
+def test_an_export_names_each_runs_framework(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "fw.db"
+    with RunStore(store_path) as store:
+        config = {"workload": "mnist-cnn", "framework": "jax", "single_process": True}
+        env = {"torch_version": "2.13.0", "framework": {"name": "jax", "version": "0.10.2"}}
+        add_run(store, "jjjj1111", config=config, env=env, world_size=2)
+    code, out, _ = _run(capsys, "runs", "export", "--format", "csv", "--store", str(store_path))
+    assert code == 0
+    (row,) = csv.DictReader(io.StringIO(out))
+    assert (row["framework"], row["framework_version"], row["single_process"]) == (
+        "jax",
+        "0.10.2",
+        "True",
+    )
+    code, out, _ = _run(capsys, "runs", "export", "--format", "json", "--store", str(store_path))
+    (run,) = json.loads(out)
+    assert (run["framework"], run["framework_version"], run["single_process"]) == (
+        "jax",
+        "0.10.2",
+        True,
+    )
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])

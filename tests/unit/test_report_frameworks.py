@@ -113,3 +113,16 @@ def test_a_setting_differing_by_more_than_the_framework_is_its_own_row(tmp_path:
     assert by_setting[pinned] == {"pytorch": "1.00x", "tensorflow": "1.50x"}
     free = next(s for s in by_setting if "affinity=none" in s)
     assert by_setting[free] == {"pytorch": "1.00x"}
+
+
+def test_a_report_of_one_framework_other_than_pytorch_names_it(tmp_path: Path) -> None:
+    store = build_store(tmp_path / "jax.db", _configs()[4:])  # JAX, one worker
+    data = load_report_data(store, sweep_id=SWEEP)
+    assert [s.workload for s in data.workloads] == ["mnist-cnn in JAX"]
+    write_report(store, sweep_id=SWEEP, out_dir=tmp_path / "out")
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    machine = next(line for line in markdown.splitlines() if line.startswith("- Machine:"))
+    assert ", jax, host " in machine  # beside torch's release (the fixture stores no version)
+    header = (tmp_path / "out" / "report.csv").read_text().splitlines()[0].split(",")
+    assert header[:2] == ["workload", "framework"]
+    assert (tmp_path / "out" / "report.csv").read_text().splitlines()[1].split(",")[1] == "jax"

@@ -84,6 +84,7 @@ def test_export_columns_are_fields_of_the_typed_result() -> None:
         "threads_per_worker", "affinity", "precision", "global_batch_size", "tag", "error",
         "peak_memory_bytes_max",  # derived: the largest of the per-worker figures
         "sweep_id", "config_hash", "repeat_index",
+        "framework", "framework_version", "single_process",  # the run's settings, read typed
     }  # fmt: skip
     # The contention columns are `Contention` fields, each prefixed.
     contention = {f"contention_{f.name}" for f in fields(Contention)}

@@ -130,7 +130,10 @@ def aggregate(
     for key in keys:
         workload, framework, script = key
         members = [c for c in configs.values() if _section_key(c) == key]
-        name = f"{workload} in {framework_label(framework)}" if several else workload
+        # Named by its framework beside others, or when that is not PyTorch (a JAX-only
+        # report must not read as PyTorch's).
+        in_framework = several or framework != "pytorch"
+        name = f"{workload} in {framework_label(framework)}" if in_framework else workload
         if script is not None and named_alike[key[:2]] > 1:
             name += f" ({script})"
         sections.append(_section(name, members, chosen, baseline))
@@ -374,6 +377,8 @@ def _section(
 
 
 def _machines(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
+    """Each machine the runs ran on, with the frameworks other than PyTorch that trained
+    there ('jax 0.10.2'): torch's release is the machine's own line."""
     seen: dict[str, dict[str, Any]] = {}
     for record in runs:
         facts = record.machine
@@ -383,7 +388,13 @@ def _machines(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
             "torch_version": facts.torch_version,
             "hostname": facts.hostname,
         }
-        seen.setdefault(json.dumps(machine, sort_keys=True, default=str), machine)
+        entry = seen.setdefault(
+            json.dumps(machine, sort_keys=True, default=str), {**machine, "frameworks": []}
+        )
+        if record.framework != "pytorch":
+            text = " ".join(filter(None, (record.framework, record.framework_version)))
+            if text not in entry["frameworks"]:
+                entry["frameworks"].append(text)
     return list(seen.values())
 
 

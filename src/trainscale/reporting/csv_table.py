@@ -11,6 +11,7 @@ from trainscale.results.csv_cells import write_csv
 
 CSV_COLUMNS = (
     "workload",
+    "framework",
     "configuration",
     "config_hash",
     "baseline",
@@ -77,6 +78,7 @@ def render_csv(data: ReportData) -> str:
 def _row(c: Configuration) -> dict[str, Any]:
     return {
         "workload": c.workload,
+        "framework": c.framework,
         "configuration": c.label,
         "config_hash": c.key,
         "baseline": c.is_baseline,

@@ -261,7 +261,8 @@ def machine_lines(data: ReportData) -> list[str]:
             f"CPU {machine.get('cpu_model') or 'unknown'}, "
             f"{machine.get('logical_cores') or '?'} logical cores, "
             f"torch {machine.get('torch_version') or 'unknown'}, "
-            f"host {machine.get('hostname') or 'unknown'}"
+            + "".join(f"{framework}, " for framework in machine.get("frameworks") or [])
+            + f"host {machine.get('hostname') or 'unknown'}"
         )
     return lines
 

@@ -131,11 +131,18 @@ class RunRecord:
         return self.settings.framework
 
     @property
-    def framework_text(self) -> str:
-        """The framework and its release as the run recorded them: 'tensorflow 2.21.0'."""
+    def framework_version(self) -> str | None:
+        """The release of its framework the run recorded (torch's, for a PyTorch run stored
+        before frameworks recorded theirs)."""
         version = self.machine.framework_version
         if version is None and self.framework == "pytorch":
             version = self.machine.torch_version
+        return version
+
+    @property
+    def framework_text(self) -> str:
+        """The framework and its release as the run recorded them: 'tensorflow 2.21.0'."""
+        version = self.framework_version
         text = self.framework
         if self.settings.single_process:
             text += " (single process)"
