@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -149,6 +150,13 @@ def test_each_n_is_a_stored_run_and_the_report_groups_them(tiny_mnist, store_pat
     markdown = store_path.parent / report_args[report_args.index("--out") + 1] / "report.md"
     text = markdown.read_text()
     assert "local-sgd x1 H=2" in text and "local-sgd x2 H=2" in text
+    # Steps and samples to target, not the one process's clock (nor a cost, nor platforms).
+    assert "emulation: 2 steps (32 samples) to target; its clock is one process's" in text
+    assert "Time and accuracy per platform" not in text
+    rows = {r["configuration"]: r for r in csv.DictReader((markdown.parent / "report.csv").open())}
+    (two,) = [row for label, row in rows.items() if label.startswith("local-sgd x2 H=2")]
+    assert (two["steps_to_target"], two["samples_to_target"]) == ("2.0", "32.0")
+    assert two["time_to_target_s"] == "" and two["cost_to_target_usd"] == ""
 
 
 def test_json_output_carries_every_n(tiny_mnist, store_path, capsys):

@@ -148,6 +148,17 @@ def aggregate(
     )
 
 
+def _to_target(runs: Iterable[RunRecord], key: str) -> list[float]:
+    """An emulation's steps or samples to its target, of the runs that reached it."""
+    found = []
+    for record in runs:
+        emulation = record.summary.get("emulation")
+        value = emulation.get(key) if isinstance(emulation, Mapping) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            found.append(float(value))
+    return found
+
+
 def _section_key(config: Configuration) -> tuple[str, str, str | None]:
     """What a report section holds: a workload in a framework; a script by its path."""
     script = config.config.get("script")
@@ -223,6 +234,13 @@ def _configuration(
     memory = numbers(lambda f: f.peak_memory_bytes)
     targets = numbers(lambda f: f.target_accuracy, evaluated)
     time_to_target_s = stats.median(reached) if reached else None
+    emulated = _to_target(evaluated, "steps_to_target")
+    samples_to_target = _to_target(evaluated, "samples_to_target")
+    by_round = _by_round(evaluated, lambda f: f.time_to_target_s)
+    if isinstance(config.get("emulation"), dict):
+        # One process's clock, no prediction of N workers' time (docs/emulation.md): an
+        # emulation reaches its target in steps and samples, and has no cost to it.
+        reached, time_to_target_s, by_round, prices = emulated, None, {}, None
     return Configuration(
         key=key,
         label=label,
@@ -245,7 +263,7 @@ def _configuration(
         samples_per_s_median=stats.median(rates) if rates else None,
         samples_per_s_iqr=stats.iqr(rates) if len(rates) > 1 else None,
         samples_per_s_by_round=_by_round(runs, lambda f: f.samples_per_s),
-        time_to_target_s_by_round=_by_round(evaluated, lambda f: f.time_to_target_s),
+        time_to_target_s_by_round=by_round,
         busy_rounds=frozenset(_round_key(r) for r in runs if ran_busy(r.summary)),
         step_time_s_median=stats.median(steps) if steps else None,
         step_time_rel_iqr=stats.median(step_spreads) if step_spreads else None,
@@ -261,6 +279,8 @@ def _configuration(
             list(r.figures.accuracy_curve) for r in evaluated if r.figures.accuracy_curve
         ],
         breakdown_s=_breakdown(runs),
+        steps_to_target=stats.median(emulated) if emulated else None,
+        samples_to_target=stats.median(samples_to_target) if samples_to_target else None,
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
         # The stalled run's own mean and median, in the words of every table.
         stalls=stalls_note([r.summary for r in runs]),

@@ -188,6 +188,16 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
         notes.append("single run: no spread across repeats")
     if config.oversubscribed:
         notes.append(f"oversubscribed: {config.total_threads} threads on {config.cores} cores")
+    if config.emulated:
+        reached = (
+            f"{config.steps_to_target:g} steps ({config.samples_to_target:,.0f} samples) to target"
+            if config.steps_to_target is not None and config.samples_to_target is not None
+            else "target not reached"
+        )
+        notes.append(
+            f"emulation: {reached}; its clock is one process's, no prediction of how long "
+            "N workers take (docs/emulation.md)"
+        )
     if config.synthetic:
         notes.append("synthetic data: throughput only, no accuracy")
     # (A script's runs given no --target-accuracy have no target to reach.)

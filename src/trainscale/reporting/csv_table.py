@@ -40,6 +40,8 @@ CSV_COLUMNS = (
     "efficiency_per_worker",
     "efficiency_per_core",
     "time_to_target_s",
+    "steps_to_target",
+    "samples_to_target",
     "runs_reaching_target",
     "runs_evaluated",
     "test_accuracy",
@@ -110,6 +112,8 @@ def _row(c: Configuration) -> dict[str, Any]:
         "efficiency_per_core": c.efficiency_per_core,
         # Never a figure from synthetic data, even an empty one that looks like a result.
         "time_to_target_s": None if c.synthetic else c.time_to_target_s,
+        "steps_to_target": c.steps_to_target,
+        "samples_to_target": c.samples_to_target,
         "runs_reaching_target": None if c.synthetic else c.num_reached,
         "runs_evaluated": None if c.synthetic else c.num_evaluated,
         "test_accuracy": None if c.synthetic else c.test_accuracy,

@@ -67,6 +67,11 @@ class Configuration:
     accuracy_curves: list[list[tuple[float, float]]]
     """(training-clock s, test accuracy) per real-data repeat."""
     breakdown_s: dict[str, float] | None
+    steps_to_target: float | None = None
+    """An emulation's: median steps to the target over its runs that reached it (its clock
+    is one process's, no prediction of N workers' time: docs/emulation.md)."""
+    samples_to_target: float | None = None
+    """An emulation's: median training samples to the target, as `steps_to_target`."""
     samples_per_s_by_round: dict[str, float] = field(default_factory=dict)
     """Samples/s per round (median of the runs of that round, rarely more than one): a round
     is a repeat index within one sweep, or within one bench (its tag). Only runs stored with
@@ -154,6 +159,11 @@ class Configuration:
     @property
     def synthetic(self) -> bool:
         return self.data_kind == "synthetic"
+
+    @property
+    def emulated(self) -> bool:
+        """Whether its runs are accuracy emulations of N workers in one process."""
+        return isinstance(self.config.get("emulation"), dict)
 
     @property
     def settings(self) -> StoredSettings:

@@ -25,13 +25,17 @@ PLATFORM_COLUMNS = (
 def platform_table_applies(section: WorkloadSection) -> bool:
     """Whether the section gets the table: at least two of its configurations were evaluated
     on real data, so accuracy can be compared across platforms (synthetic data makes no
-    accuracy claim)."""
-    return sum(1 for c in section.configurations if c.num_evaluated > 0) >= 2
+    accuracy claim). Emulations are not platforms: N workers emulated in one process."""
+    return sum(1 for c in _platforms(section) if c.num_evaluated > 0) >= 2
 
 
 def platform_rows(section: WorkloadSection) -> list[dict[str, str]]:
     """One row of display text per configuration of a workload, in plan order."""
-    return [_row(c, section.baseline) for c in section.configurations]
+    return [_row(c, section.baseline) for c in _platforms(section)]
+
+
+def _platforms(section: WorkloadSection) -> list[Configuration]:
+    return [c for c in section.configurations if not c.emulated]
 
 
 def platform_note(section: WorkloadSection) -> str:
