@@ -93,7 +93,13 @@ def test_every_refused_setting_is_a_run_option_refused_when_given():
     # A key that named no run option would never be refused: the setting silently ignored.
     from trainscale.runner.resolve import check_framework
 
-    given = {"compile": True, "grad_accum": 2, "bucket_cap_mb": 4.0, "profile": "prof"}
+    given = {
+        "compile": True,
+        "grad_accum": 2,
+        "bucket_cap_mb": 4.0,
+        "profile": "prof",
+        "breakdown_every": 1,
+    }
     for framework in FRAMEWORKS.values():
         assert set(framework.refused_settings) <= set(RunOptions.flat_fields())
         for key in framework.refused_settings:

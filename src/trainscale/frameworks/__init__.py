@@ -37,6 +37,7 @@ PYTORCH_STEP_SETTINGS = {
     "grad_accum": "micro-batches are DDP's no_sync",
     "bucket_cap_mb": "buckets are DDP's",
     "profile": "it records PyTorch's operators",
+    "breakdown_every": "its step is one compiled call, with no phases between to mark",
 }
 
 
