@@ -54,6 +54,20 @@ def test_env_table_names_the_facts_and_the_bf16_situation(
     assert "bf16 autocast: " in out
 
 
+def test_env_names_the_other_frameworks_installed_or_not(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainscale.reporting.this_machine as this_machine
+
+    releases = {"tensorflow": None, "jax": "0.10.2"}
+    monkeypatch.setattr(this_machine, "version", releases.get)
+    assert main(["env", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["frameworks"] == releases
+    assert main(["env"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich may wrap the line
+    assert "other frameworks │ tensorflow (not installed), jax 0.10.2" in out
+
+
 @pytest.mark.parametrize(
     ("env", "expected"),
     [

@@ -47,6 +47,8 @@ class MachineFacts:
     a device with no such probe is absent."""
     probe_note: str | None
     """Why no probe was looked for (no results store), else None."""
+    frameworks: Mapping[str, str | None] = field(default_factory=dict)
+    """The other frameworks a run can train with: name -> installed release, or None."""
     data: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The `trainscale env --json` object."""
     rows: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
@@ -84,6 +86,7 @@ class MachineFacts:
             git_revision=env.get("git_revision"),
             peak_flops_per_s=peaks,
             measured_flops_per_s=measured,
+            frameworks=dict(report.frameworks),
             probe_note=report.measured_note,
             data=report.to_dict(),
             rows=(*report.fact_rows(), *report.hardware_rows()),

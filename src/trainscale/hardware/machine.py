@@ -35,17 +35,29 @@ class MachineReport:
     the store (`measured_matmul`), or None where none is stored."""
     measured_note: str | None = None
     """Why no probe was looked for (no store), else None."""
+    frameworks: dict[str, str | None] = field(default_factory=dict)
+    """The frameworks besides PyTorch a run can train with, by name: the installed release,
+    or None where it is not installed (found without importing them)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form `trainscale env --json` prints."""
         measured = {"probes": self.measured, "note": self.measured_note}
         return {**self.env, "peaks": self.peaks, "energy_sources": self.energy} | {
-            "measured_matmul": measured
+            "frameworks": self.frameworks,
+            "measured_matmul": measured,
         }
 
     def fact_rows(self) -> list[tuple[str, str]]:
         """(fact, value) lines about the machine and its libraries."""
-        return fact_rows(self.env)
+        rows = fact_rows(self.env)
+        if self.frameworks:
+            text = ", ".join(
+                f"{name} {release}" if release else f"{name} (not installed)"
+                for name, release in self.frameworks.items()
+            )
+            at = next(i for i, (fact, _) in enumerate(rows) if fact == "numpy")
+            rows.insert(at + 1, ("other frameworks", text))
+        return rows
 
     def hardware_rows(self) -> list[tuple[str, str]]:
         """(fact, value) lines: the peaks, what a probe measured, the energy counters."""
