@@ -76,6 +76,32 @@ def test_a_script_that_changes_directory_is_stored_where_the_command_said(
     assert not list(elsewhere.iterdir())  # no store made where the script went
 
 
+SETS_ITS_THREADS = """\
+import torch, trainscale
+torch.set_num_threads(3)  # the script's own, over the run's plan
+meter = trainscale.meter()
+for _ in range(4):
+    with meter.step(samples=8):
+        pass
+"""
+
+
+def test_a_script_that_sets_its_own_threads_is_warned_of_and_says_so_in_runs_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script, store = tmp_path / "threads.py", tmp_path / "runs.db"
+    script.write_text(SETS_ITS_THREADS)
+    args = ["--threads-per-worker", "1", "--warmup-steps", "1", "--store", str(store)]
+    assert run_cli(["run", str(script), *args, "--"]) == 0
+    err = capsys.readouterr().err
+    assert "set its own intra-op threads (3 per worker), not the planned 1" in err
+    run = _only_run(store)
+    assert run.summary["threads_set_by_script"] == {"planned": 1, "per_worker": [3]}
+    assert run_cli(["runs", "show", run.run_id, "--store", str(store)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "threads the script set its own intra-op threads (3 per worker)" in shown
+
+
 def test_the_example_with_two_workers_through_the_api(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     stored = trainscale.run(script=EXAMPLE, script_args=TINY, workers=2, store=store)

@@ -12,7 +12,12 @@ from typing import Any
 
 from trainscale.config.cli import options_from_args
 from trainscale.errors import ConfigError
-from trainscale.reporting.script_notes import INPUT_BOUND_SHARE, data_wait_line, disagreement_text
+from trainscale.reporting.script_notes import (
+    INPUT_BOUND_SHARE,
+    data_wait_line,
+    disagreement_text,
+    threads_text,
+)
 
 __all__ = ["INPUT_BOUND_SHARE", "data_wait_line", "start"]
 
@@ -33,11 +38,11 @@ def start(args: argparse.Namespace, announce: Callable[[str], None] | None) -> A
             args.store,
             progress=not (args.quiet or args.json),
         )
-        disagreement = disagreement_text(result)
-        if disagreement:  # the command prints it as one `trainscale: warning:` line
-            logging.getLogger("trainscale").warning(
-                "run %s: %s", str(result.get("run_id", ""))[:8], disagreement
-            )
+        for warning in (disagreement_text(result), threads_text(result)):
+            if warning:  # the command prints it as one `trainscale: warning:` line
+                logging.getLogger("trainscale").warning(
+                    "run %s: %s", str(result.get("run_id", ""))[:8], warning
+                )
         return result
     if args.script_args:
         raise ConfigError(

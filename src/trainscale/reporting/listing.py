@@ -27,6 +27,7 @@ from trainscale.reporting.script_notes import (
     disagreement_text,
     frameworks_text,
     is_input_bound,
+    threads_text,
 )
 from trainscale.results.export import SUMMARY_KEYS, export_runs, run_json_object
 from trainscale.results.outputs import write_atomically
@@ -227,6 +228,7 @@ class RunDetails:
         for key, line in (
             ("data wait", data_wait_text(record.summary)),
             ("ranks disagree", disagreement_text(record.summary)),
+            ("threads", threads_text(record.summary)),
         ):
             if line:
                 values[key] = line

@@ -84,6 +84,21 @@ def disagreement_text(summary: Mapping[str, Any]) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+def threads_text(summary: Mapping[str, Any]) -> str | None:
+    """What a script that set its own intra-op threads did to the run's setting, as one
+    sentence; None where it kept the planned threads."""
+    changed = summary.get("threads_set_by_script")
+    if not isinstance(changed, Mapping):
+        return None
+    used = ", ".join(str(t) for t in changed.get("per_worker") or [])
+    return (
+        f"the script set its own intra-op threads ({used} per worker), not the planned "
+        f"{changed.get('planned')}: the run measured its setting, not the one stored, and "
+        "may oversubscribe its cores (leave torch.set_num_threads to trainscale, or give "
+        "--threads-per-worker)"
+    )
+
+
 def frameworks_text(summary: Mapping[str, Any]) -> str | None:
     """'pytorch 2.5.1, jax 0.4.30': the frameworks a script run used (None when not
     recorded, as for a built-in run, whose framework is its config's)."""

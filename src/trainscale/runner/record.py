@@ -170,13 +170,19 @@ def store_script_outcome(
     why."""
     # The script's own precision, unknown to trainscale: no peak is matched to it.
     devices = RunDevices(run.parallel.device, len(workers), SCRIPT_PRECISION)
+    extra = {**summary.extra, "mfu_unknown": SCRIPT_MFU_UNKNOWN}
+    planned = run.parallel.threads_per_worker
+    used = [w.get("torch_threads") for w in workers]
+    if planned is not None and any(t is not None and t != planned for t in used):
+        # The script set its own (torch.set_num_threads): the run is not the setting stored.
+        extra["threads_set_by_script"] = {"planned": planned, "per_worker": used}
     result = RunResult(
         metrics=summary.metrics,
         workers=workers,
         data_source=SCRIPT_DATA,
         hardware=hardware_figures_safe(devices, summary.metrics.to_dict(), workers, store),
         contention=Contention.unknown(NOT_SAMPLED),
-        extra={**summary.extra, "mfu_unknown": SCRIPT_MFU_UNKNOWN},
+        extra=extra,
     )
     batch = summary.extra["global_batch_measured"]
     store.complete_run(run_id, result.summary(), [], summary.step_times_s, batch)
