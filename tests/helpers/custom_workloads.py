@@ -66,7 +66,8 @@ BROKEN = {
     ),
     "missing attribute": (
         "value = 1\n",
-        "broken.py has no attribute 'make_workload'; it defines: value",
+        "broken.py has no attribute 'make_workload'; it defines: value; if it is a training "
+        "script: trainscale run broken.py [options] --",
     ),
     "wrong return type": (
         "def make_workload():\n    return {'name': 'x'}\n",

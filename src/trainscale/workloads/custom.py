@@ -108,6 +108,11 @@ def load_reference(reference: Reference) -> Workload:
     if not hasattr(module, reference.attribute):
         defined = sorted(n for n in vars(module) if not n.startswith("_"))
         hint = f"; it defines: {', '.join(defined[:8])}" if defined else ""
+        if reference.is_file and reference.attribute == DEFAULT_ATTRIBUTE:
+            # A training script whose meter() call trainscale did not see (in a module it
+            # imports): `--` says it is a script.
+            name = Path(reference.target).name
+            hint += f"; if it is a training script: trainscale run {name} [options] --"
         raise WorkloadError(f"{reference.origin} has no attribute {reference.attribute!r}{hint}")
     value = getattr(module, reference.attribute)
     if callable(value) and not isinstance(value, Workload):
