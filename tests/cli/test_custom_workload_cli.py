@@ -167,3 +167,16 @@ def test_runs_are_selected_by_the_custom_workloads_reference(capsys, store_path)
     code = run_cli(["runs", "list", "--workload", EXAMPLE_REF, "--store", str(store_path)])
     assert code == 0
     assert result["run_id"][:8] in capsys.readouterr().out
+
+
+def test_workloads_of_a_training_script_says_how_to_run_it_and_does_not_run_it(capsys, tmp_path):
+    script = tmp_path / "train.py"
+    ran = tmp_path / "ran"
+    script.write_text(
+        f"import pathlib, trainscale\npathlib.Path({str(ran)!r}).touch()\n"
+        "meter = trainscale.meter()\n"
+    )
+    assert run_cli(["workloads", str(script)]) == 2
+    line = one_error_line(capsys)
+    assert "is a training script" in line and "trainscale run" in line and " -- " in line
+    assert not ran.exists()  # loading it as a workload file would have run it

@@ -12,6 +12,7 @@ from trainscale.cli.architectures_table import (
 )
 from trainscale.cli.common import add_json_argument
 from trainscale.cli.lines import print_json
+from trainscale.errors import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
+    from trainscale.runner.script_launch import is_script
     from trainscale.workloads import (
         architecture_names,
         get_workload,
@@ -46,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
         workload_source,
     )
 
+    for name in args.workloads or ():
+        if is_script(name):  # loading it as a workload file would run its training
+            raise ConfigError(
+                f"{name} is a training script (it calls trainscale.meter()), not a workload "
+                f"file: run it with `trainscale run {name} [options] -- [its arguments]`"
+            )
     names = args.workloads or workload_names() + architecture_names()
     specs = [get_workload(name) for name in names]
     architectures = [w for w in specs if is_architecture(w.name)]
