@@ -209,3 +209,32 @@ def test_workers_without_a_process_group_are_stopped_in_one_line(
     assert expected in line and "--workers 1" in line
     run = _only_run(store)
     assert run.status == "failed" and expected in run.error
+
+
+RANK_1_LAGS = """\
+import os, time
+import torch.distributed as dist
+import trainscale
+dist.init_process_group("gloo")
+meter = trainscale.meter()
+for _ in range(3):
+    with meter.step(samples=4):
+        pass
+if os.environ["RANK"] == "1":
+    time.sleep(120)  # still at it (or stuck in a collective rank 0 left) long after rank 0
+"""
+
+
+def test_a_rank_that_never_finishes_after_rank_0_ended_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script, store = tmp_path / "lags.py", tmp_path / "runs.db"
+    script.write_text(RANK_1_LAGS)
+    args = ["run", str(script), "--workers", "2", "--threads-per-worker", "1", "--timeout", "3"]
+    capsys.readouterr()
+    assert run_cli([*args, "--store", str(store), "--"]) == 1
+    line = one_error_line(capsys)
+    expected = "rank(s) 1 did not finish within --timeout 3 s of rank 0's script ending"
+    assert expected in line and "DistStoreError" not in line
+    run = _only_run(store)
+    assert run.status == "failed" and expected in run.error

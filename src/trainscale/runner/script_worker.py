@@ -25,6 +25,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainscale.config.script import ScriptRun
+from trainscale.errors import WorkloadError
 from trainscale.frameworks import FRAMEWORKS, version
 from trainscale.hardware.resources import peak_rss_bytes
 from trainscale.parallel.device import HostThreads
@@ -142,5 +143,15 @@ def _to_rank0(
     if not env.is_main:
         return None
     keys = [f"{KEY}{rank}" for rank in range(env.world_size)]
-    store.wait(keys, timeout)  # the slower ranks may still be training
+    try:
+        store.wait(keys, timeout)  # the slower ranks may still be training
+    except dist.DistStoreError:
+        late = [str(rank) for rank, key in enumerate(keys) if not store.check([key])]
+        steps = len(mine[0].step_times_s)
+        raise WorkloadError(
+            f"rank(s) {', '.join(late)} did not finish within --timeout {timeout_s:g} s of "
+            f"rank 0's script ending (after {steps} step(s)): a rank that leaves the training "
+            "loop early (sys.exit, break, fewer batches) leaves the others waiting in a "
+            "collective; give every rank the same steps"
+        ) from None
     return [pickle.loads(bytes.fromhex(store.get(key).decode())) for key in keys]  # noqa: S301 - our own workers'
