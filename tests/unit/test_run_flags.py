@@ -44,3 +44,6 @@ def test_a_stalled_run_is_told_with_its_mean_and_median_step():
         "stalls: worst mean step 50.0 ms vs median 10.0 ms in 2 of 2 runs"
     )
     assert stalls_note([clean]) is None
+    # Sub-millisecond steps keep the digits that tell mean and median apart.
+    tiny = {"step_time_s_median": 0.000205, "step_time_s_mean": 0.000231}
+    assert stall_text(tiny) == "stalls: mean step 0.231 ms vs median 0.205 ms"

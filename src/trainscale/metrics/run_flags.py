@@ -124,4 +124,11 @@ def stalls_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _mean_vs_median(mean_s: float, median_s: float) -> str:
-    return f"mean step {mean_s * 1000:.1f} ms vs median {median_s * 1000:.1f} ms"
+    return f"mean step {_ms(mean_s)} ms vs median {_ms(median_s)} ms"
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to a tenth, or to a thousandth below 1 ms (a stall of sub-millisecond
+    steps read 'mean 0.2 ms vs median 0.2 ms')."""
+    ms = seconds * 1000
+    return f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
