@@ -10,7 +10,7 @@ from trainscale.cli.common import add_json_argument, add_quiet_argument, add_sto
 from trainscale.cli.lines import one_line, print_json, stdout_to_stderr
 from trainscale.cli.script_run import data_wait_line, start
 from trainscale.config.cli import add_option_arguments, add_tag_argument
-from trainscale.metrics.run_flags import stall_text
+from trainscale.metrics.run_flags import all_steps_timed_text, stall_text
 from trainscale.reporting.script_notes import time_to_target_text
 
 EPILOG = """\
@@ -84,9 +84,10 @@ def format_result(result: dict[str, Any]) -> str:
         + (" over the mean step (texts of unequal length)" if result.get("unequal_steps") else "")
         + f", median step {result['step_time_s_median'] * 1000:.1f} ms",
     ]
-    stalls = stall_text(result)
-    if stalls:  # the headline is the median's; say how far the mean is from it
+    if stalls := stall_text(result):  # the headline is the median's: how far is the mean
         lines.append(f"  {stalls} ({result['samples_per_s_mean']:.1f} samples/s on the mean)")
+    if untimed := all_steps_timed_text(result):
+        lines.append(f"  {untimed}")
     wait = data_wait_line(result)
     if wait:
         lines.append(wait)

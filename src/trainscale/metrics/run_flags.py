@@ -123,6 +123,20 @@ def stalls_note(summaries: Sequence[Mapping[str, Any]]) -> str | None:
     )
 
 
+def all_steps_timed_text(result: Mapping[str, Any]) -> str | None:
+    """What a run no longer than its warm-up says of its step time, which then counts every
+    step, the first one's one-off costs (set-up, allocation) included; None otherwise.
+    `result` is the run's `--json` object (its summary keys, and its config)."""
+    warmup = (result.get("config") or {}).get("warmup_steps_untimed")
+    if not warmup or result.get("warmup_steps_excluded") or not result.get("num_steps"):
+        return None
+    return (
+        f"every step timed: the run's {result['num_steps']} step(s) are no more than its "
+        f"{warmup} warm-up steps (--warmup-steps), so the first step's one-off costs are in "
+        "its step time"
+    )
+
+
 def _mean_vs_median(mean_s: float, median_s: float) -> str:
     return f"mean step {_ms(mean_s)} ms vs median {_ms(median_s)} ms"
 
