@@ -109,6 +109,13 @@ def test_bad_arguments_are_the_scripts_own_argparse_line(tmp_path: Path) -> None
     )
 
 
+def test_a_keyboard_interrupt_the_script_raises_names_its_line(tmp_path: Path) -> None:
+    script = _write(tmp_path, STEPS + "raise KeyboardInterrupt\n")
+    with pytest.raises(WorkloadError) as raised:
+        run_script(script, [])
+    assert str(raised.value) == "script train.py: KeyboardInterrupt (train.py line 7, in <module>)"
+
+
 def test_an_exit_with_a_message_is_that_message(tmp_path: Path) -> None:
     said = "import sys\nprint('loading data...', file=sys.stderr)\n"
     script = _write(tmp_path, said + "sys.exit('fatal: dataset /data/train.csv is empty')\n")

@@ -154,7 +154,9 @@ def run_script(
         pass  # the run's steps are trained: the script's end, as the run wants it
     except NoProcessGroup as stop:
         raise WorkloadError(str(stop)) from None
-    except Exception as error:
+    except (Exception, KeyboardInterrupt) as error:
+        # A worker's own Ctrl-C ends it quietly (exit_quietly_on_signals): a
+        # KeyboardInterrupt here is the script's own raise, an error like any other.
         reference = Reference(script, "__main__", is_file=True)
         raise user_code_error(error, reference, f"script {name}:") from error
     finally:
