@@ -50,7 +50,6 @@ def test_a_stalled_run_is_told_with_its_mean_and_median_step():
 
 
 def test_a_run_no_longer_than_its_warm_up_says_every_step_is_timed():
-    from trainscale.cli.run_cmd import format_result
     from trainscale.metrics.run_flags import all_steps_timed_text
 
     short = {"config": {"warmup_steps_untimed": 5}, "num_steps": 3, "warmup_steps_excluded": 0}
@@ -61,18 +60,3 @@ def test_a_run_no_longer_than_its_warm_up_says_every_step_is_timed():
     assert all_steps_timed_text({**short, "num_steps": 8, "warmup_steps_excluded": 5}) is None
     no_warmup = {**short, "config": {"warmup_steps_untimed": 0}}
     assert all_steps_timed_text(no_warmup) is None  # asked for: nothing left out to say
-    result = {
-        **short,
-        "run_id": "abcdef0123",
-        "workload": "mnist-cnn",
-        "status": "completed",
-        "data": "synthetic",
-        "world_size": 1,
-        "threads_per_worker": 1,
-        "affinity": "compact",
-        "precision": "fp32",
-        "global_batch_size": 64,
-        "samples_per_s": 100.0,
-        "step_time_s_median": 0.64,
-    }
-    assert "  every step timed: the run's 3 step(s)" in format_result(result)

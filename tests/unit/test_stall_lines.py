@@ -87,3 +87,10 @@ def test_bench_says_which_baseline_answers_which_question():
     assert lines[0].startswith(f"speedup, verdict and efficiency: against '{serial.name}'")
     assert lines[1].startswith(f"against '{threads.name}' (how `trainscale run` uses")
     assert f"{pinned.name} 2.50x" in lines[1]  # 500 / 200: while 0.50x against one core
+
+
+def test_a_run_no_longer_than_its_warm_up_says_so_on_its_result_line():
+    result = _result(config={"warmup_steps_untimed": 5}, num_steps=3, warmup_steps_excluded=0)
+    assert "\n  every step timed: the run's 3 step(s) are no more than its 5" in format_result(
+        result
+    )
