@@ -234,13 +234,13 @@ def _configuration(
     memory = numbers(lambda f: f.peak_memory_bytes)
     targets = numbers(lambda f: f.target_accuracy, evaluated)
     time_to_target_s = stats.median(reached) if reached else None
-    emulated = _to_target(evaluated, "steps_to_target")
+    steps_to_target = _to_target(evaluated, "steps_to_target")
     samples_to_target = _to_target(evaluated, "samples_to_target")
     by_round = _by_round(evaluated, lambda f: f.time_to_target_s)
     if isinstance(config.get("emulation"), dict):
         # One process's clock, no prediction of N workers' time (docs/emulation.md): an
         # emulation reaches its target in steps and samples, and has no cost to it.
-        reached, time_to_target_s, by_round, prices = emulated, None, {}, None
+        reached, time_to_target_s, by_round, prices = steps_to_target, None, {}, None
     return Configuration(
         key=key,
         label=label,
@@ -279,7 +279,7 @@ def _configuration(
             list(r.figures.accuracy_curve) for r in evaluated if r.figures.accuracy_curve
         ],
         breakdown_s=_breakdown(runs),
-        steps_to_target=stats.median(emulated) if emulated else None,
+        steps_to_target=stats.median(steps_to_target) if steps_to_target else None,
         samples_to_target=stats.median(samples_to_target) if samples_to_target else None,
         stalled_runs=sum(has_stalls(r.summary) for r in runs),
         # The stalled run's own mean and median, in the words of every table.
