@@ -80,6 +80,23 @@ def test_jax_without_its_cuda_plugin_is_refused_on_a_gpu_before_launch(monkeypat
     assert resolve(RunOptions.of(**JAX_RUN, device="auto")).parallel.device == "cpu"
 
 
+def test_an_older_jaxlib_built_with_cuda_needs_no_plugin(monkeypatch):
+    import importlib.metadata
+
+    from trainscale.frameworks import FRAMEWORKS
+
+    pretend_jax_cuda_plugin(monkeypatch, installed=False)
+    assert FRAMEWORKS["jax"].gpu_reason() is not None  # jaxlib here is a CPU build
+    real = importlib.metadata.version
+    built_with_cuda = "0.4.28+cuda12.cudnn89"
+    monkeypatch.setattr(
+        importlib.metadata,
+        "version",
+        lambda name: built_with_cuda if name == "jaxlib" else real(name),
+    )
+    assert FRAMEWORKS["jax"].gpu_reason() is None
+
+
 @pytest.mark.skipif(any(missing_modules("jax")), reason="jax is not installed")
 def test_jax_with_its_cuda_plugin_trains_on_the_gpu_but_not_in_fp16(monkeypatch):
     _one_gpu(monkeypatch)

@@ -88,14 +88,20 @@ class Framework:
         return self.missing_gpu_backend() if self.cuda else self.cpu_only_reason
 
 
-# JAX reaches CUDA through a plugin package (jax[cuda12] installs jax_cuda12_plugin); the
-# project's own extra installs jax[cpu], whose jax.devices() on a GPU fails without a word.
+# JAX reaches CUDA through a plugin package (jax[cuda12] installs jax_cuda12_plugin), or,
+# in older releases, a jaxlib built with CUDA ('0.4.28+cuda12.cudnn89'); the project's own
+# extra installs jax[cpu], whose jax.devices() on a GPU fails without a word.
 _JAX_CUDA_PLUGIN = re.compile(r"jax_cuda\d+_plugin")
 
 
 def _jax_gpu_backend_missing() -> str | None:
     if any(_JAX_CUDA_PLUGIN.fullmatch(module.name) for module in pkgutil.iter_modules()):
         return None
+    try:
+        if "+cuda" in importlib.metadata.version("jaxlib"):
+            return None
+    except importlib.metadata.PackageNotFoundError:
+        pass
     return (
         "the installed JAX has no CUDA backend (no jax_cuda*_plugin; "
         "pip install 'jax[cuda13]' or 'jax[cuda12]' to match the machine's CUDA)"
