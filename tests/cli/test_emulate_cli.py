@@ -153,6 +153,7 @@ def test_each_n_is_a_stored_run_and_the_report_groups_them(tiny_mnist, store_pat
     # Steps and samples to target, not the one process's clock (nor a cost, nor platforms).
     assert "emulation: 2 steps (32 samples) to target; its clock is one process's" in text
     assert "Time and accuracy per platform" not in text
+    assert "| 2 steps |" in text and "not reached" not in text  # reached, in steps
     rows = {r["configuration"]: r for r in csv.DictReader((markdown.parent / "report.csv").open())}
     (two,) = [row for label, row in rows.items() if label.startswith("local-sgd x2 H=2")]
     assert (two["steps_to_target"], two["samples_to_target"]) == ("2.0", "32.0")

@@ -95,8 +95,8 @@ def test_oversubscribed_naive_setting_is_flagged_noisy(cpu_report: ReportData) -
     assert naive.threads_setting == "torch-default"
     assert naive.noisy
     notes = " ".join(naive.notes)
-    assert "throughput IQR across 3 repeats is 33%" in notes
-    assert "step-time IQR within runs is 30%" in notes
+    assert "throughput IQR across 3 repeats is 33.3%" in notes
+    assert "step-time IQR within runs is 30.0%" in notes
     assert "oversubscribed: 16 threads on 4 cores" in notes
     assert not _config(cpu_report, "cnn serial 1 core").noisy
 

@@ -22,6 +22,8 @@ from trainscale.reporting.plots import PLOT_TITLES, draw_figure, png_bytes
 from trainscale.results.stored_figures import StoredFigures
 from trainscale.results.stored_settings import StoredSettings
 
+from tests.helpers.report_store import FixtureConfig, build_store
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -287,3 +289,26 @@ def test_a_report_says_so_instead_of_calling_the_spread_noise() -> None:
     # The same spread from equal steps is noise.
     plain = with_speedup(spread, None)
     assert plain.noisy and any("noisy: step-time IQR" in note for note in plain.notes)
+
+
+def test_emulations_beside_runs_leave_the_platform_rows_and_their_marks_in_place(tmp_path):
+    from trainscale.reporting.build import write_report
+
+    def config(label, workers, extra=None):
+        return FixtureConfig(
+            label, "mnist-cnn", workers, 1, "compact", [100.0 * workers, 100.0 * workers],
+            accuracies=[0.98, 0.98], times_to_target=[5.0, 5.0], extra_config=extra or {},
+        )  # fmt: skip
+
+    emulation = {"emulation": {"mode": "sync", "workers": 2}}
+    configs = [config("emulated", 1, emulation), config("serial", 1), config("two", 2)]
+    store = build_store(tmp_path / "s.db", configs)
+    write_report(store, sweep_id="5eed0000", out_dir=tmp_path / "out", baseline="serial")
+    html = (tmp_path / "out" / "report.html").read_text()
+    platforms = html.split("Time and accuracy per platform", 1)[1].split("</table>", 1)[0]
+    rows = platforms.split("<tr")[2:]  # after the header row
+    assert len(rows) == 2  # the emulation is no platform
+    assert 'class="baseline"' in rows[0] and "serial" in rows[0]
+    assert 'class="baseline"' not in rows[1]
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "no price for" not in markdown  # an emulation has no cost to price

@@ -81,7 +81,8 @@ def above_full_efficiency(config: Configuration, base: Configuration | None) -> 
     faster arithmetic, and a GPU against a CPU baseline compares devices: neither is parallel
     efficiency, nor implausible. Nor is a setting on no more cores than the baseline's
     faster than it: that is the same hardware used better (2 pinned processes against 1
-    process of 2 threads), not parallel scaling."""
+    process of 2 threads), not parallel scaling; and on fewer cores than the baseline's, a
+    per-core figure above 100% only says the baseline's own cores scaled below linear."""
     if base is not None and _not_parallel_scaling(config, base) is not None:
         return False
     return config.efficiency_per_core is not None and config.efficiency_per_core > FULL_EFFICIENCY
@@ -90,14 +91,16 @@ def above_full_efficiency(config: Configuration, base: Configuration | None) -> 
 def _not_parallel_scaling(config: Configuration, base: Configuration) -> str | None:
     """Why `config`'s speed against `base` measures something other than parallel
     scaling, so that efficiency above 100% is no sign of a bad measurement: 'precision'
-    (faster arithmetic), 'device' (a GPU against a CPU) or 'cores' (no more cores than the
-    baseline's, used better); None when it is parallel scaling."""
+    (faster arithmetic), 'device' (a GPU against a CPU), 'cores' (the baseline's cores,
+    used better) or 'fewer cores' (than the baseline's); None when it is parallel scaling."""
     if config.precision != base.precision:
         return "precision"
     if config.device_type != base.device_type:
         return "device"
-    if config.cores <= base.cores:
+    if config.cores == base.cores:
         return "cores"
+    if config.cores < base.cores:
+        return "fewer cores"
     return None
 
 
@@ -151,8 +154,14 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
             )
         elif why == "cores":
             notes.append(
-                f"{speedup:.2f}x on {config.cores} core(s), no more than the baseline's "
-                f"{base.cores}: the same hardware used better, not parallel scaling"
+                f"{speedup:.2f}x on the baseline's {config.cores} core(s): the same hardware "
+                "used better, not parallel scaling"
+            )
+        elif why == "fewer cores":
+            notes.append(
+                f"efficiency {per_core:.0%} per core on {config.cores} core(s) against the "
+                f"baseline's {base.cores}: fewer cores than the baseline, whose own cores "
+                "scale below linear (expected)"
             )
         elif why is None:  # ('device', a GPU against a CPU baseline, compares devices: no note)
             notes.append(
@@ -171,11 +180,12 @@ def with_speedup(config: Configuration, base: Configuration | None) -> Configura
     noisy_steps = is_noisy(config.step_time_rel_iqr) and not config.unequal_steps
     if noisy_repeats:
         notes.append(
-            f"noisy: throughput IQR across {config.repeats} repeats is {spread:.0%} of the median"
+            f"noisy: throughput IQR across {config.repeats} repeats is {spread:.1%} of the median"
         )
     if noisy_steps:
         notes.append(
-            f"noisy: step-time IQR within runs is {config.step_time_rel_iqr:.0%} of the median"
+            # One decimal: just above the 10% threshold must not read as 10%.
+            f"noisy: step-time IQR within runs is {config.step_time_rel_iqr:.1%} of the median"
         )
     if config.unequal_steps:
         spread_text = (

@@ -63,7 +63,7 @@ def amdahl_over_baseline(
     if fit.clamped:
         reason = "faster than linear" if fit.raw_serial_fraction < 0 else "slower with more workers"
         note += f"; the data is {reason}, so s is clamped (Amdahl cannot describe it)"
-    if fit.num_points == 1:
+    if fit.num_points == 1 and not fit.clamped:  # a clamped s reproduces no point
         note += "; one point determines s exactly, so the fit says nothing about the model"
     return fit, note
 

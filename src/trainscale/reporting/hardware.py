@@ -111,7 +111,8 @@ def price_note(prices: PriceTable | None, configurations: Sequence[Any]) -> str 
         {
             c.device_kind or c.device_name or "an unknown GPU"
             for c in configurations
-            if c.price_per_device_hour is None
+            # An emulation has no cost to price (one process standing in for N).
+            if c.price_per_device_hour is None and not c.emulated
         }
     )
     if missing:

@@ -20,6 +20,7 @@ from trainscale.reporting.markdown import AMDAHL_MODEL
 from trainscale.reporting.model import ReportData
 from trainscale.reporting.platforms import (
     PLATFORM_COLUMNS,
+    platform_configurations,
     platform_note,
     platform_rows,
     platform_table_applies,
@@ -104,7 +105,9 @@ def render_html(
         body.append(_table(tables.DETAIL_COLUMNS, rows, classes))
         if platform_table_applies(section):
             body.append("<h3>Time and accuracy per platform</h3>")
-            body.append(_table(PLATFORM_COLUMNS, platform_rows(section), classes))
+            on_platforms = platform_configurations(section)
+            shown = [classes[section.configurations.index(c)] for c in on_platforms]
+            body.append(_table(PLATFORM_COLUMNS, platform_rows(section), shown))
             body.append(f"<p>{text_html(platform_note(section))}</p>")
         if section.affinity_rows:
             body.append("<h3>Processing time by parallel setting</h3>")

@@ -26,15 +26,16 @@ def platform_table_applies(section: WorkloadSection) -> bool:
     """Whether the section gets the table: at least two of its configurations were evaluated
     on real data, so accuracy can be compared across platforms (synthetic data makes no
     accuracy claim). Emulations are not platforms: N workers emulated in one process."""
-    return sum(1 for c in _platforms(section) if c.num_evaluated > 0) >= 2
+    return sum(1 for c in platform_configurations(section) if c.num_evaluated > 0) >= 2
 
 
 def platform_rows(section: WorkloadSection) -> list[dict[str, str]]:
     """One row of display text per configuration of a workload, in plan order."""
-    return [_row(c, section.baseline) for c in _platforms(section)]
+    return [_row(c, section.baseline) for c in platform_configurations(section)]
 
 
-def _platforms(section: WorkloadSection) -> list[Configuration]:
+def platform_configurations(section: WorkloadSection) -> list[Configuration]:
+    """The configurations the platform table shows, in its row order (not emulations)."""
     return [c for c in section.configurations if not c.emulated]
 
 

@@ -218,9 +218,13 @@ def _accuracy(section: WorkloadSection):
 
 
 def _time_to_accuracy(section: WorkloadSection):
-    configs = [c for c in section.configurations if c.num_evaluated]
-    if not configs:
+    evaluated = [c for c in section.configurations if c.num_evaluated]
+    if not evaluated:
         return _no_accuracy_reason(section)
+    # An emulation's clock is one process's: it reaches its target in steps (the table).
+    configs = [c for c in evaluated if not c.emulated]
+    if not configs:
+        return "emulations reach their target in steps (the table), not in a time of N workers"
     if not any(c.time_to_target_s is not None for c in configs):
         target = next((c.target_accuracy for c in configs if c.target_accuracy), None)
         if target is None:  # script runs given no --target-accuracy

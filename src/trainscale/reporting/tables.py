@@ -298,6 +298,8 @@ def time_to_target(c: Configuration) -> str:
         return "-"
     if c.target_accuracy is None:  # a script run given no --target-accuracy
         return "no target"
+    if c.emulated:  # one process's clock is no time of N workers: steps, not seconds
+        return "not reached" if c.steps_to_target is None else f"{c.steps_to_target:g} steps"
     if c.time_to_target_s is None:
         return "not reached"
     reached = f" ({c.num_reached}/{c.num_evaluated})" if c.num_reached < c.num_evaluated else ""
