@@ -15,6 +15,7 @@ from trainscale.reporting.csv_table import CSV_COLUMNS
 from trainscale.reporting.labels import labels_from_differences
 from trainscale.reporting.model import ReportData
 from trainscale.reporting.plots import render_plots
+from trainscale.results.store import RunStore
 
 from tests.helpers.report_store import (
     FixtureConfig,
@@ -661,3 +662,25 @@ def test_two_scripts_of_one_file_name_in_two_folders_are_two_sections(tmp_path: 
     # Each is its own baseline: neither is the other's "speedup".
     assert all(s.baseline is not None and len(s.configurations) == 1 for s in data.workloads)
     assert all(c.speedup in (None, 1.0) for s in data.workloads for c in s.configurations)
+
+
+def test_runs_of_two_workloads_are_named_by_what_differs_within_each(tmp_path: Path) -> None:
+    # Named across workloads, every setting differs (the workload, its recipe, its data),
+    # so each label listed all of them and a plot's legend cut them to one text.
+    def config(label: str, workload: str, workers: int) -> FixtureConfig:
+        return FixtureConfig(label, workload, workers, 1, "compact", [100.0 * workers], "synthetic")
+
+    configs = [config("a", "mnist-cnn", 1), config("b", "mnist-cnn", 2)]
+    configs += [config("c", "tweets-text", 1), config("d", "tweets-text", 2)]
+    store = build_store(tmp_path / "two.db", configs, sweep_id=None)
+    with RunStore(store) as opened:
+        run_ids = [r.run_id for r in opened.list_runs()]
+    data = load_report_data(store, run_ids=run_ids)
+    for section in data.workloads:
+        labels = sorted(c.label for c in section.configurations)
+        assert labels == ["workers=1", "workers=2"] or all(
+            label.startswith(("workers=1 [", "workers=2 [")) for label in labels
+        ), labels
+        assert not any("workload=" in label for label in labels)
+    all_labels = [c.label for s in data.workloads for c in s.configurations]
+    assert len(set(all_labels)) == 4  # still one name per configuration (--baseline)

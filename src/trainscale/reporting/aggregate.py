@@ -107,9 +107,15 @@ def aggregate(
             f"{source}: no completed runs ({len(runs)} run(s), {'/'.join(statuses)}){why}"
         )
     names = dict(labels or {})
-    missing = {k: _representative(rs).config for k, rs in groups.items() if k not in names}
-    if missing:
-        names.update(labels_from_differences(missing, taken=set(names.values())))
+    # Named by what differs within their workload's section: across workloads every key
+    # differs, and labels of every setting would cut to one text in a plot's legend.
+    missing: dict[str, dict[str, Any]] = {}
+    for config_key, records in groups.items():
+        if config_key not in names:
+            shown = _representative(records)
+            missing.setdefault(shown.workload or "?", {})[config_key] = shown.config
+    for configs in missing.values():
+        names.update(labels_from_differences(configs, taken=set(names.values())))
     names = unique_labels(names)
 
     not_completed = _not_completed(runs, names)
