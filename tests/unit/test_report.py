@@ -684,3 +684,25 @@ def test_runs_of_two_workloads_are_named_by_what_differs_within_each(tmp_path: P
         assert not any("workload=" in label for label in labels)
     all_labels = [c.label for s in data.workloads for c in s.configurations]
     assert len(set(all_labels)) == 4  # still one name per configuration (--baseline)
+
+
+def test_a_long_label_is_on_one_line_and_inside_the_saved_image(cpu_report: ReportData) -> None:
+    import dataclasses
+    import io
+
+    from matplotlib.image import imread
+
+    from trainscale.reporting.plots import draw_figure, png_bytes, series_legend
+
+    mnist = cpu_report.workloads[0]
+    config = dataclasses.replace(mnist.configurations[0], label="-2 workers\nsecond line")
+    assert "\n" not in series_legend([config])  # folded, as the tables fold it
+    long = "a baseline named at great length, " * 3
+    base = dataclasses.replace(mnist.baseline, label=long)
+    figure, _ = draw_figure("speedup", dataclasses.replace(mnist, baseline=base))
+    pixels = imread(io.BytesIO(png_bytes(figure)))
+    figure.canvas.draw()
+    label = figure.axes[0].yaxis.label.get_window_extent()
+    # The whole y label (its cut text) is within the saved image, not cut at its edge.
+    assert label.height <= pixels.shape[0] and label.width <= pixels.shape[1]
+    assert figure.get_tightbbox().height * figure.dpi <= pixels.shape[0] + 2

@@ -452,8 +452,16 @@ def new_figure(height: float = 4.2):
 def png_bytes(figure) -> bytes:
     """The figure as PNG bytes, reproducibly."""
     buffer = io.BytesIO()
-    # No software/date metadata: the same data gives the same bytes.
-    figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+    # No software/date metadata: the same data gives the same bytes. A tight box: a long
+    # axis label grows the image rather than being cut at its edge.
+    figure.savefig(
+        buffer,
+        format="png",
+        dpi=_DPI,
+        metadata={"Software": None},
+        bbox_inches="tight",
+        pad_inches=0.05,
+    )
     return buffer.getvalue()
 
 
@@ -480,7 +488,7 @@ def _short(text: str, width: int = 40) -> str:
     """`text` in at most `width` characters, cut in the middle: labels made of the settings
     that differ ('workers=1, threads_per_worker=1, precision=bf16') often differ only at
     their end, which a cut at the end would hide."""
-    text = text.replace("`", "")
+    text = " ".join(text.replace("`", "").split())  # one line, as the tables fold it
     if len(text) <= width:
         return text
     head = (width - 3) // 2
