@@ -706,3 +706,18 @@ def test_a_long_label_is_on_one_line_and_inside_the_saved_image(cpu_report: Repo
     # The whole y label (its cut text) is within the saved image, not cut at its edge.
     assert label.height <= pixels.shape[0] and label.width <= pixels.shape[1]
     assert figure.get_tightbbox().height * figure.dpi <= pixels.shape[0] + 2
+
+
+def test_a_report_made_again_into_its_directory_leaves_no_plot_of_the_last(
+    cpu_store: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    write_report(cpu_store, sweep_id=SWEEP, out_dir=out)
+    (out / "accuracy-old-workload.png").write_bytes(b"an earlier report's plot")
+    (out / "my-notes.png").write_bytes(b"the user's own file")
+    write_report(cpu_store, sweep_id=SWEEP, out_dir=out)
+    assert not (out / "accuracy-old-workload.png").exists()
+    assert (out / "my-notes.png").exists()  # not one of the report's plots: kept
+    markdown = (out / "report.md").read_text()
+    for plot in out.glob("*.png"):
+        assert plot.name == "my-notes.png" or plot.name in markdown

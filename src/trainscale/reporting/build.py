@@ -16,7 +16,7 @@ from trainscale.reporting.csv_table import render_csv
 from trainscale.reporting.html import render_html
 from trainscale.reporting.markdown import render_markdown
 from trainscale.reporting.model import ReportData
-from trainscale.reporting.plots import SkippedPlot, render_plots
+from trainscale.reporting.plots import PLOT_TITLES, SkippedPlot, render_plots
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
 
@@ -94,7 +94,17 @@ def build_report(
     html = _write_atomically(
         out / "report.html", render_html(data, plots, skipped, generated_at).encode("utf-8")
     )
+    _remove_stale_plots(out, {path.name for path in plot_paths})
     return WrittenReport(html, markdown, csv_path, plot_paths, skipped, data)
+
+
+def _remove_stale_plots(out: Path, written: set[str]) -> None:
+    """Remove the plots an earlier report left in `out` that this one did not draw (an
+    accuracy plot beside a report of synthetic data that says it makes no accuracy claim)."""
+    for path in out.glob("*.png"):
+        ours = any(path.name.startswith(f"{kind}-") for kind in PLOT_TITLES)
+        if ours and path.name not in written and path.is_file():
+            path.unlink(missing_ok=True)
 
 
 def load_report_data(
