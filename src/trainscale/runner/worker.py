@@ -30,6 +30,7 @@ from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
 from trainscale.runner.exit_deadline import bounded_exit
 from trainscale.runner.failure_log import save_traceback
+from trainscale.runner.node_agreement import check_nodes_agree, shared_settings
 from trainscale.runner.record import create_run_row, store_outcome
 from trainscale.runner.resolve import data_request
 from trainscale.train.divergence import TrainingDiverged
@@ -95,6 +96,8 @@ def worker_main(
             create_run_row(store, run_id, config)
     try:
         strategy.setup()
+        if env.distributed:  # each node resolved its own command: they must agree
+            check_nodes_agree(strategy.gather_objects(shared_settings(config)))
         if create_row and env.distributed:
             run_id = strategy.gather_objects(run_id)[0]
             _report(report_dir, env, run_id)
