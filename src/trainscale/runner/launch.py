@@ -224,7 +224,11 @@ def record_contention(store_file: Path, run_id: str, contention: Contention) -> 
 def _join_external(opts: RunOptions, store_file: Path, quiet: bool) -> dict[str, Any] | None:
     """Started by an external torchrun/srun: become one worker; rank 0 records the run."""
     env = DistEnv.from_environ()
-    if env.world_size % env.local_world_size:
+    # torchrun names the nodes (GROUP_WORLD_SIZE): N of them x this node's workers must make
+    # the world, or a node of another --nproc-per-node passes a divisibility check alone.
+    nodes = int(os.environ.get("GROUP_WORLD_SIZE", "0"))
+    uneven = nodes and nodes * env.local_world_size != env.world_size
+    if uneven or env.world_size % env.local_world_size:
         raise ConfigError(
             f"{env.world_size} workers over nodes of {env.local_world_size}: trainscale needs "
             "the same number of workers on every node"
