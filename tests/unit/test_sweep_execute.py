@@ -159,3 +159,10 @@ def test_the_run_in_progress_reports_its_steps_to_the_listener(tmp_path: Path):
     for item in (0, 1):
         seen = [(step, total) for i, step, total in heard.steps if i == item]
         assert seen[-1] == (20, 20) and (10, 20) in seen
+
+
+def test_a_sweep_over_several_nodes_is_refused_when_planned_before_anything_is_stored():
+    nodes = {"nnodes": 2, "rdzv_endpoint": "127.0.0.1:29500", "rdzv_id": "job"}
+    spec = parse_spec({"base": {**BASE, **nodes}}, default_name="t")
+    with pytest.raises(TrainscaleError, match="a sweep runs on one node"):
+        make_plan(spec)  # what --dry-run and the sweep itself plan first

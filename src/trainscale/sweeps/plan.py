@@ -13,7 +13,7 @@ from typing import Any
 
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.data.tensors import Located
-from trainscale.errors import TrainscaleError
+from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.runner.resolve import prepare
 from trainscale.sweeps.spec import SweepSpec
 from trainscale.workloads import get_workload
@@ -85,6 +85,8 @@ def make_plan(spec: SweepSpec) -> Plan:
         fields = with_command_line_options({**spec.base, **overrides}, spec.workload_options)
         try:
             options = RunOptions.from_flat(fields)
+            if options.nodes.nnodes > 1:  # caught here, before the sweep is stored
+                raise ConfigError("a sweep runs on one node; nnodes > 1 is for `trainscale run`")
             config = prepare(options, located)
         except TrainscaleError as error:
             if spec.skip_invalid:
