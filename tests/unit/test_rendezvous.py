@@ -288,3 +288,24 @@ def test_an_external_launchers_master_is_the_endpoint_its_workers_check():
     assert master_endpoint({"MASTER_ADDR": "fd00::1", "MASTER_PORT": "1"}) == "[fd00::1]:1"
     assert master_endpoint({"MASTER_ADDR": "node001"}) is None
     assert master_endpoint({}) is None
+
+
+def test_a_node_that_joined_a_job_formed_without_it_is_one_line_exit_3(monkeypatch):
+    # torch's agent keeps such a node as a spare until the job ends, then returns no
+    # result, on which its launcher fails with AttributeError ('NoneType' ... 'is_failed').
+    from trainscale.parallel import launcher
+    from trainscale.parallel import rendezvous as rdzv
+
+    def no_result(config, entrypoint):
+        def run(*args):
+            raise AttributeError("'NoneType' object has no attribute 'is_failed'")
+
+        return run
+
+    settings = {"min_nodes": 2, "max_nodes": 2, "run_id": "job", "rdzv_endpoint": "h:29500"}
+    monkeypatch.setattr(rdzv, "launch_settings", lambda rendezvous: settings)
+    monkeypatch.setattr(launcher, "elastic_launch", no_result)
+    job = rdzv.Rendezvous(endpoint="h:29500", job_id="job", nnodes=2, timeout_s=10)
+    with pytest.raises(rdzv.RendezvousFailed, match="formed with its 2 nodes without this one"):
+        launcher.launch_workers(print, (), 1, rendezvous=job)
+    assert rdzv.RendezvousFailed.exit_code == 3

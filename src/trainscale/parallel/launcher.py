@@ -133,6 +133,12 @@ def launch_workers(
         if rendezvous is None:
             raise
         raise RendezvousLost(rdzv.describe_failure(rendezvous, error)) from None
+    except AttributeError as error:
+        # A node that joins a job already formed without it waits as a spare until that job
+        # ends; torch's agent then returns no result, and its launcher fails on that None.
+        if rendezvous is None or "is_failed" not in str(error):
+            raise
+        raise rdzv.RendezvousFailed(rdzv.formed_without_this_node(rendezvous)) from None
     finally:
         # The workers' logs and error files have been read by now (the reason of a failure
         # is in the exception); keeping them would leave a directory per run in /tmp.

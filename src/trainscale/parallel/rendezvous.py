@@ -450,6 +450,15 @@ _TIMED_OUT = re.compile(r"time(d)?[ -]?out", re.IGNORECASE)
 """How the store client's errors say that no answer came in time (c10d's wording varies)."""
 
 
+def formed_without_this_node(rendezvous: Rendezvous) -> str:
+    """The line of a node that joined a job its other nodes had already formed."""
+    return (
+        f"the job at {rendezvous.endpoint} (--rdzv-id {rendezvous.job_id}) formed with its "
+        f"{rendezvous.nnodes} nodes without this one, and has ended: this node ran nothing; "
+        "start every job with a new --rdzv-id"
+    )
+
+
 def describe_failure(rendezvous: Rendezvous, error: BaseException) -> str:
     """One line for a rendezvous error the elastic agent raised (joining, or mid-run)."""
     where = f"the rendezvous at {rendezvous.endpoint} (--rdzv-id {rendezvous.job_id})"
