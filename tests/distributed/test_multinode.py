@@ -520,6 +520,8 @@ def test_a_node_killed_mid_run_fails_the_run_without_hanging(victim_hosts_store,
 
     assert code == 1, survivor.stderr[-2000:]
     assert "failed" in survivor.stderr.strip().splitlines()[-1]
+    # The run's one line: the survivor's traceback (where it waited) is kept in its file.
+    assert "Traceback" not in survivor.stderr, survivor.stderr[-2000:]
     assert after_kill_s < 10 + 30, "the survivor ends within --timeout plus clean-up"
     # Stored failed whichever node held rank 0: by rank 0 itself, or (the store is shared)
     # by the surviving node when rank 0 was on the node that died.

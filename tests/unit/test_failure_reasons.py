@@ -222,3 +222,13 @@ def test_a_cause_torch_did_not_report_is_found_by_its_error_file(tmp_path):
     # Another node's ranks: local rank 0 is global rank 4, so its sibling 1 is rank 5.
     _error_file(attempt, 1, "ValueError: bad batch", 9)
     assert root_failure(SimpleNamespace(failures={4: reported}))[0] == 5
+
+
+def test_a_collective_that_lost_a_peer_keeps_its_traceback_off_the_terminal():
+    from trainscale.runner.failure_log import lost_a_peer
+
+    gloo = "[gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:43210"
+    assert lost_a_peer(RuntimeError(gloo))
+    assert lost_a_peer(RuntimeError("Connection reset by peer"))
+    assert not lost_a_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not lost_a_peer(ValueError(gloo))  # only the collectives' own error type

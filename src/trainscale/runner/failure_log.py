@@ -50,3 +50,15 @@ def saved_traceback(run_id: str | None, rank: int | None) -> Path | None:
         return None
     path = traceback_path(run_id, rank)
     return path if path.is_file() else None
+
+
+LOST_PEER_MARKS = ("closed by peer", "reset by peer", "timed out waiting")
+"""What gloo's and NCCL's errors say when another worker's process or node went away."""
+
+
+def lost_a_peer(error: BaseException) -> bool:
+    """Whether `error` is a collective that lost another worker (its node died, its process
+    was killed): the run's one line says so, and the worker's own traceback, which only
+    shows where it was waiting, stays in its file."""
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(mark in text for mark in LOST_PEER_MARKS)

@@ -29,7 +29,7 @@ from trainscale.parallel.strategy import make_strategy
 from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
 from trainscale.runner.exit_deadline import bounded_exit
-from trainscale.runner.failure_log import save_traceback
+from trainscale.runner.failure_log import lost_a_peer, save_traceback
 from trainscale.runner.node_agreement import check_nodes_agree, shared_settings
 from trainscale.runner.record import create_run_row, store_outcome
 from trainscale.runner.resolve import data_request
@@ -135,7 +135,7 @@ def worker_main(
         # An error of trainscale's own (a bug) keeps its traceback on the terminal; one the
         # user can act on (their code's, a diverged run) is the parent's one line, with a
         # pointer to the saved traceback.
-        if not isinstance(explained, TrainscaleError):
+        if not isinstance(explained, TrainscaleError) and not lost_a_peer(error):
             traceback.print_exc()
         if explained is not error:  # the launcher's error file then holds the explanation
             raise explained from error
