@@ -99,3 +99,12 @@ def test_devices_recorded_badly_are_not_recorded():
     odd = StoredDevices.of({"devices": 4, "device_type": 7, "kind": "", "device": ["x"]})
     assert odd == StoredDevices("cpu", 4, None, None)
     assert StoredFigures.of({"energy_j": [1.0], "mfu": "high"}) == StoredFigures()
+
+
+def test_one_timed_step_has_no_spread():
+    # A bench run of 5 steps, 4 of them warm-up: its IQR of 0 is no sign of a steady step.
+    base = {"step_time_s_median": 0.05, "step_time_s_iqr": 0.0, "num_steps": 5}
+    one = StoredFigures.of({**base, "warmup_steps_excluded": 4})
+    assert one.step_time_rel_iqr is None
+    two = StoredFigures.of({**base, "warmup_steps_excluded": 3})
+    assert two.step_time_rel_iqr == 0.0

@@ -144,9 +144,12 @@ class StoredFigures:
 
     @property
     def step_time_rel_iqr(self) -> float | None:
-        """The spread of its step times, as the IQR over the median."""
+        """The spread of its step times, as the IQR over the median; None where fewer than
+        two steps were timed (one step has no spread: its IQR of 0 would read as steady)."""
         median, iqr = self.step_time_s_median, self.step_time_s_iqr
         if median is None or iqr is None or median <= 0:
+            return None
+        if self.num_steps is not None and self.num_steps - self.warmup_steps_excluded < 2:
             return None
         return iqr / median
 
