@@ -309,3 +309,12 @@ def test_a_node_that_joined_a_job_formed_without_it_is_one_line_exit_3(monkeypat
     with pytest.raises(rdzv.RendezvousFailed, match="formed with its 2 nodes without this one"):
         launcher.launch_workers(print, (), 1, rendezvous=job)
     assert rdzv.RendezvousFailed.exit_code == 3
+
+
+def test_a_closed_rendezvous_names_both_ways_it_closes():
+    from torch.distributed.elastic.rendezvous.api import RendezvousClosedError
+
+    job = rdzv.Rendezvous(endpoint="h:29500", job_id="job", nnodes=3, timeout_s=10)
+    line = rdzv.describe_failure(job, RendezvousClosedError())
+    assert "a job with this id ended there" in line
+    assert "gave up before 3 nodes joined" in line and "\n" not in line

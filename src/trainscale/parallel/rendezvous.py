@@ -469,7 +469,13 @@ def describe_failure(rendezvous: Rendezvous, error: BaseException) -> str:
             "--rdzv-endpoint and --rdzv-id"
         )
     if isinstance(error, RendezvousClosedError):
-        return f"{where} is closed (a job with this id has ended there); use a new --rdzv-id"
+        # Closed by a job that ran, or by its host giving up before the others joined: a
+        # closed rendezvous cannot tell which.
+        return (
+            f"{where} is closed: a job with this id ended there (start a new one with a new "
+            f"--rdzv-id), or the node hosting it gave up before {rendezvous.nnodes} nodes "
+            "joined (each needs the same --nnodes, --rdzv-endpoint and --rdzv-id)"
+        )
     if isinstance(error, RendezvousConnectionError):
         cause = error.__cause__ or error
         if stuck_stop.cut_endpoint() or _TIMED_OUT.search(str(cause)):
