@@ -154,17 +154,6 @@ def aggregate(
     )
 
 
-def _to_target(runs: Iterable[RunRecord], key: str) -> list[float]:
-    """An emulation's steps or samples to its target, of the runs that reached it."""
-    found = []
-    for record in runs:
-        emulation = record.summary.get("emulation")
-        value = emulation.get(key) if isinstance(emulation, Mapping) else None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            found.append(float(value))
-    return found
-
-
 def _section_key(config: Configuration) -> tuple[str, str, str | None]:
     """What a report section holds: a workload in a framework; a script by its path."""
     script = config.config.get("script")
@@ -240,8 +229,8 @@ def _configuration(
     memory = numbers(lambda f: f.peak_memory_bytes)
     targets = numbers(lambda f: f.target_accuracy, evaluated)
     time_to_target_s = stats.median(reached) if reached else None
-    steps_to_target = _to_target(evaluated, "steps_to_target")
-    samples_to_target = _to_target(evaluated, "samples_to_target")
+    steps_to_target = numbers(lambda f: f.steps_to_target, evaluated)
+    samples_to_target = numbers(lambda f: f.samples_to_target, evaluated)
     by_round = _by_round(evaluated, lambda f: f.time_to_target_s)
     if isinstance(config.get("emulation"), dict):
         # One process's clock, no prediction of N workers' time (docs/emulation.md): an

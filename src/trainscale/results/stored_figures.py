@@ -100,6 +100,10 @@ class StoredFigures:
     """Energy by meter (`cpu_package_j`, `gpu_j`): every numeric reading."""
     hardware: StoredDevices | None = None
     """The devices it computed on; None for runs stored before they were recorded."""
+    steps_to_target: float | None = None
+    """An emulation's steps to its target (None: not reached, or no emulation)."""
+    samples_to_target: float | None = None
+    """An emulation's training samples to its target, as `steps_to_target`."""
 
     @classmethod
     def of(cls, summary: Mapping[str, Any]) -> StoredFigures:
@@ -135,6 +139,8 @@ class StoredFigures:
             num_samples=as_number(summary.get("num_samples")),
             energy_j=_numbers_by_name(summary.get("energy_j")),
             hardware=StoredDevices.of(summary.get("hardware")),
+            steps_to_target=as_number(_emulation(summary).get("steps_to_target")),
+            samples_to_target=as_number(_emulation(summary).get("samples_to_target")),
         )
 
     @property
@@ -152,6 +158,12 @@ class StoredFigures:
         if self.num_steps is not None and self.num_steps - self.warmup_steps_excluded < 2:
             return None
         return iqr / median
+
+
+def _emulation(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An emulation's own figures in its summary; empty for any other run."""
+    facts = summary.get("emulation")
+    return facts if isinstance(facts, Mapping) else {}
 
 
 def _positive(value: Any) -> float | None:
