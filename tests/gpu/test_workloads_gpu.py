@@ -33,7 +33,8 @@ def cpu_flops_per_sample(workload_name: str) -> int | None:
     """The same model's training FLOPs per sample, counted on the CPU."""
     workload = get_workload(workload_name)
     data = workload.make_synthetic(DataRequest(seed=0))
-    return seeded_torch_model(workload, data, seed=0)[1]
+    counted = seeded_torch_model(workload, data, seed=0)[1]
+    return None if counted is None else counted.per_sample
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -70,6 +71,11 @@ def test_workload_trains_on_the_gpu(tmp_path, capsys, workload, precision):
     assert expected, "the CPU count is the reference"
     assert result["flops_per_sample"] == pytest.approx(expected, rel=0.01)
     assert result["mfu"] is not None and 0 < result["mfu"] < 1
+    if precision == "fp32":
+        # torch's defaults: cuDNN's convolutions and recurrent layers in TF32, cuBLAS's
+        # matrix products in full fp32; the DBN does nothing but matrix products.
+        mixed = "fp32" if workload == "mnist-dbn" else "fp32+tf32"
+        assert result["mfu_peak"]["precision"] == mixed
     if get_workload(workload).recurrent and precision == "bf16":
         # Stored as bf16, and the reason says the recurrent layers computed in fp32.
         assert "recurrent layers compute in fp32" in result["config"]["precision_reason"]

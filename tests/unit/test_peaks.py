@@ -27,8 +27,8 @@ from trainscale.hardware.peaks import (
     match_gpu,
     mfu,
     parse_gpu_peaks,
-    peak_precision,
 )
+from trainscale.hardware.tf32 import ALL_TF32, NO_TF32
 from trainscale.results.store import RunStore
 
 from tests.helpers.tiny import tiny_config
@@ -234,17 +234,10 @@ def test_mfu_arithmetic_by_hand() -> None:
     assert achieved_flops_per_s(1e9, 0.0) is None
 
 
-def test_peak_precision_of_fp32_on_tensor_cores() -> None:
-    assert peak_precision("fp32", "cuda", tf32=True) == "tf32"
-    assert peak_precision("fp32", "cuda", tf32=False) == "fp32"
-    assert peak_precision("fp32", "cpu", tf32=True) == "fp32"
-    assert peak_precision("bf16", "cuda", tf32=True) == "bf16"
-
-
 def test_run_peak_uses_tf32_only_where_the_gpu_has_it() -> None:
-    a100 = run_peak("cuda", "fp32", gpu_name="NVIDIA A100-SXM4-80GB", gpus=2, tf32=True)
+    a100 = run_peak("cuda", "fp32", gpu_name="NVIDIA A100-SXM4-80GB", gpus=2, tf32=ALL_TF32)
     assert a100.precision == "tf32" and a100.flops_per_s == pytest.approx(2 * 156e12)
-    v100 = run_peak("cuda", "fp32", gpu_name="Tesla V100-SXM2-16GB", gpus=1, tf32=True)
+    v100 = run_peak("cuda", "fp32", gpu_name="Tesla V100-SXM2-16GB", gpus=1, tf32=ALL_TF32)
     assert v100.precision == "fp32" and v100.flops_per_s == pytest.approx(15.7e12)
 
 
@@ -378,13 +371,19 @@ def _cuda_config(nnodes: int, workers: int) -> RunConfig:
 
 
 def _devices(config: RunConfig) -> RunDevices:
-    return RunDevices(config.parallel.device, config.world_size, config.optimisation.precision)
+    # Full fp32 throughout: these tests count GPUs, not precisions (tests/unit/test_tf32.py).
+    return RunDevices(
+        config.parallel.device,
+        config.world_size,
+        config.optimisation.precision,
+        lambda: NO_TF32,
+    )
 
 
 def test_a_cuda_run_over_several_nodes_counts_the_gpus_of_every_node(monkeypatch) -> None:
     import trainscale.hardware.figures as hardware
 
-    monkeypatch.setattr(hardware, "cuda_device", lambda: ("NVIDIA A100-SXM4-80GB", False))
+    monkeypatch.setattr(hardware, "cuda_device", lambda: "NVIDIA A100-SXM4-80GB")
     config = _cuda_config(nnodes=2, workers=4)
     assert config.world_size == 8
     # Throughput is global: 8 GPUs together do 10,000 samples/s of 1 GFLOP each.
@@ -406,7 +405,7 @@ def test_a_cuda_run_over_several_nodes_scales_the_probe_to_every_gpu(
 ) -> None:
     import trainscale.hardware.figures as hardware
 
-    monkeypatch.setattr(hardware, "cuda_device", lambda: ("NVIDIA A100-SXM4-80GB", False))
+    monkeypatch.setattr(hardware, "cuda_device", lambda: "NVIDIA A100-SXM4-80GB")
     monkeypatch.setattr(hardware.socket, "gethostname", lambda: "gpu-host")
     summary = {"flops_per_sample": 1e9, "samples_per_s": 10_000.0}
     with RunStore(tmp_path / "s.db") as store:

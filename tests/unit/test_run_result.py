@@ -28,6 +28,7 @@ STORED_KEYS = {
     "time_to_target_s", "target_accuracy", "test_accuracy", "test_loss", "test_macro_f1",
     "accuracy_curve", "train_time_s", "eval_time_s", "num_steps", "num_samples",
     "peak_memory_bytes_per_worker", "peak_gpu_memory_bytes_per_worker", "flops_per_sample",
+    "flops_per_sample_by_kind",
     "pretrain_time_s", "supervised_time_s", "compile_time_s", "device_warmup_s", "breakdown_s",
     "breakdown_sampled_steps", "step_time_s_mean", "samples_per_s_mean", "workers",
     "data_source", "energy_j", "hardware",

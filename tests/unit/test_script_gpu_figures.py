@@ -95,7 +95,7 @@ def test_a_gpu_script_run_stores_and_shows_its_gpus_and_their_peak_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _cuda(monkeypatch, initialized=True, peaks={0: 512 * MIB, 1: 256 * MIB})
-    monkeypatch.setattr(figures, "cuda_device", lambda: (GPU, True))
+    monkeypatch.setattr(figures, "cuda_device", lambda: GPU)
     workers = [_worker(0, peak_gpu_bytes=512 * MIB), _worker(1, peak_gpu_bytes=256 * MIB)]
     details = _stored(tmp_path, monkeypatch, "cuda", workers)
     summary = details.record.summary

@@ -203,7 +203,7 @@ def test_training_starts_from_the_same_state_with_or_without_the_flop_count(monk
 
     counted, counted_state = _train_norm_drop()
     assert counted.summary["flops_per_sample"] > 0
-    monkeypatch.setattr(setup, "count_flops_per_sample", lambda *args: None)
+    monkeypatch.setattr(setup, "count_flops", lambda *args: None)
     skipped, skipped_state = _train_norm_drop()
     assert skipped.summary["flops_per_sample"] is None
     # Same dropout draws and batch-norm statistics: the same first steps, bit for bit.

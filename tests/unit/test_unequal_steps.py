@@ -36,7 +36,7 @@ def _measurements(unequal_steps: bool) -> TrainMeasurements:
         breakdowns=[{}, {}],
         comm_marked=False,
         breakdown_sampled_steps=0,
-        flops_per_sample=None,
+        flops=None,
         pretrain_s=None,
         compile_s=None,
         unequal_steps=unequal_steps,

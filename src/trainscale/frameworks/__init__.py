@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainscale.errors import ConfigError
+from trainscale.hardware.tf32 import ALL_TF32, NO_TF32, Tf32Use, torch_tf32_use
 
 # The keys of a workload's model builders (`Workload.models`). workloads/base.py names them
 # too: this module is not to import it, as it imports torch, which `trainscale --help`
@@ -77,6 +78,9 @@ class Framework:
     missing_gpu_backend: Callable[[], str | None] = lambda: None
     """Why its installed build cannot reach CUDA GPUs (None: it can), found without
     importing it; asked only where `cuda` is True."""
+    gpu_tf32: Callable[[], Tf32Use] = torch_tf32_use
+    """Which kinds of operator it computes fp32 in on TF32 tensor cores on a GPU, as its
+    settings stand in the worker (the peak an fp32 GPU run's MFU is taken against)."""
 
     @property
     def cpu_only_reason(self) -> str:
@@ -106,6 +110,15 @@ def _jax_gpu_backend_missing() -> str | None:
         "the installed JAX has no CUDA backend (no jax_cuda*_plugin; "
         "pip install 'jax[cuda13]' or 'jax[cuda12]' to match the machine's CUDA)"
     )
+
+
+def _jax_tf32_use() -> Tf32Use:
+    """XLA computes fp32 dots and convolutions in TF32 on GPUs unless JAX's default matmul
+    precision asks for full fp32 ('highest', 'float32', or the F32_F32_F32 algorithm)."""
+    import jax
+
+    asked = str(getattr(jax.config, "jax_default_matmul_precision", None) or "").lower()
+    return NO_TF32 if asked in ("highest", "float32", "f32_f32_f32") else ALL_TF32
 
 
 def _pytorch_trainer() -> TrainFunction:
@@ -147,6 +160,8 @@ FRAMEWORKS: dict[str, Framework] = {
         cuda=False,
         single_process=True,
         refused_settings=PYTORCH_STEP_SETTINGS,
+        # TensorFlow's default (tf.config.experimental.enable_tensor_float_32_execution).
+        gpu_tf32=lambda: ALL_TF32,
     ),
     JAX: Framework(
         JAX,
@@ -159,6 +174,7 @@ FRAMEWORKS: dict[str, Framework] = {
         single_process=True,
         fp16=False,
         missing_gpu_backend=_jax_gpu_backend_missing,
+        gpu_tf32=_jax_tf32_use,
         refused_settings=PYTORCH_STEP_SETTINGS,
         auto_fp32={
             # bf16 with JAX is measured on the CPU only: no claim on GPUs.

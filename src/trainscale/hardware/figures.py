@@ -3,7 +3,9 @@
 - which devices ran it (GPUs, or the CPU cores its workers could use) and their price-table
   kind, so a report can cost it;
 - the achieved model FLOP/s and MFU against the theoretical peak of those devices at the
-  run's precision (`hardware.peaks`), with the peak and its source;
+  precisions the run computed in (`hardware.peaks`; on a GPU, an fp32 run's convolutions
+  and matrix products may compute in different ones: `hardware.tf32`), with the peak and
+  its source;
 - `mfu_vs_probe`: the same against the matmul figure `trainscale probe` measured on this
   host and device, when one is stored.
 
@@ -14,7 +16,7 @@ run's own. A figure that cannot be known is None: never a made-up peak.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -24,11 +26,13 @@ from trainscale.hardware.peaks import (
     Peak,
     achieved_flops_per_s,
     cpu_peak,
-    gpu_peak,
+    gpu_peak_of_mix,
     match_gpu,
     mfu,
-    peak_precision,
+    mix_name,
+    rate_of_mix,
 )
+from trainscale.hardware.tf32 import NO_TF32, Tf32Use, precision_mix, torch_tf32_use
 from trainscale.metrics.run_flags import ran_busy
 
 
@@ -61,23 +65,40 @@ def cores_per_node(workers: Sequence[dict[str, Any]]) -> list[int]:
     return counts
 
 
+def gpu_precision_mix(
+    gpu_name: str | None,
+    precision: str,
+    tf32: Tf32Use,
+    flops_by_kind: Mapping[str, int] | None = None,
+    recurrent_in_fp32: bool = False,
+) -> dict[str, float]:
+    """The share of a GPU run's FLOPs computed in each precision (`tf32.precision_mix`), on
+    the GPU it ran on: TF32 only counts where the GPU has it (a V100 runs fp32 as fp32)."""
+    mix = precision_mix(precision, "cuda", tf32, flops_by_kind, recurrent_in_fp32)
+    entry = match_gpu(gpu_name)
+    if "tf32" in mix and entry is not None and "tf32" not in entry.tflops:
+        mix["fp32"] = mix.get("fp32", 0.0) + mix.pop("tf32")
+    return mix
+
+
 def run_peak(
     device_type: str,
     precision: str,
     *,
     gpu_name: str | None = None,
     gpus: int = 1,
-    tf32: bool = False,
+    tf32: Tf32Use = NO_TF32,
+    flops_by_kind: Mapping[str, int] | None = None,
+    recurrent_in_fp32: bool = False,
     cpu_facts: CpuFacts | None = None,
     node_cores: Sequence[int] = (),
 ) -> Peak | None:
-    """The theoretical peak of the devices a run used, at the precision it computed in."""
+    """The theoretical peak of the devices a run used, at the precisions it computed in (on
+    a GPU, an fp32 run's FLOPs by kind of operator, `flops_by_kind`, and the TF32 switches
+    it ran under, `tf32`, say which)."""
     if device_type == "cuda":
-        entry = match_gpu(gpu_name)
-        # TF32 only counts where the GPU has it (a V100 runs fp32 as fp32).
-        has_tf32 = entry is not None and "tf32" in entry.tflops
-        wanted = peak_precision(precision, "cuda", tf32 and has_tf32)
-        return gpu_peak(gpu_name, wanted, gpus)
+        mix = gpu_precision_mix(gpu_name, precision, tf32, flops_by_kind, recurrent_in_fp32)
+        return gpu_peak_of_mix(gpu_name, mix, gpus)
     if cpu_facts is None or not node_cores:
         return None
     physical = cpu_facts.physical_cores
@@ -105,34 +126,35 @@ def probe_flops_per_s(
 
 
 def latest_full_probe(
-    store: Any, host: str, device: str, device_type: str, precision: str | None = None
+    store: Any,
+    host: str,
+    device: str,
+    device_type: str,
+    precisions: Sequence[str] = (),
 ) -> Any | None:
     """The newest matmul probe of this host and device that was not a --quick one; with
-    `precision`, the newest that measured it, on a machine that was not busy (the yardstick
-    a run's MFU is taken against: a probe of other precisions, or one that shared its cores
-    with other work, says nothing of what this run could reach)."""
+    `precisions`, the newest that measured them all, on a machine that was not busy (the
+    yardstick a run's MFU is taken against: a probe of other precisions, or one that shared
+    its cores with other work, says nothing of what this run could reach)."""
     for probe in store.list_probes(
         kind="matmul", host=host, device=device, device_type=device_type
     ):
         if probe.result.get("quick"):
             continue
-        if precision is None:
+        if not precisions:
             return probe
         if ran_busy(probe.result):
             continue
-        if probe_flops_per_s(probe.result, precision, device_type, 1):
+        if all(probe_flops_per_s(probe.result, p, device_type, 1) for p in precisions):
             return probe
     return None
 
 
-def cuda_device() -> tuple[str, bool]:
-    """This worker's GPU name, and whether it computes fp32 on TF32 tensor cores."""
+def cuda_device() -> str:
+    """This worker's GPU name."""
     import torch
 
-    name = torch.cuda.get_device_name(torch.cuda.current_device())
-    # cuDNN convolutions use TF32 by default; matmuls only when allowed.
-    tf32 = bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
-    return name, tf32
+    return torch.cuda.get_device_name(torch.cuda.current_device())
 
 
 @dataclass(frozen=True)
@@ -190,6 +212,12 @@ class RunDevices:
     precision: str
     """The precision it computed in, which picks the peak ('fp32', 'bf16', ...; one the
     peak table does not know gets no peak)."""
+    gpu_tf32: Callable[[], Tf32Use] = torch_tf32_use
+    """Which kinds of operator its framework computes fp32 in TF32 on a GPU (this
+    process's torch switches for PyTorch), read when the figures are made."""
+    recurrent_in_fp32: bool = False
+    """Whether its model keeps its recurrent layers in fp32 under a bf16 autocast on a GPU
+    (`Workload.recurrent`)."""
 
 
 def hardware_figures(
@@ -201,17 +229,23 @@ def hardware_figures(
 ) -> HardwareFigures:
     """A run's hardware figures (see the module docstring), from what it ran on
     (`devices`), its `flops_per_sample` and global `samples_per_s` (in `throughput`) and
-    its workers' facts.
+    its workers' facts (and its `flops_per_sample_by_kind`, which on a GPU says which
+    FLOPs computed in TF32).
 
     A CPU run is rated on this machine's CPU, or on `cpu_facts` when given.
     """
     device_type = devices.device_type
     gpu_name = None
-    tf32 = False
+    tf32 = NO_TF32
     facts = None
     node_cores: list[int] = []
+    flops_by_kind = throughput.get("flops_per_sample_by_kind")
     if device_type == "cuda":
-        gpu_name, tf32 = cuda_device()
+        gpu_name = cuda_device()
+        tf32 = devices.gpu_tf32()
+        mix = gpu_precision_mix(
+            gpu_name, devices.precision, tf32, flops_by_kind, devices.recurrent_in_fp32
+        )
         # One GPU per worker on every node: throughput is global, so the peak must be too.
         count = devices.world_size
         entry = match_gpu(gpu_name)
@@ -223,12 +257,15 @@ def hardware_figures(
         count = sum(node_cores)
         kind = "cpu-core"
         device_name = facts.model_name or "cpu"
+        mix = {devices.precision: 1.0}
     peak = run_peak(
         device_type,
         devices.precision,
         gpu_name=gpu_name,
         gpus=count,
         tf32=tf32,
+        flops_by_kind=flops_by_kind,
+        recurrent_in_fp32=devices.recurrent_in_fp32,
         cpu_facts=facts,
         node_cores=node_cores,
     )
@@ -236,18 +273,19 @@ def hardware_figures(
         throughput.get("flops_per_sample"), throughput.get("samples_per_s")
     )
     against_probe: dict[str, Any] = {}
-    if store is not None and achieved is not None:
-        precision = peak.precision if peak is not None else devices.precision
+    if store is not None and achieved is not None and mix:
         host = socket.gethostname()
-        probe = latest_full_probe(store, host, device_name, device_type, precision)
+        probe = latest_full_probe(store, host, device_name, device_type, tuple(mix))
         if probe is not None:
-            reachable = probe_flops_per_s(probe.result, precision, device_type, count)
+            reachable = rate_of_mix(
+                mix, lambda p: probe_flops_per_s(probe.result, p, device_type, count)
+            )
             if reachable:
                 against_probe = {
                     "mfu_vs_probe": achieved / reachable,
                     "mfu_probe_peak": {
                         "tflops": reachable / 1e12,
-                        "precision": precision,
+                        "precision": mix_name(mix),
                         "probe_id": probe.probe_id,
                         "measured_at": probe.created_at,
                     },

@@ -22,7 +22,7 @@ import functools
 import math
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -246,19 +246,7 @@ class Peak:
 
 def gpu_peak(device_name: str | None, precision: str, devices: int = 1) -> Peak | None:
     """The table's dense peak of `devices` GPUs named `device_name` at `precision`."""
-    entry = match_gpu(device_name)
-    if entry is None or precision not in entry.tflops or devices < 1:
-        return None
-    per_device = entry.tflops[precision] * 1e12
-    return Peak(
-        flops_per_s=per_device * devices,
-        per_device_flops_per_s=per_device,
-        devices=devices,
-        device=entry.name,
-        kind=entry.kind,
-        precision=precision,
-        source=f"table: {entry.source}",
-    )
+    return gpu_peak_of_mix(device_name, {precision: 1.0}, devices)
 
 
 def cpu_peak(facts: CpuFacts, precision: str, cores: int) -> Peak | None:
@@ -288,15 +276,54 @@ def cpu_peak(facts: CpuFacts, precision: str, cores: int) -> Peak | None:
     )
 
 
-def peak_precision(run_precision: str, device_type: str, tf32: bool = False) -> str:
-    """The precision of the peak a run is measured against.
+def rate_of_mix(mix: Mapping[str, float], rate: Callable[[str], float | None]) -> float | None:
+    """The FLOP/s of work split across precisions (`mix`: precision -> share of the FLOPs)
+    when each part runs at its precision's `rate`: the parts take turns, so their times add
+    up (total / sum(share x total / rate)). None when a part has no rate, or nothing does."""
+    seconds_per_flop = 0.0
+    for precision, share in mix.items():
+        if share <= 0:
+            continue
+        part_rate = rate(precision)
+        if not part_rate or part_rate <= 0:
+            return None
+        seconds_per_flop += share / part_rate
+    return 1.0 / seconds_per_flop if seconds_per_flop > 0 else None
 
-    Autocast runs matmuls and convolutions in bf16/fp16. An fp32 run on a GPU uses the TF32
-    tensor cores when torch allows it (cuDNN convolutions do by default), so `tf32` says so.
-    """
-    if device_type == "cuda" and run_precision == "fp32" and tf32:
-        return "tf32"
-    return run_precision
+
+def mix_name(mix: Mapping[str, float]) -> str:
+    """How a mix of precisions is named where one precision would be: 'tf32', 'fp32+tf32'."""
+    return "+".join(in_precision_order(p for p, share in mix.items() if share > 0))
+
+
+def gpu_peak_of_mix(
+    device_name: str | None, mix: Mapping[str, float], devices: int = 1
+) -> Peak | None:
+    """The table's dense peak of `devices` GPUs named `device_name` for work split across
+    precisions (`mix`: precision -> share of the FLOPs, as `rate_of_mix` takes it); None
+    when the table lacks the GPU or one of the precisions."""
+    parts = {p: share for p, share in mix.items() if share > 0}
+    entry = match_gpu(device_name)
+    if entry is None or not parts or devices < 1:
+        return None
+    per_device = rate_of_mix(parts, lambda p: entry.tflops.get(p, 0.0) * 1e12)
+    if per_device is None:
+        return None
+    source = f"table: {entry.source}"
+    if len(parts) > 1:
+        shares = ", ".join(
+            f"{parts[p]:.0%} in {p} ({entry.tflops[p]:g})" for p in in_precision_order(parts)
+        )
+        source += f"; the run's FLOPs by the precision they computed in: {shares} TFLOP/s"
+    return Peak(
+        flops_per_s=per_device * devices,
+        per_device_flops_per_s=per_device,
+        devices=devices,
+        device=entry.name,
+        kind=entry.kind,
+        precision=mix_name(parts),
+        source=source,
+    )
 
 
 def achieved_flops_per_s(

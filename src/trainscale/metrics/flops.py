@@ -10,15 +10,23 @@ multiply-add, elementwise gate arithmetic left out.
 On CUDA, nn.LSTM / nn.GRU run all layers and directions in one cuDNN call,
 `aten._cudnn_rnn` (and `aten._cudnn_rnn_backward`), which the counter does not know either;
 they are counted here with the same per-layer formula, so a model counts alike on both.
+
+A count is also split by the kind of operator that does the work (`flop_kind`): on a GPU,
+convolutions and recurrent layers go to cuDNN and matrix products to cuBLAS, which torch lets
+use TF32 tensor cores for fp32 under separate switches, so the peak a run is held against
+depends on the mix (`hardware/figures.py`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from trainscale.metrics.flop_kinds import flop_kind
 
 
 def rnn_layer_flops(
@@ -136,3 +144,25 @@ def extra_flop_formulas() -> dict[Any, Callable[..., int]]:
         if hasattr(aten, name):
             formulas[getattr(aten, name)] = formula
     return formulas
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """Training FLOPs (forward and backward) of one sample, in all and by operator kind."""
+
+    per_sample: int
+    by_kind: Mapping[str, int]
+    """FLOPs per sample of each kind in `FLOP_KINDS` that did any."""
+
+
+def split_by_kind(counts: Mapping[Any, int], samples: int) -> FlopCount:
+    """A `FlopCounterMode`'s global counts by operator (`get_flop_counts()["Global"]`) over a
+    batch of `samples`, as FLOPs per sample in all and by kind."""
+    by_kind: dict[str, int] = {}
+    for op, flops in counts.items():
+        kind = flop_kind(str(op))
+        by_kind[kind] = by_kind.get(kind, 0) + int(flops)
+    total = sum(by_kind.values())
+    return FlopCount(
+        total // samples, {kind: flops // samples for kind, flops in by_kind.items() if flops}
+    )

@@ -87,6 +87,9 @@ class RunMetrics(AccuracyMetrics):
     off the clock; None where none ran (CPU runs, compiled runs)."""
     flops_per_sample: int | None = None
     """Forward and backward FLOPs of one sample, counted by torch."""
+    flops_per_sample_by_kind: dict[str, int] | None = None
+    """The same by kind of operator (`metrics.flops.FLOP_KINDS`): on a GPU, which of them
+    may compute fp32 on TF32 tensor cores depends on the kind."""
     peak_gpu_memory_bytes_per_worker: list[int] | None = None
     breakdown_s: dict[str, float | None] | None = None
     """Median seconds per phase of the sampled steps (slowest rank's); None when off."""

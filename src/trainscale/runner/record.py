@@ -21,6 +21,7 @@ from trainscale.results.run_result import RunResult
 from trainscale.results.store import RunStore
 from trainscale.train.script_summary import ScriptSummary
 from trainscale.train.trainer import TrainOutcome
+from trainscale.workloads.base import Workload
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,22 @@ def create_run_row(
     )
 
 
+def run_devices(config: RunConfig, workload: Workload | None = None) -> RunDevices:
+    """What a run's hardware figures depend on of its config (and of its `workload`: whether
+    its recurrent layers kept to fp32 under bf16)."""
+    framework, device = config.parallel.framework, config.parallel.device
+    precision = config.optimisation.precision
+    return RunDevices(
+        device,
+        config.world_size,
+        precision,
+        get_framework(framework).gpu_tf32,
+        recurrent_in_fp32=bool(
+            workload and workload.recurrent_in_fp32(framework, device, precision)
+        ),
+    )
+
+
 def store_outcome(
     store: RunStore,
     run_id: str,
@@ -87,8 +104,10 @@ def store_outcome(
     outcome: TrainOutcome,
     data_source: str,
     energy_j: dict[str, Any] | None,
+    workload: Workload | None = None,
 ) -> RunResult:
-    """Write rank 0's measurements as the completed run (one transaction); returns them."""
+    """Write rank 0's measurements as the completed run (one transaction); returns them.
+    `workload` (the run's) says whether its recurrent layers kept to fp32 under bf16."""
     metrics = outcome.metrics
     result = RunResult(
         metrics=metrics,
@@ -97,7 +116,7 @@ def store_outcome(
         data_source=data_source,
         # Devices, peak and MFU (against the table, and this machine's probe if stored).
         hardware=hardware_figures_safe(
-            RunDevices(config.parallel.device, config.world_size, config.optimisation.precision),
+            run_devices(config, workload),
             metrics.to_dict(),
             outcome.workers,
             store,

@@ -218,7 +218,7 @@ def _resolve_optimisation(opts: RunOptions, workload: Workload, device: str) -> 
     auto_fp32 = get_framework(opts.parallel.framework).auto_fp32.get(device)
     choice = choose_precision(opt.precision, device, fp32_reason=auto_fp32)
     reason = choice.reason
-    if workload.recurrent and device == "cuda" and choice.precision == "bf16":
+    if workload.recurrent_in_fp32(opts.parallel.framework, device, choice.precision):
         # The stored precision must say what computed: cuDNN's RNNs stay in fp32 here.
         reason += (
             "; the recurrent layers compute in fp32 (under bf16 autocast cuDNN would run "

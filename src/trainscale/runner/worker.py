@@ -116,7 +116,7 @@ def worker_main(
         energy_j = combine_nodes(strategy.gather_objects(reading))
         if store is None:
             return None
-        return store_outcome(store, run_id, config, outcome, data.source, energy_j)
+        return store_outcome(store, run_id, config, outcome, data.source, energy_j, workload)
     except BaseException as error:
         stopped = received_signal()
         explained = _explain(error, config)

@@ -6,15 +6,16 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import TensorData
-from trainscale.metrics.flops import extra_flop_formulas
+from trainscale.metrics.flops import FlopCount, extra_flop_formulas, split_by_kind
 from trainscale.train.warmup import untouched
 from trainscale.workloads.base import Workload
 
 
-def count_flops_per_sample(
+def count_flops(
     model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, workload: Workload
-) -> int | None:
-    """Training FLOPs (forward + backward) per sample, counted by torch.utils.flop_counter.
+) -> FlopCount | None:
+    """Training FLOPs (forward + backward) per sample, in all and by operator kind
+    (`metrics.flops.FLOP_KINDS`), counted by torch.utils.flop_counter.
 
     The counter covers matrix multiplications and convolutions, the ops that dominate these
     models; elementwise work is not counted. None where counting is not supported. The
@@ -30,9 +31,17 @@ def count_flops_per_sample(
             counter = FlopCounterMode(display=False, custom_mapping=extra_flop_formulas())
             with counter:
                 workload.loss(model(x), y).backward()
-        return int(counter.get_total_flops() // x.shape[0])
+        return split_by_kind(counter.get_flop_counts()["Global"], x.shape[0])
     except Exception:  # an op the counter cannot trace must not fail the run
         return None
+
+
+def count_flops_per_sample(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, workload: Workload
+) -> int | None:
+    """Training FLOPs (forward + backward) per sample, as `count_flops` counts them."""
+    counted = count_flops(model, x, y, workload)
+    return None if counted is None else counted.per_sample
 
 
 def flops_batch(
@@ -48,9 +57,9 @@ def flops_batch(
 
 def seeded_torch_model(
     workload: Workload, data: TensorData, seed: int
-) -> tuple[torch.nn.Module, int | None]:
+) -> tuple[torch.nn.Module, FlopCount | None]:
     """The workload's PyTorch model built from `seed`, and its training FLOPs per sample:
     what another framework's trainer copies its initial weights from and counts on."""
     torch.manual_seed(seed)
     model = workload.build_model(data.meta)
-    return model, count_flops_per_sample(model, *flops_batch(workload, data), workload)
+    return model, count_flops(model, *flops_batch(workload, data), workload)

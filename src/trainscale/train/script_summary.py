@@ -88,7 +88,7 @@ def summarize_script(
             breakdowns=[{} for _ in per_rank],
             comm_marked=False,
             breakdown_sampled_steps=0,
-            flops_per_sample=None,
+            flops=None,
             pretrain_s=None,
             compile_s=None,
         )

@@ -13,9 +13,10 @@ from torch import nn
 
 from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
+from trainscale.metrics.flops import FlopCount
 from trainscale.parallel.strategy import Strategy
 from trainscale.train.compile import compile_model
-from trainscale.train.flops import count_flops_per_sample, flops_batch
+from trainscale.train.flops import count_flops, flops_batch
 from trainscale.train.loss import LossFn, run_loss
 from trainscale.train.progress import ProgressSink
 from trainscale.train.warmup import timed_pass, warms_up
@@ -39,7 +40,8 @@ class PreparedModel:
     """Wrapped by the strategy (DDP) and compiled as the config says."""
     train_x: torch.Tensor
     """The training inputs in the model's memory format."""
-    flops_per_sample: int | None
+    flops: FlopCount | None
+    """Training FLOPs per sample, in all and by operator kind; None where not counted."""
     pretraining: Pretraining | None
     compile_s: float | None
     loss: LossFn
@@ -109,9 +111,7 @@ def prepare_model(
     device = strategy.device
     configure_cudnn(workload, device)
     model, train_x = build_model(config, workload, data, device)
-    flops_per_sample = count_flops_per_sample(
-        model, *flops_batch(workload, data, train_x), workload
-    )
+    flops = count_flops(model, *flops_batch(workload, data, train_x), workload)
     precision = config.optimisation.precision
     loss = run_loss(workload, config.optimisation.label_smoothing)
     # The warm-up and compilation passes take one micro-batch, the shape a step's forward
@@ -138,4 +138,4 @@ def prepare_model(
             device,
             config.optimisation.compile_mode,
         )
-    return PreparedModel(model, train_x, flops_per_sample, pretraining, compile_s, loss, warmup_s)
+    return PreparedModel(model, train_x, flops, pretraining, compile_s, loss, warmup_s)

@@ -19,6 +19,7 @@ from typing import Any
 
 from trainscale.config.options import RunConfig
 from trainscale.metrics import stats
+from trainscale.metrics.flops import FlopCount
 from trainscale.metrics.throughput import (
     mean_step_time,
     rated_step_time,
@@ -57,7 +58,8 @@ class TrainMeasurements:
     """Whether a communication hook measured exposed communication."""
     breakdown_sampled_steps: int
     """How many steps each rank's breakdown sampled (0: the breakdown was off)."""
-    flops_per_sample: int | None
+    flops: FlopCount | None
+    """Training FLOPs per sample, in all and by operator kind; None where not counted."""
     pretrain_s: float | None
     """The pre-training phase's time (slowest rank's); None without a phase."""
     compile_s: float | None
@@ -121,7 +123,8 @@ def summarize(m: TrainMeasurements) -> RunMetrics:
             [w["peak_gpu_bytes"] for w in m.workers] if "peak_gpu_bytes" in m.workers[0] else None
         ),
         test_macro_f1=final.macro_f1 if final else None,
-        flops_per_sample=m.flops_per_sample,
+        flops_per_sample=None if m.flops is None else m.flops.per_sample,
+        flops_per_sample_by_kind=None if m.flops is None else dict(m.flops.by_kind),
         pretrain_time_s=m.pretrain_s,
         supervised_time_s=m.train_clock_s - (m.pretrain_s or 0.0),
         compile_time_s=m.compile_s,

@@ -19,6 +19,7 @@ from trainscale.config.options import RunConfig
 from trainscale.data.tensors import TensorData
 from trainscale.hardware.resources import peak_rss_bytes
 from trainscale.metrics import stats
+from trainscale.metrics.flops import FlopCount
 from trainscale.parallel.strategy import Strategy, worker_facts
 from trainscale.results.run_result import RunMetrics, measured_summary
 from trainscale.train.batches import WorkerBatches
@@ -83,7 +84,7 @@ def train(
         stepper,
         plan,
         batches,
-        SetupFigures(prepared.flops_per_sample, prepared.pretraining, prepared.compile_s, warmup_s),
+        SetupFigures(prepared.flops, prepared.pretraining, prepared.compile_s, warmup_s),
         breakdown=stepper.breakdown,
         comm_marked=stepper.comm_marked,
     )
@@ -93,7 +94,8 @@ def train(
 class SetupFigures:
     """What was measured while the model was set up, before its first step."""
 
-    flops_per_sample: int | None
+    flops: FlopCount | None
+    """Training FLOPs per sample, in all and by operator kind; None where not counted."""
     pretraining: Pretraining | None
     compile_s: float | None
     """Compilation (torch.compile; another framework's graph tracing and XLA compilation),
@@ -170,7 +172,7 @@ def measure_training(
             breakdowns=breakdowns,
             comm_marked=comm_marked,
             breakdown_sampled_steps=breakdown.num_sampled_steps if breakdown else 0,
-            flops_per_sample=setup.flops_per_sample,
+            flops=setup.flops,
             pretrain_s=pretraining.seconds if pretraining else None,
             compile_s=setup.compile_s,
             device_warmup_s=setup.device_warmup_s,

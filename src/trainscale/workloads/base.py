@@ -151,6 +151,12 @@ class Workload:
         """The frameworks this workload has a model builder for, sorted."""
         return sorted(self.models)
 
+    def recurrent_in_fp32(self, framework: str, device: str, precision: str) -> bool:
+        """Whether a run computes its recurrent layers in fp32 though it is a bf16 run:
+        PyTorch's cuDNN RNNs on a GPU (`recurrent`); the other frameworks' models compute
+        in the run's dtype."""
+        return self.recurrent and framework == PYTORCH and device == "cuda" and precision == "bf16"
+
     def build_model(self, meta: Mapping[str, Any], framework: str = PYTORCH) -> Any:
         """The model for `framework`, built from the data's `meta`; ConfigError in one line
         when the workload has no builder for it (naming the frameworks it has), or when a

@@ -92,7 +92,7 @@ def _train(
     local_config = config if local_batch == opt.batch_size else config.with_(batch_size=local_batch)
     plan = plan_steps(local_config, data.num_train, distribution.processes)
 
-    torch_model, flops_per_sample = seeded_torch_model(workload, data, opt.seed)
+    torch_model, flops = seeded_torch_model(workload, data, opt.seed)
 
     train_x, test_x = to_nhwc(data.train_x), to_nhwc(data.test_x)
     dtype = jnp.bfloat16 if opt.precision == "bf16" else jnp.float32
@@ -142,7 +142,7 @@ def _train(
         stepper,
         plan,
         batches,
-        SetupFigures(flops_per_sample, pretraining, compile_s),
+        SetupFigures(flops, pretraining, compile_s),
         evaluator=JaxEvaluator(test_x, data.test_y, strategy),
         replicas=distribution.replicas if config.parallel.single_process else None,
         facts=facts,
