@@ -40,6 +40,13 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
         (["--device", "cpu", "--precisions", "fp16"], "cannot be probed on cpu"),
         (["--device", "cpu", "--only", "allreduce", "--workers", "1"], "at least 2 workers"),
         (["--device", "cpu", "--message-sizes", "4Q"], "invalid size"),
+        (
+            ["--device", "cpu", "--message-sizes", "4K"],
+            "at least two sizes for the alpha-beta fit; got 4096 bytes",
+        ),
+        # 1 and 3 bytes are both one float32 element: one message, not two.
+        (["--device", "cpu", "--message-sizes", "1,3"], "one size once rounded down"),
+        (["--device", "cpu", "--timeout", "1e300"], "up to 86400 (a day), got 1e+300"),
         (["--device", "cpu", "--repeats", "0"], "--repeats must be at least 1"),
         (["--device", "cpu", "--repeats", "100000"], "--repeats must be at most 1000"),
         (["--device", "cpu", "--matmul-sizes", str(10**7)], "a matmul of size 10000000"),
@@ -84,6 +91,15 @@ def test_more_gpu_workers_than_gpus_is_refused() -> None:
     assert plan.workers == 2 and plan.kinds == ("matmul", "dispatch", "transfer", "allreduce")
     one = plan_probe(ProbeOptions(device="cuda"), gpus=1, cores=4)
     assert "allreduce" in one.skipped and "allreduce" not in one.kinds
+
+
+def test_an_allreduce_on_one_core_is_refused_with_advice_that_works() -> None:
+    only = ("allreduce",)
+    with pytest.raises(ConfigError, match="pass --workers 2 --allow-oversubscribe") as refused:
+        plan_probe(ProbeOptions(device="cpu", only=only), gpus=0, cores=1)
+    assert "--workers 1" not in str(refused.value)  # too few for an all-reduce
+    advised = ProbeOptions(device="cpu", only=only, workers=2, allow_oversubscribe=True)
+    assert plan_probe(advised, gpus=0, cores=1).workers == 2
 
 
 def test_cpu_plan_defaults() -> None:

@@ -211,3 +211,23 @@ def test_busiest_processes_never_raises(monkeypatch):
 
     monkeypatch.setattr(psutil, "process_iter", broken)
     assert contention.busiest_processes(interval_s=0.0) == []
+
+
+def test_the_peak_is_not_read_over_a_last_interval_cut_short():
+    # 0.5 s with other work on half of core 0, then a last sample 10 ms later in which the
+    # tick counters moved by 3 ticks (30 ms of busy time in a 10 ms interval).
+    first = sample(0.0, {0: (0, 0, 0)}, run_tree(0.0))
+    second = sample(0.5, {0: (50, 50, 0)}, run_tree(0.25))
+    last = sample(0.51, {0: (53, 50, 0)}, run_tree(0.25))
+    tally = Tally(run_cores=(0,), hz=HZ)
+    tally.add(first, second)
+    tally.add(second, last)
+    result = judge(tally, 3)
+    # The first interval's 0.5 cores, or the run's mean if more (0.28 s over 0.51 s): not
+    # the 3 cores the last 10 ms would read on a 1-core run.
+    assert result.other_cores_busy_run_cores_peak == pytest.approx(0.28 / 0.51, abs=1e-4)
+    # A run with no interval long enough has its mean as its peak, never more cores than
+    # it has.
+    short = Tally(run_cores=(0,), hz=HZ)
+    short.add(second, last)
+    assert judge(short, 2).other_cores_busy_run_cores_peak == pytest.approx(1.0)

@@ -49,6 +49,10 @@ OTHER_CORES_LIMIT = 0.25
 STEAL_LIMIT = 0.05
 """Fraction of the run's cores' time the hypervisor may steal before the run is busy."""
 SAMPLE_PERIOD_S = 0.5
+PEAK_MIN_INTERVAL_S = SAMPLE_PERIOD_S / 2
+"""The shortest interval a peak is read over: /proc/stat counts in clock ticks (10 ms), so
+the last interval, cut short when the sampler stops, could read several times the cores
+there are."""
 """How often the background thread samples (a sample reads /proc/stat and the run's tree)."""
 
 PROC_STAT = Path("/proc/stat")
@@ -162,7 +166,8 @@ class Tally:
         self.own_on_run_cores_s += own_run
         other_all = max(0.0, machine.busy / self.hz - own)
         other_run = min(max(0.0, busy_run - own_run), other_all)
-        self.other_on_run_cores_peak = max(self.other_on_run_cores_peak, other_run / dt)
+        if dt >= PEAK_MIN_INTERVAL_S:
+            self.other_on_run_cores_peak = max(self.other_on_run_cores_peak, other_run / dt)
         for load in (before.load_1m, after.load_1m):
             if load is not None:
                 self.load_1m_max = load if self.load_1m_max is None else max(self.load_1m_max, load)
@@ -262,6 +267,12 @@ class Contention:
         return text
 
 
+def _peak(tally: Tally, mean: float) -> float:
+    """The busiest interval's other cores on the run's cores: at least their `mean` (all a
+    run too short for a full interval has), never more cores than the run has."""
+    return min(max(tally.other_on_run_cores_peak, mean), len(tally.run_cores))
+
+
 def judge(tally: Tally, num_samples: int) -> Contention:
     """The verdict on a run from its folded samples (pure)."""
     if tally.intervals == 0 or tally.wall_s <= 0:
@@ -294,7 +305,7 @@ def judge(tally: Tally, num_samples: int) -> Contention:
         reason=reason,
         other_cores_busy=round(other_all, 4),
         other_cores_busy_run_cores=round(other_run, 4),
-        other_cores_busy_run_cores_peak=round(tally.other_on_run_cores_peak, 4),
+        other_cores_busy_run_cores_peak=round(_peak(tally, other_run), 4),
         steal_fraction=round(steal, 4),
         load_avg_max=tally.load_1m_max,
         run_cores=list(tally.run_cores),

@@ -22,8 +22,7 @@ from trainscale.parallel import launcher
 from trainscale.parallel.distenv import DistEnv, exit_with_parent
 from trainscale.parallel.interrupts import exit_quietly_on_signals
 from trainscale.parallel.loopback import pin_gloo_to_loopback
-
-BYTES_PER_ELEMENT = 4  # float32, the dtype of DDP's gradient buckets in fp32 training
+from trainscale.probing.options import BYTES_PER_ELEMENT
 
 
 def _batch_size(size_bytes: int, target_bytes: int) -> int:

@@ -19,6 +19,18 @@ MAX_REPEATS = 1000
 """Most timed batches per size: the best of a thousand batches no longer changes, and the
 all-reduce's batches run without a time budget, so a typo of a few zeros would run for days."""
 DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 24 * 3600.0
+"""The longest --timeout: a day, far beyond any probe's collectives (and within what
+torch.distributed's timeout can hold)."""
+BYTES_PER_ELEMENT = 4
+"""An all-reduce message is float32, the dtype of DDP's gradient buckets in fp32 training:
+a size is rounded down to whole elements (at least one)."""
+
+
+def whole_elements(size_bytes: int) -> int:
+    """`size_bytes` as an all-reduce message holds it: whole float32 elements, at least one."""
+    return max(1, size_bytes // BYTES_PER_ELEMENT) * BYTES_PER_ELEMENT
+
 
 _SIZE = re.compile(r"(?P<number>[0-9]+)\s*(?P<unit>[KMG]?)(?:I?B)?", re.IGNORECASE)
 _UNITS = {"": 1, "K": KIB, "M": MIB, "G": 1024 * MIB}
@@ -50,7 +62,8 @@ class ProbeOptions:
     allow_oversubscribe: bool = option(False)
     """start more CPU all-reduce workers than usable cores"""
     precisions: tuple[str, ...] | None = option(None, metavar="PRECISION,...", parse=comma_names)
-    """matmul precisions (default: fp32,bf16 on the CPU; fp32,tf32,bf16,fp16 on CUDA)"""
+    """matmul precisions (default: fp32,bf16 on the CPU; fp32,tf32,bf16,fp16 on CUDA, tf32
+    and bf16 from Ampere on)"""
     matmul_sizes: tuple[int, ...] | None = option(
         None, metavar="N,N,...", parse=comma_whole_numbers
     )
@@ -59,8 +72,9 @@ class ProbeOptions:
     message_sizes: tuple[int, ...] | None = option(
         None, metavar="SIZE,...", parse=comma_list(parse_bytes)
     )
-    """all-reduce message sizes, e.g. 4K,64K,1M, at least two; every worker holds the
-    largest twice, which must fit in memory (default: 4 KiB .. 64 MiB by x4)"""
+    """all-reduce message sizes, e.g. 4K,64K,1M, at least two once rounded down to whole
+    float32 elements (4 bytes); every worker holds the largest twice, which must fit in
+    memory (default: 4 KiB .. 64 MiB by x4)"""
     repeats: int | None = option(None, metavar="N")
     """timed batches per size, 1 to 1000, the best kept (default: 5 on the CPU, 10 on CUDA;
     --quick 3)"""

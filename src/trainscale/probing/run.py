@@ -19,13 +19,16 @@ from trainscale.hardware.peaks import cpu_peak, gpu_peak
 from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
 from trainscale.parallel.affinity import oversubscription_message
 from trainscale.probing.options import (
+    BYTES_PER_ELEMENT,
     CPU_PRECISIONS,
     CUDA_PRECISIONS,
     KIB,
     KINDS,
     MAX_REPEATS,
+    MAX_TIMEOUT_S,
     MIB,
     ProbeOptions,
+    whole_elements,
 )
 from trainscale.results.store import RunStore, default_store_path
 
@@ -99,8 +102,11 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
     threads = (opts.threads or cores) if device == "cpu" else None
     if opts.repeats is not None and opts.repeats < 1:
         raise ConfigError(f"--repeats must be at least 1, got {opts.repeats}")
-    if opts.timeout_s <= 0:
-        raise ConfigError(f"--timeout must be positive, got {opts.timeout_s:g}")
+    if not 0 < opts.timeout_s <= MAX_TIMEOUT_S:  # NaN fails too
+        raise ConfigError(
+            f"--timeout must be a positive number of seconds up to {MAX_TIMEOUT_S:g} (a day), "
+            f"got {opts.timeout_s:g}"
+        )
 
     valid_precisions = CUDA_PRECISIONS if device == "cuda" else CPU_PRECISIONS
     precisions = opts.precisions or _default_precisions(device)
@@ -151,8 +157,14 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
     for name, sizes in given:
         if sizes is not None and (not sizes or any(s < 1 for s in sizes)):
             raise ConfigError(f"{name} must be positive sizes, got {list(sizes)}")
-    if opts.message_sizes is not None and len(set(opts.message_sizes)) < 2 and "allreduce" in kinds:
-        raise ConfigError("--message-sizes needs at least two sizes for the alpha-beta fit")
+    # A message is whole float32 elements: 1 and 3 bytes are both one element, one size.
+    messages = sorted({whole_elements(size) for size in opts.message_sizes or message_sizes})
+    if len(messages) < 2 and "allreduce" in kinds:
+        asked = sorted(set(opts.message_sizes or ()))
+        why = f"got {','.join(map(str, asked))} bytes"
+        if len(asked) > 1:
+            why += f", one size once rounded down to whole float32 elements ({BYTES_PER_ELEMENT} B)"
+        raise ConfigError(f"--message-sizes needs at least two sizes for the alpha-beta fit; {why}")
     if opts.repeats is not None and opts.repeats > MAX_REPEATS:
         raise ConfigError(
             f"--repeats must be at most {MAX_REPEATS} (the best of that many batches no "
@@ -167,7 +179,7 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
         precisions=tuple(precisions),
         matmul_sizes=tuple(opts.matmul_sizes or matmul_sizes),
         transfer_sizes=(MIB, 16 * MIB) if quick else (MIB, 16 * MIB, 256 * MIB),
-        message_sizes=tuple(sorted(set(opts.message_sizes or message_sizes))),
+        message_sizes=tuple(messages),
         repeats=opts.repeats or repeats,
         target_bytes=(16 if quick else 256) * MIB,
         min_batch_s=0.02 if quick else 0.1,
@@ -210,6 +222,13 @@ def _check_cpu_workers(workers: int, cores: int, allow_oversubscribe: bool) -> N
     than the machine can start."""
     from trainscale.hardware.resources import check_worker_count, open_file_limit
 
+    if workers > cores and not allow_oversubscribe and cores < 2:
+        # The usual advice, fewer workers, leaves fewer than an all-reduce needs.
+        raise ConfigError(
+            f"an all-reduce needs at least 2 workers and this machine has {cores} usable "
+            f"core: pass --workers {max(workers, 2)} --allow-oversubscribe to measure it "
+            "anyway (the all-reduce then times the scheduler as well as gloo)"
+        )
     if workers > cores and not allow_oversubscribe:
         raise ConfigError(
             oversubscription_message(
@@ -224,9 +243,14 @@ def _default_precisions(device: str) -> tuple[str, ...]:
         return CPU_PRECISIONS
     import torch
 
-    # bf16 needs Ampere or later; fp16 and tf32 tensor cores are probed wherever they run
-    # (tf32 falls back to fp32 on a GPU without it, and the figure then says so).
-    return tuple(p for p in CUDA_PRECISIONS if p != "bf16" or torch.cuda.is_bf16_supported(False))
+    # bf16 and TF32 need Ampere or later (compute capability 8.0): before it, a "tf32" probe
+    # would time fp32 again under another name. fp16 tensor cores are probed wherever.
+    ampere = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
+    return tuple(
+        p
+        for p in CUDA_PRECISIONS
+        if (p != "bf16" or torch.cuda.is_bf16_supported(False)) and (p != "tf32" or ampere)
+    )
 
 
 def probe_device_name(device_type: str, gpu_index: int = 0) -> str:
