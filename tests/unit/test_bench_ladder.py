@@ -172,3 +172,21 @@ def test_few_rounds_are_said_to_give_a_wide_interval():
     assert "in 3 round(s) of 10 steps a run" in text
     assert "- 2 pinned workers x 1 thread vs naive DDP" in text
     assert "(3 rounds: with fewer than 5 rounds the interval is wide)" in text
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(3, 2), (6, 4), (12, 8), (24, 16), (48, 32)])
+def test_cores_that_do_not_split_the_batch_get_as_many_workers_as_do(cores, workers):
+    # MNIST's recipe batch is 64: one worker per core would not train the same batch.
+    base = RunOptions.of(workload="mnist-cnn", global_batch_size=64, precision="fp32")
+    ladder = plan_ladder(base, cores, bf16_native=True, num_gpus=3, cuda_bf16=True)
+    parallel = [r for r in ladder if not isinstance(r, Skipped) and r.options.parallel.workers > 1]
+    cpu = [r for r in parallel if r.options.parallel.device == "cpu"]
+    assert {r.options.parallel.workers for r in cpu} == {workers}
+    pinned = next(r for r in cpu if not r.pitfall and r.options.optimisation.precision == "fp32")
+    assert pinned.name == f"{workers} pinned workers x 1 thread" and pinned.cores == workers
+    assert f"the global batch 64 does not split evenly over {cores}" in pinned.note
+    # Three GPUs train on two, and the third's absence is said.
+    gpus = {r.options.parallel.workers for r in parallel if r.options.parallel.device == "cuda"}
+    assert gpus == {2}
+    skipped = {r.name: r.reason for r in ladder if isinstance(r, Skipped)}
+    assert "2 GPUs instead" in skipped["3 GPUs"]

@@ -72,6 +72,12 @@ def plan_ladder(
     def opts(**changes: Any) -> RunOptions:
         return base.with_(**changes)
 
+    # Data-parallel rungs train the same global batch as the others: as many workers as
+    # split it evenly, up to one per core.
+    global_batch = base.optimisation.global_batch_size
+    workers = dividing_workers(num_cores, global_batch)
+    fewer = uneven_note(workers, num_cores, global_batch, "core")
+
     ladder: list[Rung | Skipped] = [
         Rung(
             "serial 1 core (baseline)",
@@ -87,10 +93,12 @@ def plan_ladder(
                 cores=num_cores,
             )
         )
+    if workers > 1:
         pinned = Rung(
-            f"{num_cores} pinned workers x 1 thread",
-            opts(workers=num_cores, threads_per_worker=1, affinity="compact"),
-            cores=num_cores,
+            f"{workers} pinned workers x 1 thread",
+            opts(workers=workers, threads_per_worker=1, affinity="compact"),
+            cores=workers,
+            note=fewer,
         )
         ladder.append(pinned)
     best_cpu = ladder[-1]
@@ -113,17 +121,17 @@ def plan_ladder(
                 "AVX512-BF16): bf16 is emulated and slower than fp32 here",
             )
         )
-    if num_cores > 1:
+    if workers > 1:
         ladder.append(
             Rung(
-                naive_name(base.parallel.framework, num_cores),
+                naive_name(base.parallel.framework, workers),
                 opts(
-                    workers=num_cores,
+                    workers=workers,
                     threads_per_worker=THREADS_TORCH_DEFAULT,
                     affinity="none",
                     allow_oversubscribe=True,
                 ),
-                cores=num_cores,
+                cores=workers,
                 note="the oversubscription pitfall",
                 pitfall=True,
                 pitfall_of=pinned.name,
@@ -154,7 +162,16 @@ def gpu_rungs(
     if not_here:
         return [Skipped("1 GPU", not_here)]
     rungs: list[Rung | Skipped] = []
-    for workers in sorted({1, num_gpus}):
+    global_batch = base.optimisation.global_batch_size
+    most = dividing_workers(num_gpus, global_batch)
+    if most < num_gpus:
+        rungs.append(
+            Skipped(
+                f"{num_gpus} GPUs",
+                uneven_note(most, num_gpus, global_batch, "GPU") + f": {most} GPUs instead",
+            )
+        )
+    for workers in sorted({1, most}):
         comm = f"{trains.data_parallelism} over NCCL"
         name = "1 GPU" if workers == 1 else f"{workers} GPUs, {comm}"
         on_gpus = base.with_(
@@ -186,6 +203,25 @@ def gpu_rungs(
             reason = "this GPU has no native bf16 (before Ampere)"
             rungs.append(Skipped(f"{name}, bf16", reason))
     return rungs
+
+
+def dividing_workers(most: int, global_batch: int | None) -> int:
+    """The most workers, up to `most`, that split `global_batch` evenly (all of them when
+    the batch is not fixed: a script's own)."""
+    if not global_batch:
+        return most
+    return max(w for w in range(1, most + 1) if global_batch % w == 0)
+
+
+def uneven_note(workers: int, available: int, global_batch: int | None, unit: str) -> str:
+    """Why a data-parallel rung has fewer `workers` than the `available` cores or GPUs
+    ('' when it has them all)."""
+    if workers == available:
+        return ""
+    return (
+        f"{workers} workers, not one per {unit}: the global batch {global_batch} does not "
+        f"split evenly over {available}"
+    )
 
 
 def naive_name(framework: str, num_cores: int) -> str:
