@@ -49,3 +49,22 @@ def test_a_fifo_is_written_in_place_for_its_reader(tmp_path: Path) -> None:
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="it is a directory"):
         check_out_file(tmp_path)
+
+
+def test_a_results_store_is_never_written_over(tmp_path: Path, capsys) -> None:
+    from trainscale.cli import main
+    from trainscale.errors import StoreError
+    from trainscale.results.store import RunStore
+
+    store = tmp_path / "trainscale.db"
+    RunStore(store).close()
+    kept = store.read_bytes()
+    with pytest.raises(ConfigError, match="it is a SQLite database"):
+        check_out_file(store)
+    with pytest.raises(StoreError, match="it is a SQLite database"):
+        write_atomically(store, lambda f: f.write("table"))
+    # `runs export --out` naming the store it reads: one line, exit 2, the store whole.
+    argv = ["runs", "export", "--format", "csv", "--store", str(store), "--out", str(store)]
+    assert main(argv) == 2
+    assert "it is a SQLite database" in capsys.readouterr().err
+    assert store.read_bytes() == kept

@@ -66,6 +66,22 @@ def is_special_file(path: Path) -> bool:
     return path.exists() and not path.is_file() and not path.is_dir()
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
+def database_refusal(path: Path) -> str | None:
+    """Why nothing may be written over `path`: it is a SQLite database, a results store
+    most likely (a text written there would lose every run in it); None otherwise."""
+    try:
+        with path.open("rb") as existing:
+            if existing.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                return None
+    except OSError:  # missing, a directory, unreadable: not a database to keep
+        return None
+    return "it is a SQLite database (a results store?); give another file name"
+
+
 def check_out_file(path: Path, what: str = "the table") -> None:
     """ConfigError unless a file can be written at `path`: its directory exists and takes
     new files, and `path` is not a directory (or it is a device or FIFO this process may
@@ -80,6 +96,9 @@ def check_out_file(path: Path, what: str = "the table") -> None:
         raise ConfigError(f"cannot write {what} to {path}: directory {parent} is missing")
     if path.is_dir():
         raise ConfigError(f"cannot write {what} to {path}: it is a directory; give a file name")
+    refusal = database_refusal(path)
+    if refusal:
+        raise ConfigError(f"cannot write {what} to {path}: {refusal}")
     problem = _cannot_write_in(parent)
     if problem:
         raise ConfigError(
@@ -104,6 +123,9 @@ def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
     parent = path.parent
     if not parent.is_dir():
         raise StoreError(f"cannot write {path}: directory {parent} does not exist")
+    refusal = database_refusal(path)
+    if refusal:
+        raise StoreError(f"cannot write {path}: {refusal}")
     temp = parent / f".{path.name}.{os.getpid()}.tmp"
     created = False
     try:
