@@ -185,3 +185,12 @@ def test_a_side_of_unequal_steps_is_rated_over_its_mean_step() -> None:
     # Rated over the median, as a workload of equal steps is, the two would tie.
     plain = compare_step_times([a], [b], num_resamples=500)
     assert plain.throughput_ratio == pytest.approx(1.0) and not plain.significant
+
+
+def test_one_timed_step_a_side_is_never_called_significant():
+    # One step has no spread to resample: the interval has no width and excludes 1.0.
+    result = compare_step_times([[0.10]], [[0.135]], num_resamples=500, seed=0)
+    assert result.throughput_ratio_ci[0] == result.throughput_ratio_ci[1] != 1.0
+    assert not result.significant
+    # Two steps a side are judged.
+    assert compare_step_times([[0.10, 0.101]], [[0.135, 0.136]], num_resamples=500).significant

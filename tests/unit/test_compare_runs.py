@@ -84,3 +84,25 @@ def test_the_api_comparison_says_whether_it_is_trusted(tmp_path):
         opened.add_to_summary("aaaa0001", {"contention": {"verdict": "busy"}})
     found = trainscale.compare("aaaa", "bbbb", store=store, resamples=500)
     assert found.trusted is False and found.significant is False
+
+
+def test_the_table_says_when_a_side_timed_too_few_steps_to_judge(tmp_path, capsys):
+    store = tmp_path / "s.db"
+    with RunStore(store) as opened:
+        for run_id, step in (("aaaa0001", 0.10), ("bbbb0001", 0.135)):
+            opened.create_run(
+                run_id,
+                "mnist-cnn",
+                {"workload": "mnist-cnn"},
+                {"hostname": "h", "cpu_model": "c"},
+                data_kind="synthetic",
+                world_size=1,
+                threads_per_worker=1,
+                affinity="compact",
+                precision="fp32",
+                global_batch_size=64,
+            )
+            opened.complete_run(run_id, {"samples_per_s": 64 / step}, [], [step])
+    assert main(["compare", "aaaa", "bbbb", "--store", str(store), "--resamples", "500"]) == 0
+    out = capsys.readouterr().out
+    assert "fewer than 2 timed steps a side" in out and " yes " not in out

@@ -25,8 +25,9 @@ one configuration (SWEEP: an id, unique prefix or name; LABEL: exactly as its re
 it). A side's step time is the median over its runs of each run's median step, its
 throughput the median over its runs of each run's samples/s, as in reports. Ratios are B
 over A; the interval is a percentile bootstrap of those figures (runs, then steps, when a
-side has repeats); significant: the throughput interval excludes 1.0 ("not trusted" where a
-run ran on a busy machine). Stalled sides are flagged. See docs/compare-and-recommend.md.
+side has repeats); significant: the throughput interval excludes 1.0 and each side timed
+two steps or more ("not trusted": a run on a busy machine). Stalls are flagged. See
+docs/compare-and-recommend.md.
 """
 
 
@@ -50,13 +51,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--config", metavar="LABEL", help="compare only this configuration of a sweep side"
     )
-    parser.add_argument(
-        "--confidence",
-        type=float,
-        default=0.95,
-        metavar="C",
-        help="confidence level of the interval, between 0 and 1 (default: 0.95)",
-    )
+    confidence = "confidence level of the interval, between 0 and 1 (default: 0.95)"
+    parser.add_argument("--confidence", type=float, default=0.95, metavar="C", help=confidence)
     parser.add_argument(
         "--resamples",
         type=int,
@@ -94,12 +90,13 @@ def _print_table(comparison: RunComparison) -> None:
     from rich.table import Table
 
     from trainscale.cli.console import stdout_console
+    from trainscale.reporting.compare_runs import significance_word
 
     a, b, rows = comparison.a, comparison.b, comparison.rows
     # Sweep labels may hold [brackets]: markup off. Piped output gets a wide, plain table.
     console = stdout_console(plain_width=200, emoji=True)
     table = Table(title=f"B = {b.name} against A = {a.name}")
-    level = f"{comparison.confidence:.0%}"
+    level = f"{comparison.confidence * 100:.6g}%"  # 95%, 99.9%: never rounded to 100%
     headers = (
         "configuration",
         "A step ms",
@@ -120,7 +117,7 @@ def _print_table(comparison: RunComparison) -> None:
             _side_cell(row["b"], row.get("b_stalls")),
             f"{row['step_time_ratio']:.3f} [{slow:.3f}, {shigh:.3f}]",
             f"{row['throughput_ratio']:.3f} [{low:.3f}, {high:.3f}]",
-            "not trusted" if not row["trusted"] else "yes" if row["significant"] else "no",
+            significance_word(row),
             f"{row['rank_biserial']:+.2f} (p={row['mann_whitney_p']:.2g})",
         )
     console.print(table)

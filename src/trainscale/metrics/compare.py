@@ -28,7 +28,8 @@ The confidence intervals come from a percentile bootstrap that replicates that s
   the interval. Pooling the steps of every repeat and resampling them as one sample would
   hide it and give an interval that is too narrow.
 
-The difference is called significant when the throughput interval excludes 1.0.
+The difference is called significant when the throughput interval excludes 1.0 and each side
+timed at least two steps.
 
 Caveat: consecutive steps of one run are autocorrelated (a noisy neighbour, a frequency
 change or a page-cache miss slows several steps in a row), while the bootstrap and the rank
@@ -60,6 +61,9 @@ from trainscale.metrics.throughput import (
     throughput,
     timed_step_time,
 )
+
+MIN_JUDGED_STEPS = 2
+"""Timed steps a side needs before a difference is called significant."""
 
 Statistic = Callable[..., Any]
 """np.median or np.mean: a run's step statistic, taking an optional `axis`."""
@@ -105,7 +109,9 @@ class Comparison:
     throughput_ratio_ci: tuple[float, float]
     confidence: float
     significant: bool
-    """The throughput interval excludes 1.0."""
+    """The throughput interval excludes 1.0, and each side timed at least two steps (one
+    step has no spread to resample: its interval has no width and would exclude 1.0 from
+    any two figures)."""
     hierarchical: bool
     """At least one side had several runs and was resampled runs-then-steps."""
     num_resamples: int
@@ -299,7 +305,8 @@ def compare_step_times(
         throughput_ratio=side_b.samples_per_s / side_a.samples_per_s,
         throughput_ratio_ci=tput_ci,
         confidence=confidence,
-        significant=not (tput_ci[0] <= 1.0 <= tput_ci[1]),
+        significant=min(a_pooled.size, b_pooled.size) >= MIN_JUDGED_STEPS
+        and not (tput_ci[0] <= 1.0 <= tput_ci[1]),
         hierarchical=len(a_runs) > 1 or len(b_runs) > 1,
         num_resamples=num_resamples,
         seed=seed,

@@ -24,7 +24,7 @@ from trainscale.config.limits import (
     check_count,
 )
 from trainscale.errors import StoreError, TrainscaleError
-from trainscale.metrics.compare import compare_step_times, timed_steps
+from trainscale.metrics.compare import MIN_JUDGED_STEPS, compare_step_times, timed_steps
 from trainscale.metrics.run_flags import NOT_TRUSTED, busy_count, stalls_note, trusted
 from trainscale.reporting.labels import LABEL_SKIP, differing_keys, labels_from_differences
 from trainscale.reporting.script_notes import disagreement_text, is_input_bound
@@ -444,6 +444,16 @@ def compare(
             }
         )
     return RunComparison(side_a, side_b, rows, unmatched(side_a, side_b, pairs), confidence)
+
+
+def significance_word(row: dict[str, Any]) -> str:
+    """A compared row's verdict in a word: not trusted (a busy run), '-' with why where a
+    side timed too few steps to judge, else yes or no."""
+    if not row["trusted"]:
+        return "not trusted"
+    if min(row["a"]["num_steps"], row["b"]["num_steps"]) < MIN_JUDGED_STEPS:
+        return f"- (fewer than {MIN_JUDGED_STEPS} timed steps a side)"
+    return "yes" if row["significant"] else "no"
 
 
 def unmatched(a: Side, b: Side, pairs: list[tuple[str, Group, Group]]) -> list[str]:
