@@ -36,8 +36,10 @@ def rungs(monkeypatch):
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--steps", "0"], "--steps must be a whole number >= 1, got 0"),
-        (["--steps", "-5"], "--steps must be a whole number >= 1, got -5"),
+        (["--steps", "0"], "--steps must be at least 2"),
+        (["--steps", "-5"], "got -5"),
+        (["--steps", "1"], "--steps must be at least 2 (a run's first step pays"),
+        (["--steps", str(10**10)], "--steps must be at most 1,000,000,000"),
         (["--rounds", "0"], "--rounds must be a whole number >= 1, got 0"),
         (["--rounds", "31"], "--rounds 31 is more than the 30 steps a rung trains"),
         (["--rounds", "two"], "--rounds"),

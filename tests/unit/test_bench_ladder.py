@@ -190,3 +190,11 @@ def test_cores_that_do_not_split_the_batch_get_as_many_workers_as_do(cores, work
     assert gpus == {2}
     skipped = {r.name: r.reason for r in ladder if isinstance(r, Skipped)}
     assert "2 GPUs instead" in skipped["3 GPUs"]
+
+
+def test_a_rung_of_one_timed_step_shows_no_spread_rather_than_a_steady_zero():
+    ladder = plan_ladder(RunOptions.of(workload="mnist-cnn"), 2, bf16_native=False, num_gpus=0)
+    one_step = {**_result(500.0), "step_time_s_iqr": None}  # as a run of one timed step stores
+    rows = table_rows([RungResult(ladder[0], [one_step]), RungResult(ladder[1], [_result(900.0)])])
+    assert rows[0]["step ms (median, IQR)"] == "256.0 (-)"
+    assert rows[1]["step ms (median, IQR)"] == "142.2 (1%)"

@@ -154,7 +154,7 @@ def test_every_rung_failing_is_all_failed_and_exit_1(monkeypatch, capsys):
 def test_mistakes_are_refused_before_any_rung(monkeypatch):
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
-    with pytest.raises(ConfigError, match="--steps must be a whole number >= 1, got 0"):
+    with pytest.raises(ConfigError, match=r"--steps must be at least 2 \(a run's first step"):
         run_bench(options=BenchOptions(steps=0), data="synthetic")
     with pytest.raises(DataError):
         run_bench(data="real", download=False)
@@ -224,7 +224,22 @@ def test_rounds_are_checked_before_any_rung(monkeypatch):
         run_bench(options=BenchOptions(rounds=0), data="synthetic")
     with pytest.raises(ConfigError, match="--rounds 40 is more than the 30 steps a rung trains"):
         run_bench(options=BenchOptions(quick=True, rounds=40), data="synthetic")
+    # Each round's run needs a step untimed and one timed: 30 steps make 29 rounds at most.
+    with pytest.raises(ConfigError, match="give at most --rounds 29, or more --steps"):
+        run_bench(options=BenchOptions(quick=True, rounds=30), data="synthetic")
+    with pytest.raises(ConfigError, match="--max-extra-rounds must be at most 9,998"):
+        run_bench(options=BenchOptions(quick=True, max_extra_rounds=10**8), data="synthetic")
     assert not runs.options
+
+
+def test_a_few_steps_make_fewer_rounds_of_two_steps_or_more():
+    from trainscale.benchmark.run import bench_rounds, bench_warmup_steps, steps_per_run
+
+    for steps in (2, 3, 5, 9, 10, 100):
+        rounds = bench_rounds(None, False, steps)
+        run_steps = steps_per_run(steps, rounds)
+        assert run_steps >= 2 and bench_warmup_steps(run_steps) >= 1  # the first step untimed
+    assert bench_rounds(None, False, 5) == 4 and bench_rounds(None, False, 100) == 5
 
 
 def test_rungs_name_their_precision_and_a_faster_bf16_trains_the_accuracy_run(

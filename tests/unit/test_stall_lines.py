@@ -85,8 +85,26 @@ def test_bench_says_which_baseline_answers_which_question():
         ]
     )
     assert lines[0].startswith(f"speedup, verdict and efficiency: against '{serial.name}'")
-    assert lines[1].startswith(f"against '{threads.name}' (how `trainscale run` uses")
+    assert lines[1].startswith(
+        f"against '{threads.name}' (the layout `trainscale run` uses by default, in fp32)"
+    )
     assert f"{pinned.name} 2.50x" in lines[1]  # 500 / 200: while 0.50x against one core
+    assert "not trusted" not in lines[1]
+
+    # Every round busy: the figure is shown, marked as the table marks it (the busy rule).
+    busy = {"contention": {"verdict": "busy"}}
+
+    def busy_rounds(rate: float) -> list:
+        return [_result(samples_per_s=rate, run_id=f"b{i}", **busy) for i in range(3)]
+
+    lines = baseline_lines(
+        [
+            RungResult(serial, busy_rounds(1000.0)),
+            RungResult(threads, busy_rounds(200.0)),
+            RungResult(pinned, busy_rounds(500.0)),
+        ]
+    )
+    assert f"{pinned.name} 2.50x [2.50, 2.50] (not trusted: busy machine)" in lines[1]
 
 
 def test_a_run_no_longer_than_its_warm_up_says_so_on_its_result_line():

@@ -234,11 +234,14 @@ def naive_name(framework: str, num_cores: int) -> str:
 T = TypeVar("T")
 
 
-def rotation(items: Sequence[T], rounds: int) -> list[list[T]]:
-    """The order of each round: round r starts at item r mod n and wraps around (A B C,
+def round_order(items: Sequence[T], round_index: int) -> list[T]:
+    """The order of round `round_index`: it starts at item r mod n and wraps around (A B C,
     B C A, C A B, ...), so that no setting always runs first, or always right after the
     same other one, while the machine's speed drifts."""
-    n = len(items)
-    if n == 0:
-        return [[] for _ in range(rounds)]
-    return [[*items[r % n :], *items[: r % n]] for r in range(rounds)]
+    start = round_index % len(items) if items else 0
+    return [*items[start:], *items[:start]]
+
+
+def rotation(items: Sequence[T], rounds: int) -> list[list[T]]:
+    """The order of each of `rounds` rounds (`round_order`)."""
+    return [round_order(items, r) for r in range(rounds)]

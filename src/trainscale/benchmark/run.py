@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder, rotation
+from trainscale.benchmark.ladder import Rung, Skipped, plan_ladder, round_order
 from trainscale.benchmark.options import (
     DEFAULT_ROUNDS,
     DEFAULT_STEPS,
@@ -32,6 +32,7 @@ from trainscale.benchmark.table import (
     speedups,
     table_rows,
 )
+from trainscale.config.limits import MAX_STEPS, check_count
 from trainscale.config.options import MeasurementOptions, RunOptions
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.frameworks import get_framework, require
@@ -302,35 +303,57 @@ def warmup_text(base: RunOptions) -> str:
     return text
 
 
+MIN_RUN_STEPS = 2
+"""Steps of the shortest run a round makes of a rung: its first step pays the run's one-off
+costs and is not timed, the next is (a run of one step would time its set-up)."""
+
+MAX_ROUNDS = 10_000
+"""Most rounds, planned or added: every round runs every rung once, a few seconds each at
+least; more is a typo."""
+
+
 def bench_steps(steps: int | None, quick: bool) -> int:
-    """Steps of a throughput rung: `steps` (a whole number >= 1), else the default."""
-    if steps is not None and steps < 1:
-        raise ConfigError(f"--steps must be a whole number >= 1, got {steps}")
-    return steps if steps is not None else (QUICK_STEPS if quick else DEFAULT_STEPS)
+    """Steps of a throughput rung: `steps` (a whole number from `MIN_RUN_STEPS` to
+    `MAX_STEPS`), else the default."""
+    if steps is None:
+        return QUICK_STEPS if quick else DEFAULT_STEPS
+    if steps < MIN_RUN_STEPS:
+        raise ConfigError(
+            f"--steps must be at least {MIN_RUN_STEPS} (a run's first step pays its one-off "
+            f"costs and is not timed), got {steps}"
+        )
+    check_count("--steps", steps, MIN_RUN_STEPS, MAX_STEPS, "steps of one rung")
+    return steps
 
 
 def bench_rounds(rounds: int | None, quick: bool, steps: int) -> int:
-    """Rounds of the ladder: `rounds` (a whole number from 1 to `steps`), else the default
-    (never more rounds than steps)."""
+    """Rounds of the ladder: `rounds` (a whole number, at most as many as leave each round's
+    run `MIN_RUN_STEPS` steps), else the default (as many as do, up to the usual number)."""
+    # A run trains its round's share of the steps rounded up: two or more while rounds < steps.
+    most = max(1, min(steps - (MIN_RUN_STEPS - 1), MAX_ROUNDS))
     if rounds is None:
-        return min(steps, QUICK_ROUNDS if quick else DEFAULT_ROUNDS)
+        return min(most, QUICK_ROUNDS if quick else DEFAULT_ROUNDS)
     if rounds < 1:
         raise ConfigError(f"--rounds must be a whole number >= 1, got {rounds}")
-    if rounds > steps:
+    if rounds > most:
         raise ConfigError(
-            f"--rounds {rounds} is more than the {steps} steps a rung trains: every round "
-            "runs each rung for at least one step"
+            f"--rounds {rounds} is more than the {steps} steps a rung trains allow: each "
+            f"round's run needs {MIN_RUN_STEPS} steps (one untimed, one timed); give at most "
+            f"--rounds {most}, or more --steps"
         )
     return rounds
 
 
 def bench_extra_rounds(max_extra_rounds: int | None, rounds: int) -> int:
-    """Most rounds added to replace busy ones: `max_extra_rounds` (a whole number >= 0),
-    else as many as the rounds planned (a busy machine at most doubles the bench)."""
+    """Most rounds added to replace busy ones: `max_extra_rounds` (a whole number >= 0, the
+    rounds in all at most `MAX_ROUNDS`), else as many as the rounds planned (a busy machine
+    at most doubles the bench)."""
     if max_extra_rounds is None:
         return rounds
     if max_extra_rounds < 0:
         raise ConfigError(f"--max-extra-rounds must be a whole number >= 0, got {max_extra_rounds}")
+    most = MAX_ROUNDS - rounds
+    check_count("--max-extra-rounds", max_extra_rounds, 0, most, f"{MAX_ROUNDS:,} rounds in all")
     return max_extra_rounds
 
 
@@ -541,10 +564,9 @@ def run_bench(
             item.errors.append(str(error))
             return str(error)
 
-    orders = rotation(measured, rounds + max_extra)
     index = round_index = 0
     while round_index < rounds + result.extra_rounds:
-        order = orders[round_index]
+        order = round_order(measured, round_index)
         total = rounds + result.extra_rounds
         listener.round_started(round_index + 1, total, [item.setting for item in order])
         for item in order:

@@ -174,11 +174,13 @@ def baseline_lines(results: list[RungResult], seed: int = 0) -> list[str]:
             continue
         ratio = paired_ratio(rounds, threads.rung.name, item.rung.name, seed=seed, busy=busy)
         if ratio.median is not None:
-            against.append(f"{item.rung.name} {ratio.text()}")
+            # The busy rule: a figure resting on busy rounds says so, as the table's do.
+            mark = "" if ratio.trusted else f" ({NOT_TRUSTED})"
+            against.append(f"{item.rung.name} {ratio.text()}{mark}")
     if against:
         lines.append(
-            f"against '{threads.rung.name}' (how `trainscale run` uses this machine by "
-            f"default) instead, paired the same way: {'; '.join(against)}"
+            f"against '{threads.rung.name}' (the layout `trainscale run` uses by default, "
+            f"in {precision}) instead, paired the same way: {'; '.join(against)}"
         )
     return lines
 
@@ -265,10 +267,15 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
         row["workers x threads"] = f"{first['world_size']} x {threads}"
         row["samples/s"] = f"{item.samples_per_s:.0f}"
         med = stats.median([run["step_time_s_median"] for run in done])
-        spread = stats.median(
-            [(run.get("step_time_s_iqr") or 0.0) / run["step_time_s_median"] for run in done]
-        )
-        row["step ms (median, IQR)"] = f"{med * 1000:.1f} ({spread:.0%})"
+        # A run that timed one step has no spread (None): unknown, not a steady 0%.
+        spreads = [
+            run["step_time_s_iqr"] / run["step_time_s_median"]
+            for run in done
+            if run.get("step_time_s_iqr") is not None
+        ]
+        spread = stats.median(spreads) if spreads else None
+        shown = "-" if spread is None else f"{spread:.0%}"
+        row["step ms (median, IQR)"] = f"{med * 1000:.1f} ({shown})"
         speedup = _speedup_cells(item, base, paired.get(item.rung.name), row)
         # Speedup per core says nothing of a GPU setting: its cores only feed the GPUs.
         if speedup is not None and not item.rung.gpus:
@@ -286,7 +293,7 @@ def table_rows(results: list[RungResult]) -> list[dict[str, str]]:
         if item.errors:
             failed = f"failed in {len(item.errors)} of {len(item.runs)} rounds"
             notes.append(f"{failed}: {item.errors[0]}")
-        if spread > NOISY_STEPS:
+        if spread is not None and spread > NOISY_STEPS:
             notes.append("noisy: step-time IQR > 10% of median")
         notes += _busy_notes(item, base, None if item is base else paired.get(item.rung.name))
         # The stalled round's own mean and median, in the words of every table.
