@@ -29,11 +29,12 @@ def add_run(
     sweep: tuple[str, int, str, int] | None = None,
     num_steps: int = 60,
     framework: str | None = None,
+    settings: dict | None = None,
 ) -> None:
     """A stored run whose timed steps scatter around `median_s`; warm-up steps are slow.
     `framework` stores it as a run of that framework (release 1.0); None: a run stored
     before frameworks (PyTorch)."""
-    config: dict = {"workload": workload}
+    config: dict = {"workload": workload, **(settings or {})}
     env: dict = {"hostname": "fixture", "cpu_model": "fixture cpu"}
     if framework is not None:
         config["framework"] = framework
@@ -206,6 +207,16 @@ def test_config_picks_one_configuration(fixture_store, capsys):
     data = compare_json(capsys, fixture_store, "5weep0aa", "aaaa0001", "--config", "w2")
     (row,) = data["comparisons"]
     assert row["label"] == "w2" and row["a"]["num_runs"] == 2 and row["b"]["num_runs"] == 1
+
+
+def test_config_labels_a_run_that_is_not_that_configuration_by_how_they_differ(
+    fixture_store, capsys
+):
+    with RunStore(fixture_store) as store:
+        add_run(store, "tttt0001", 0.05, seed=40, settings={"threads_per_worker": 4})
+    data = compare_json(capsys, fixture_store, "5weep0aa", "tttt0001", "--config", "w2")
+    (row,) = data["comparisons"]
+    assert row["label"] != "w2" and "threads_per_worker=4" in row["label"]
 
 
 def test_single_configuration_sweep_uses_its_completed_runs(fixture_store, capsys):

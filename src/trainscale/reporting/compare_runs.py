@@ -214,7 +214,8 @@ def pair_groups(a: Side, b: Side, config: str | None) -> list[tuple[str, Group, 
                 "sweep side that has several"
             )
         group_a, group_b = pick(a), pick(b)
-        return [(config, group_a, group_b)]
+        # A one-configuration side may not be that configuration: then say how they differ.
+        return [(how_they_differ(group_a, group_b) or config, group_a, group_b)]
     if len(a.groups) == 1 and len(b.groups) == 1:
         group_a, group_b = a.groups[0], b.groups[0]
         if group_a.label == group_b.label:
