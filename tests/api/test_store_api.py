@@ -137,3 +137,22 @@ def test_a_comparisons_repr_shows_its_headline(tmp_path):
     shown = repr(trainscale.compare("c0a0", "c0b0", store=store))
     assert shown.startswith("Comparison(a='run c0a00000', b='run c0b00000', throughput_ratio=")
     assert "significant=" in shown
+
+
+def test_runs_select_by_workload_as_runs_list_does_never_running_a_script(tmp_path):
+    store = tmp_path / "s.db"
+    with RunStore(store) as opened:
+        for run_id, workload in (("c1", "spiral-mlp"), ("s1", "script:train.py")):
+            add_run(opened, run_id, workload=workload)
+            opened.complete_run(run_id, {"samples_per_s": 100.0}, [], [0.1, 0.2])
+    marker = tmp_path / "imported"
+    script = tmp_path / "train.py"
+    # A training script without a __main__ guard: importing it would train.
+    script.write_text(
+        f"import trainscale\nopen({str(marker)!r}, 'w').close()\ntrainscale.meter()\n"
+    )
+    # A custom workload this process never loaded: selected by the name it is stored under.
+    assert [r.run_id for r in trainscale.runs(workload="spiral-mlp", store=store)] == ["c1"]
+    assert [r.run_id for r in trainscale.runs(workload="script:train.py", store=store)] == ["s1"]
+    assert [r.run_id for r in trainscale.runs(workload=str(script), store=store)] == ["s1"]
+    assert not marker.exists()  # the script was not imported

@@ -9,9 +9,9 @@ from typing import Any
 from trainscale.api.results import StoredRun, StoredRuns
 from trainscale.api.workload_arg import workload_text
 from trainscale.errors import ConfigError
+from trainscale.reporting.listing import stored_name
 from trainscale.results.schema import RUN_STATUSES
 from trainscale.results.store import RunStore, default_store_path
-from trainscale.workloads import workload_name
 
 StorePath = str | os.PathLike[str] | None
 """A results database; None: the CLI's default ($TRAINSCALE_STORE, else ./trainscale.db)."""
@@ -68,4 +68,6 @@ def checked_filters(workload: Any, status: str | None, limit: int | None) -> str
         raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
     if limit is not None and limit < 1:
         raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
-    return None if workload is None else workload_name(workload_text(workload))
+    # As `runs list --workload` reads it: a script is never imported (that would run it),
+    # a stored name is taken as it is.
+    return None if workload is None else stored_name(workload_text(workload))
