@@ -75,7 +75,21 @@ def test_each_run_gets_a_recognisable_directory_with_its_scalars_as_stored(
     assert {"config/text_summary", "run/text_summary"} <= set(texts)
     config = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
     assert "| workers | 2 |" in config and "| workload | mnist-cnn |" in config
-    assert "_hparams_/experiment" in events.PluginTagToContent("hparams")
+    # A session of its own, ended with its status; no experiment summary of its own, which
+    # TensorBoard would take for every run of the log directory.
+    assert set(events.PluginTagToContent("hparams")) == {
+        "_hparams_/session_start_info",
+        "_hparams_/session_end_info",
+    }
+    assert _end_status(events) == "STATUS_SUCCESS"
+
+
+def _end_status(events: EventAccumulator) -> str:
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    content = events.PluginTagToContent("hparams")["_hparams_/session_end_info"]
+    data = plugin_data_pb2.HParamsPluginData.FromString(content)
+    return api_pb2.Status.Name(data.session_end_info.status)
 
 
 def test_a_failed_run_says_why_and_a_synthetic_run_claims_no_accuracy(
@@ -85,6 +99,7 @@ def test_a_failed_run_says_why_and_a_synthetic_run_claims_no_accuracy(
     failed, synthetic = (_read(Path(d.target)) for d in done)
     text = failed.Tensors("run/text_summary")[0].tensor_proto.string_val[0].decode()
     assert f"failure reason: {FAILURE}" in text and "status: failed" in text
+    assert _end_status(failed) == "STATUS_FAILURE"
     assert "step_time_s" not in failed.Tags()["scalars"]
     scalars = set(synthetic.Tags()["scalars"])
     assert _points(synthetic, "step_time_s") == _as_float32(list(enumerate(STEP_TIMES[:5])))
@@ -101,6 +116,17 @@ def test_writing_a_run_again_replaces_its_directory(store: Path, tmp_path: Path)
     assert len(list(directory.iterdir())) == 1  # one event file: no repeated scalars
     assert len(_read(directory).Scalars("step_time_s")) == len(STEP_TIMES)
     assert [p.name for p in (tmp_path / "l").iterdir()] == [directory.name]  # no leftovers
+
+
+def test_a_run_written_under_a_new_name_leaves_no_directory_under_its_old_one(
+    store: Path, tmp_path: Path
+) -> None:
+    # A script run is named by its batch, which is 0 until it completes.
+    old = tmp_path / "l" / "script_mnist_script.py_1x2_b0_script_a1a1a1a1"
+    old.mkdir(parents=True)
+    [done] = write_tensorboard(load_runs(store, run_ids=[REAL_ID]), tmp_path / "l")
+    assert done.action == "replaced" and not old.exists()
+    assert [p.name for p in (tmp_path / "l").iterdir()] == [Path(done.target).name]
 
 
 def test_a_logdir_that_cannot_be_written_is_one_config_error(store: Path, tmp_path: Path) -> None:

@@ -8,8 +8,14 @@ it (`mnist-cnn_2x1_b64_fp32_1a2b3c4d`), holding one event file with the scalars
 tab, its metrics being the `summary/` scalars). Every event carries the run's start as its
 wall time: read the curves against the step.
 
+A run's hparams are its session's start and end (with its status: success, failure, or no
+end while it runs), never an experiment summary of its own: TensorBoard takes one such
+summary for a whole log directory, so one run's settings and metrics would be the columns
+of all; without one it gathers them over every run.
+
 Writing a run again replaces its directory whole (written beside it, then swapped in), so a
-run never holds two event files that repeat each other.
+run never holds two event files that repeat each other; a directory the run had under
+another name (a script run's batch is 0 while it runs) goes too.
 """
 
 from __future__ import annotations
@@ -57,6 +63,17 @@ def write_tensorboard(
     return done
 
 
+def _set_status(end: Any, status: str) -> None:
+    """Give a session-end summary the run's status (torch's `hparams` always says success)."""
+    from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+
+    value = end.value[0]
+    data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+    code = "STATUS_SUCCESS" if status == "completed" else "STATUS_FAILURE"
+    data.session_end_info.status = api_pb2.Status.Value(code)
+    value.metadata.plugin_data.content = data.SerializeToString()
+
+
 def _write_run(writer_class: Any, root: Path, run: StoredRun) -> ExportedRun:
     from torch.utils.tensorboard.summary import hparams
 
@@ -79,12 +96,23 @@ def _write_run(writer_class: Any, root: Path, run: StoredRun) -> ExportedRun:
         writer.add_text("config", _table(config), 0, walltime=at)
         hparam_values = {k: _hparam(v) for k, v in config.items() if v is not None}
         metrics = {SUMMARY_PREFIX + name: value for name, value in figures.items()}
-        for summary in hparams(hparam_values, metrics):
-            writer.file_writer.add_summary(summary, walltime=at)
+        _experiment, start, end = hparams(hparam_values, metrics)
+        writer.file_writer.add_summary(start, walltime=at)
+        if run.record.status != "running":  # a running session has no end yet
+            _set_status(end, run.record.status)
+            writer.file_writer.add_summary(end, walltime=at)
     finally:
         writer.close()
-    replaced = final.exists()
-    if replaced:
+    # The same run under another name: gone, as a directory written again is.
+    stale = [
+        other
+        for other in root.glob(f"*_{run.record.short_id}")
+        if other.is_dir() and other.name != final.name and not other.name.startswith(".")
+    ]
+    for other in stale:
+        shutil.rmtree(other, ignore_errors=True)
+    replaced = final.exists() or bool(stale)
+    if final.exists():
         old = root / f".{final.name}.{os.getpid()}.old"
         os.replace(final, old)
         os.replace(temp, final)
