@@ -352,3 +352,13 @@ def test_every_built_in_recipe_follows_the_rules_a_custom_one_is_held_to():
 
     for name in builtin_workload_names():
         assert recipe_problems(get_workload(name).recipe) == [], name
+
+
+def test_the_simulators_layout_of_an_edited_file_is_built_again(tmp_path):
+    from trainscale.simulator.setup import cached_layout
+
+    reference = f"{tiny_workload(tmp_path, 'tiny-e')}:make_workload"
+    first = cached_layout(reference, None)
+    assert cached_layout(reference, None) is first  # built once per version of the file
+    _edit(Path(reference.rpartition(":")[0]), "tiny-e-edited")
+    assert cached_layout(reference, None) is not first

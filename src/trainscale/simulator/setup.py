@@ -46,6 +46,7 @@ from trainscale.simulator.run_facts import (
     per_worker_batch,
 )
 from trainscale.workloads import get_workload, is_builtin
+from trainscale.workloads.custom import file_version
 
 BUSY_WHY = "other work used their cores"
 """Why a busy run says nothing of the setting alone (the busy rule, `metrics.run_flags`)."""
@@ -61,12 +62,19 @@ class Setup:
     layout: GradientLayout
 
 
-@lru_cache(maxsize=32)
 def cached_layout(
     workload: str, bucket_cap_mb: float | None, device: str = "cpu"
 ) -> GradientLayout:
-    """A workload's gradient layout, built once per process (it builds and runs the model),
-    its operators counted on `device`."""
+    """A workload's gradient layout, built once per process (it builds and runs the model)
+    and per version of a custom workload's file (an edited file is built again, as
+    `get_workload` loads it again), its operators counted on `device`."""
+    return _layout(workload, bucket_cap_mb, device, file_version(workload))
+
+
+@lru_cache(maxsize=32)
+def _layout(
+    workload: str, bucket_cap_mb: float | None, device: str, version: tuple[int, int] | None
+) -> GradientLayout:
     return workload_layout(workload, bucket_cap_mb, device)
 
 

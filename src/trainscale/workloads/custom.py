@@ -197,6 +197,18 @@ def file_changed(reference: Reference) -> bool:
     return _stamp(Path(reference.target)) != _imported[reference.target]
 
 
+def file_version(text: str) -> tuple[int, int] | None:
+    """The version (mtime in ns, size) of the file a custom workload reference names; None
+    for a registered name, a module, or a file that cannot be found."""
+    if not is_reference(text):
+        return None
+    try:
+        reference = parse_reference(text)
+    except WorkloadError:
+        return None
+    return _stamp(Path(reference.target)) if reference.is_file else None
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         status = path.stat()
