@@ -137,3 +137,12 @@ def test_a_logdir_that_cannot_be_written_is_one_config_error(store: Path, tmp_pa
     with pytest.raises(ConfigError, match="not a directory"):
         write_tensorboard(load_runs(store), blocker)
     assert {p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")} == {"file"}
+
+
+def test_python_callers_mistakes_are_one_config_error(store: Path) -> None:
+    with pytest.raises(ConfigError, match="log directory is empty"):
+        write_tensorboard(load_runs(store), "")  # not the working directory
+    with pytest.raises(ConfigError, match="status must be one of running, completed, failed"):
+        load_runs(store, status="bogus")
+    with pytest.raises(ConfigError, match="limit must be a whole number >= 1"):
+        load_runs(store, limit=0)

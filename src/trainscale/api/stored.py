@@ -9,8 +9,7 @@ from typing import Any
 from trainscale.api.results import StoredRun, StoredRuns
 from trainscale.api.workload_arg import workload_text
 from trainscale.errors import ConfigError
-from trainscale.reporting.listing import stored_name
-from trainscale.results.schema import RUN_STATUSES
+from trainscale.reporting.listing import check_run_filters, stored_name
 from trainscale.results.store import RunStore, default_store_path
 
 StorePath = str | os.PathLike[str] | None
@@ -64,10 +63,7 @@ def checked_filters(workload: Any, status: str | None, limit: int | None) -> str
     """Check the filters `runs` and `delete_runs` take (a ConfigError line for a status or
     limit there cannot be) and return the workload's name as stored: a custom workload's
     reference or function is named by its name."""
-    if status is not None and status not in RUN_STATUSES:
-        raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
-    if limit is not None and limit < 1:
-        raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
+    check_run_filters(status, limit)
     # As `runs list --workload` reads it: a script is never imported (that would run it),
     # a stored name is taken as it is.
     return None if workload is None else stored_name(workload_text(workload))

@@ -33,7 +33,7 @@ from trainscale.results.export import SUMMARY_KEYS, export_runs, run_json_object
 from trainscale.results.outputs import write_atomically
 from trainscale.results.owner import is_here
 from trainscale.results.records import RunRecord, SweepRecord
-from trainscale.results.schema import EPOCH_FIELDS
+from trainscale.results.schema import EPOCH_FIELDS, RUN_STATUSES
 from trainscale.results.script_figures import ScriptFigures
 from trainscale.results.store import RunStore, default_store_path
 
@@ -351,6 +351,14 @@ def stored_name(workload: str | None) -> str | None:
     return workload_name(workload)
 
 
+def check_run_filters(status: str | None, limit: int | None) -> None:
+    """ConfigError (one line) for a status or a limit no run can match."""
+    if status is not None and status not in RUN_STATUSES:
+        raise ConfigError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
+
+
 def select_runs(
     opened: RunStore,
     run_ids: Sequence[str],
@@ -362,6 +370,7 @@ def select_runs(
     """The runs named by id (or unique prefix) in the order given, each once; or, without
     ids, those matching the filters, newest first. Ids and filters together are a
     ConfigError: a named run that a filter left out would vanish without a word."""
+    check_run_filters(status, limit)
     if not run_ids:
         return opened.list_runs(stored_name(workload), status, tag, limit)
     if any(value is not None for value in (workload, status, tag, limit)):

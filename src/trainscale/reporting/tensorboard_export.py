@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainscale.errors import ConfigError
 from trainscale.reporting.tracking import (
     STEP_TIME,
     ExportedRun,
@@ -50,6 +51,8 @@ def write_tensorboard(
     goes. ConfigError (one line) when the extra is missing or `logdir` cannot be written,
     before anything is."""
     require_extra("tensorboard")
+    if not str(logdir).strip():  # Path("") is the working directory: never meant
+        raise ConfigError("the TensorBoard log directory is empty; give a directory")
     root = Path(logdir)
     check_out_dir(root, "the TensorBoard logs")
     writer_class = _summary_writer()
