@@ -106,6 +106,8 @@ def test_synthetic_bench_measures_the_ladder_and_writes_the_table(monkeypatch, t
     assert result.out == Path("t.md")
     assert f"`trainscale runs list --tag bench:{result.bench_id}`" in text
     assert "| 4 pinned workers x 1 thread | 4 x 1 | 400 |" in text
+    # What each run trained: 30 steps over 2 rounds is 15 a run.
+    assert "throughput rungs train 15 steps a run" in text and "in 2 round(s) (--steps 30" in text
     assert not result.all_failed
 
 

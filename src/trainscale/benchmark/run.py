@@ -247,6 +247,11 @@ class BenchResult:
         ran = [r for r in self.results if not isinstance(r.rung, Skipped)]
         return bool(ran) and not any(r.completed for r in ran)
 
+    def _rounds_text(self) -> str:
+        """The rounds measured: those planned, and any added for busy ones."""
+        added = f", and {self.extra_rounds} more for busy ones" if self.extra_rounds else ""
+        return f"{self.rounds} round(s){added}"
+
     def markdown(self) -> str:
         """The Markdown file: the machine, the rules of the measurement, and the table."""
         env, base = self.env, self.options
@@ -257,10 +262,9 @@ class BenchResult:
             f"torch {env['torch_version']}, bf16 native: {env['bf16_native']}"
             f"{gpus_text(env)}. "
             f"Data: {base.data.kind}. {self.batch_sentence}; "
-            f"throughput rungs train {self.steps} steps in {self.rounds} round(s) of "
-            f"{self.steps_per_run} steps a run ({warmup_text(base)}), every rung once a "
-            "round, the order rotated from "
-            "round to round. samples/s and step ms are medians over the rounds. Speedup is "
+            f"throughput rungs train {self.steps_per_run} steps a run ({warmup_text(base)}), "
+            f"every rung once a round in {self._rounds_text()} (--steps {self.steps} split "
+            "over the planned rounds, rounded up), the order rotated from round to round. samples/s and step ms are medians over the rounds. Speedup is "
             "against the serial 1-core run of the same round: the median over rounds of the "
             "ratio within each round, with its 95% bootstrap interval over rounds; the "
             "verdict says faster or slower only where the interval excludes 1. "
