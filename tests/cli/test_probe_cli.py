@@ -275,3 +275,16 @@ def test_a_matmul_above_the_theoretical_peak_says_the_clock_it_assumes_was_beate
     )
     (below,) = [line for line in summary_lines(result(0.8e11)) if "fp32" in line]
     assert below.endswith("= 80.0% of the theoretical 100.0 GFLOP/s")
+
+
+def test_a_gpu_probe_larger_than_the_gpus_free_memory_is_refused_before_measuring() -> None:
+    from trainscale.probing.run import check_gpu_probe_memory
+
+    gib = 1024**3
+    plan = plan_probe(ProbeOptions(device="cuda", matmul_sizes=(300_000,)), gpus=2, cores=4)
+    with pytest.raises(ConfigError, match=r"a matmul of size 300000 .* available on GPU 0; give"):
+        check_gpu_probe_memory(plan, 80 * gib)
+    sized = ProbeOptions(device="cuda", only=("allreduce",), message_sizes=(4096, 64 * gib))
+    with pytest.raises(ConfigError, match="an all-reduce message of 64 GiB on each GPU"):
+        check_gpu_probe_memory(plan_probe(sized, gpus=2, cores=4), 80 * gib)
+    check_gpu_probe_memory(plan_probe(ProbeOptions(device="cuda"), gpus=2, cores=4), 80 * gib)

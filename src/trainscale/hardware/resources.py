@@ -106,12 +106,18 @@ def check_worker_count(
             )
 
 
-def check_memory(needed_bytes: int, what: str, advice: str, available: int | None = None) -> None:
-    """ConfigError when `needed_bytes` exceed the memory available: '`what` needs about X,
-    more than the Y of memory available; `advice`'."""
+def check_memory(
+    needed_bytes: int,
+    what: str,
+    advice: str,
+    available: int | None = None,
+    where: str = "on this machine",
+) -> None:
+    """ConfigError when `needed_bytes` exceed the memory available (`where`, host memory by
+    default): '`what` needs about X, more than the Y of memory available; `advice`'."""
     available = available_memory_bytes() if available is None else available
     if needed_bytes > available:
         raise ConfigError(
             f"{what} needs about {format_bytes(needed_bytes)} of memory, more than the "
-            f"{format_bytes(available)} available on this machine; {advice}"
+            f"{format_bytes(available)} available {where}; {advice}"
         )

@@ -189,7 +189,45 @@ def plan_probe(opts: ProbeOptions, gpus: int | None = None, cores: int | None = 
     )
     if device == "cpu":
         check_probe_memory(plan)
+    else:
+        check_gpu_probe_memory(plan, _free_gpu_bytes())
     return plan
+
+
+def _free_gpu_bytes() -> int | None:
+    """The free memory of GPU 0, where the matmul runs (None where torch cannot say)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.mem_get_info(0)[0])
+
+
+def check_gpu_probe_memory(plan: ProbePlan, free_bytes: int | None) -> None:
+    """ConfigError when the largest matmul, or all-reduce message, cannot fit in a GPU's
+    `free_bytes`: the matmul's A, B and C (and a cast copy, as on the CPU) on GPU 0; an
+    all-reduce worker's message and NCCL's copy of it on its own GPU. None: not checked."""
+    if free_bytes is None:
+        return
+    where = "on GPU 0"  # its free memory
+    if "matmul" in plan.kinds:
+        n = max(plan.matmul_sizes)
+        check_memory(
+            4 * n * n * 4,
+            f"a matmul of size {n} (A, B and C of {n}x{n})",
+            "give smaller --matmul-sizes",
+            free_bytes,
+            where,
+        )
+    if "allreduce" in plan.kinds:
+        size = max(plan.message_sizes)
+        check_memory(
+            2 * size,
+            f"an all-reduce message of {format_bytes(size)} on each GPU",
+            "give smaller --message-sizes",
+            free_bytes,
+            where,
+        )
 
 
 def check_probe_memory(plan: ProbePlan, available: int | None = None) -> None:
