@@ -205,20 +205,12 @@ def _free_gpu_bytes() -> int | None:
 
 def check_gpu_probe_memory(plan: ProbePlan, free_bytes: int | None) -> None:
     """ConfigError when the largest matmul, or all-reduce message, cannot fit in a GPU's
-    `free_bytes`: the matmul's A, B and C (and a cast copy, as on the CPU) on GPU 0; an
-    all-reduce worker's message and NCCL's copy of it on its own GPU. None: not checked."""
+    `free_bytes`: the matmul on GPU 0 (`_check_matmul_fits`); an all-reduce worker's message
+    and NCCL's copy of it on its own GPU. None: not checked."""
     if free_bytes is None:
         return
     where = "on GPU 0"  # its free memory
-    if "matmul" in plan.kinds:
-        n = max(plan.matmul_sizes)
-        check_memory(
-            4 * n * n * 4,
-            f"a matmul of size {n} (A, B and C of {n}x{n})",
-            "give smaller --matmul-sizes",
-            free_bytes,
-            where,
-        )
+    _check_matmul_fits(plan, free_bytes, where)
     if "allreduce" in plan.kinds:
         size = max(plan.message_sizes)
         check_memory(
@@ -231,19 +223,10 @@ def check_gpu_probe_memory(plan: ProbePlan, free_bytes: int | None) -> None:
 
 
 def check_probe_memory(plan: ProbePlan, available: int | None = None) -> None:
-    """ConfigError when the largest matmul or all-reduce message cannot fit in host memory.
-
-    A matmul of size n holds A, B and C (and A and B once more in fp32 while they are cast):
-    4 n^2 x 4 bytes at most. Each all-reduce worker holds its message and gloo a copy of it.
+    """ConfigError when the largest matmul or all-reduce message cannot fit in host memory
+    (`_check_matmul_fits`). Each all-reduce worker holds its message and gloo a copy of it.
     """
-    if "matmul" in plan.kinds:
-        n = max(plan.matmul_sizes)
-        check_memory(
-            4 * n * n * 4,
-            f"a matmul of size {n} (A, B and C of {n}x{n})",
-            "give smaller --matmul-sizes",
-            available,
-        )
+    _check_matmul_fits(plan, available)
     if "allreduce" in plan.kinds:
         size = max(plan.message_sizes)
         check_memory(
@@ -251,6 +234,22 @@ def check_probe_memory(plan: ProbePlan, available: int | None = None) -> None:
             f"an all-reduce of {format_bytes(size)} over {plan.workers} workers",
             "give smaller --message-sizes or fewer --workers",
             available,
+        )
+
+
+def _check_matmul_fits(
+    plan: ProbePlan, available: int | None, where: str = "on this machine"
+) -> None:
+    """A matmul of size n holds A, B and C (and A and B once more in fp32 while they are
+    cast): 4 n^2 x 4 bytes at most, which must fit in the memory `available` (`where`)."""
+    if "matmul" in plan.kinds:
+        n = max(plan.matmul_sizes)
+        check_memory(
+            4 * n * n * 4,
+            f"a matmul of size {n} (A, B and C of {n}x{n})",
+            "give smaller --matmul-sizes",
+            available,
+            where,
         )
 
 
