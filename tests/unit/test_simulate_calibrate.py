@@ -185,6 +185,38 @@ def test_calibration_from_the_peak():
         calibrate_from_peak("mnist-cnn", v100.device, "bf16", 7e7, 10, reference_batch_size=64)
 
 
+def test_an_fp32_prediction_on_a_tf32_gpu_takes_the_peak_of_its_mix():
+    a100 = load_preset("dgx-a100-40gb").device  # fp32 19.5, tf32 156 TFLOP/s
+    efficiency = a100.efficiency
+
+    def per_sample(kinds):
+        cal = calibrate_from_peak(
+            "mnist-cnn", a100, "fp32", 1e8, 10, reference_batch_size=64, flops_by_kind=kinds
+        )
+        return cal.compute_s_per_sample, cal.notes
+
+    # torch's defaults: convolutions in TF32, matrix products in fp32.
+    cnn, notes = per_sample({"convolution": 9, "matmul": 1})
+    mixed = 1 / (0.9 / 156e12 + 0.1 / 19.5e12)
+    assert cnn == pytest.approx(1e8 / (mixed * efficiency))
+    assert any("10% in fp32, 90% in tf32" in note for note in notes)
+    assert per_sample({"matmul": 1})[0] == pytest.approx(1e8 / (19.5e12 * efficiency))
+    assert per_sample({"recurrent": 1})[0] == pytest.approx(1e8 / (156e12 * efficiency))
+    # No split known, or a GPU without TF32: the fp32 peak.
+    assert per_sample(None)[0] == pytest.approx(1e8 / (19.5e12 * efficiency))
+    v100 = load_preset("v100-nvlink-ib").device
+    cal = calibrate_from_peak(
+        "mnist-cnn",
+        v100,
+        "fp32",
+        1e8,
+        10,
+        reference_batch_size=64,
+        flops_by_kind={"convolution": 1},
+    )
+    assert cal.compute_s_per_sample == pytest.approx(1e8 / (15.7e12 * v100.efficiency))
+
+
 class FakeProbe:
     def __init__(self, result, workers=2, probe_id="probe0001aaaa"):
         self.result = result

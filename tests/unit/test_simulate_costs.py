@@ -39,7 +39,7 @@ from trainscale.simulator.stragglers import (
     slowest_factor_samples,
 )
 from trainscale.simulator.units import parse_bandwidth, parse_flops, parse_time
-from trainscale.train.flops import count_flops_per_sample
+from trainscale.train.flops import count_flops
 from trainscale.workloads import get_workload
 
 from tests.helpers.simulate import calibration, cluster, tiny_layout
@@ -220,11 +220,11 @@ def test_a_layout_counts_the_flops_a_run_counts(workload):
     spec = get_workload(workload)
     data = spec.make_synthetic(DataRequest(max_train=2, max_test=2))
     torch.manual_seed(0)
-    run_count = count_flops_per_sample(
-        spec.build_model(data.meta), data.train_x[:2], data.train_y[:2], spec
-    )
+    counted = count_flops(spec.build_model(data.meta), data.train_x[:2], data.train_y[:2], spec)
+    run_count = counted.per_sample if counted else None
     layout = workload_layout(workload)
     assert run_count and layout.flops_per_sample == run_count
+    assert counted and layout.flops_by_kind == counted.by_kind  # the kinds a run counts too
     assert training_flops_per_sample(workload, counted=layout.flops_per_sample) == run_count
 
 

@@ -36,6 +36,9 @@ class Tf32Use:
 
 
 NO_TF32 = Tf32Use()
+TORCH_DEFAULT_TF32 = Tf32Use(matmul=False, convolution=True, recurrent=True)
+"""torch's defaults: cuDNN's convolutions and recurrent layers in TF32, cuBLAS's matrix
+products in full fp32 (what a PyTorch run computes in unless it sets the switches)."""
 ALL_TF32 = Tf32Use(matmul=True, convolution=True, recurrent=True)
 """XLA's default on GPUs (JAX without `jax_default_matmul_precision`), and TensorFlow's:
 fp32 products and convolutions in TF32."""

@@ -32,7 +32,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from trainscale.data.tensors import DataRequest
-from trainscale.metrics.flops import extra_flop_formulas
+from trainscale.metrics.flops import extra_flop_formulas, split_by_kind
 from trainscale.train.op_count import OpCounter
 from trainscale.workloads import get_workload
 
@@ -80,6 +80,9 @@ class GradientLayout:
     flops_per_sample: float | None = None
     """Training FLOPs (forward + backward) per sample, counted in the same pass as the
     operators, as a run counts them (`train/flops.count_flops_per_sample`); None if not."""
+    flops_by_kind: Mapping[str, int] | None = None
+    """The same by kind of operator (`metrics.flops.split_by_kind`): on a GPU, which of
+    them compute fp32 in TF32 depends on the kind."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -178,6 +181,8 @@ class ModelProfile(NamedTuple):
     """Operators dispatched."""
     flops_per_sample: float | None
     """All the pass's FLOPs (the loss's included) per sample of the batch."""
+    flops_by_kind: Mapping[str, int] | None = None
+    """The same by kind of operator."""
 
 
 NOT_COUNTED = ModelProfile(None, None, None)
@@ -199,6 +204,7 @@ def profile_model(model: Any, batch: tuple[Any, Any], loss: Any) -> ModelProfile
         counts = counter.get_flop_counts()
         # Whole FLOPs per sample, as a run's count has them (train/flops.py).
         per_sample = float(counter.get_total_flops() // x.shape[0])
+        by_kind = split_by_kind(counts["Global"], x.shape[0]).by_kind
     except Exception:  # a model the counter cannot trace falls back to parameter counts
         return NOT_COUNTED
     finally:
@@ -222,7 +228,7 @@ def profile_model(model: Any, batch: tuple[Any, Any], loss: Any) -> ModelProfile
             for name, _ in module.named_children()
         )
         own[path] = max(0.0, inclusive[path] - children)
-    return ModelProfile(own, ops.count, per_sample)
+    return ModelProfile(own, ops.count, per_sample, by_kind)
 
 
 def param_infos(model: Any, flops_by_module: Mapping[str, float] | None = None) -> list[ParamInfo]:
@@ -292,4 +298,6 @@ def workload_layout(
     layout = layout_from_params(
         params, bucket_cap_mb, "flops" if flops else "parameters", profile.ops_per_step
     )
-    return replace(layout, flops_per_sample=profile.flops_per_sample)
+    return replace(
+        layout, flops_per_sample=profile.flops_per_sample, flops_by_kind=profile.flops_by_kind
+    )

@@ -32,6 +32,8 @@ from typing import Any
 
 from trainscale.data.tensors import DataRequest
 from trainscale.errors import TrainscaleError
+from trainscale.hardware.peaks import rate_of_mix
+from trainscale.hardware.tf32 import TORCH_DEFAULT_TF32, precision_mix
 from trainscale.metrics import stats
 from trainscale.metrics.run_flags import ran_busy
 from trainscale.metrics.throughput import stored_step_time
@@ -370,10 +372,12 @@ def calibrate_from_peak(
     reference_batch_size: int,
     ops_per_step: int | None = None,
     sigma_override: float | None = None,
+    flops_by_kind: Mapping[str, int] | None = None,
 ) -> Calibration:
     """A calibration from the cluster file alone: training FLOPs / (peak x efficiency), plus
-    the device's per-operator overhead for each operator a step dispatches."""
-    peak = device.peak_for(precision)
+    the device's per-operator overhead for each operator a step dispatches. On a GPU in fp32
+    the peak is that of the run's mix of TF32 and fp32 work (`peak_of_work`)."""
+    peak, mixed = peak_of_work(device, precision, flops_by_kind)
     if peak is None or device.efficiency is None:
         missing = "peak_flops" if peak is None else "efficiency"
         threads = f" --threads-per-worker {device.cores}" if device.kind == "cpu" else ""
@@ -387,6 +391,8 @@ def calibrate_from_peak(
         f"compute from the device's peak: {flops_per_sample / 1e6:.4g} MFLOP per sample / "
         f"({peak / 1e12:.4g} TFLOP/s x {device.efficiency:g}); no run on this device"
     ]
+    if mixed:
+        notes.append(mixed)
     fixed = 0.0
     if device.op_overhead_s and ops_per_step:
         fixed = device.op_overhead_s * ops_per_step
@@ -459,6 +465,25 @@ def matching_serial_runs(
                 continue
         chosen.append(record)
     return chosen
+
+
+def peak_of_work(
+    device: DeviceSpec, precision: str, flops_by_kind: Mapping[str, int] | None
+) -> tuple[float | None, str]:
+    """The device's peak for a run's work, and a note where it is a mix: on a GPU in fp32,
+    PyTorch computes convolutions and recurrent layers in TF32 and matrix products in full
+    fp32 by default (`hardware.tf32`), each part at its precision's peak; a device without
+    a TF32 peak computes all of it in fp32."""
+    if device.kind != "cuda" or precision != "fp32" or device.peak_for("tf32") is None:
+        return device.peak_for(precision), ""
+    mix = precision_mix(precision, "cuda", TORCH_DEFAULT_TF32, flops_by_kind)
+    if not mix:  # no split by kind: the fp32 peak, as before the split was known
+        return device.peak_for(precision), ""
+    peak = rate_of_mix(mix, device.peak_for)
+    if len(mix) == 1:
+        return peak, ""
+    shares = ", ".join(f"{share:.0%} in {p}" for p, share in sorted(mix.items()))
+    return peak, f"fp32 on a GPU as PyTorch computes it by default: {shares} (`hardware/tf32.py`)"
 
 
 def training_flops_per_sample(

@@ -293,6 +293,7 @@ def system_model(
         layout.num_params,
         reference_batch_size=reference_batch,
         ops_per_step=layout.ops_per_step,
+        flops_by_kind=layout.flops_by_kind,
     )
     return SystemModel(base=base, layout=layout, cluster=cluster, samples=samples, seed=seed)
 

@@ -336,6 +336,7 @@ def _from_peak(
             reference_batch_size=get_workload(workload).recipe.batch_size,
             ops_per_step=layout.ops_per_step,
             sigma_override=sigma_override,
+            flops_by_kind=layout.flops_by_kind,
         )
     except CalibrationError as error:
         if hint is not None:
