@@ -440,3 +440,31 @@ def test_a_cpu_run_over_several_nodes_counts_the_cores_of_every_node(monkeypatch
     assert got["hardware"]["devices"] == 4  # 2 cores on each of 2 nodes
     assert got["mfu_peak"]["tflops"] == pytest.approx(4 * 0.064)
     assert got["mfu"] == pytest.approx(0.25)
+
+
+def _topology(root: Path, siblings: dict[int, str]) -> Path:
+    for cpu, cpus in siblings.items():
+        topology = root / f"devices/system/cpu/cpu{cpu}/topology"
+        topology.mkdir(parents=True)
+        (topology / "core_cpus_list").write_text(cpus + "\n")
+    return root
+
+
+def test_hyperthreads_of_one_core_count_once(tmp_path: Path, monkeypatch) -> None:
+    import functools
+
+    import trainscale.hardware.figures as hardware
+    from trainscale.hardware.facts import physical_cores_among
+
+    # Two cores with two hyperthreads each: CPUs 0 and 2 share core 0, 1 and 3 core 1.
+    sysfs = _topology(tmp_path, {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"})
+    assert physical_cores_among([0, 2], sysfs) == 1
+    assert physical_cores_among([0, 1, 2, 3], sysfs) == 2
+    assert physical_cores_among([0, 7], sysfs) == 2  # no topology for 7: each CPU a core
+    # A container given two siblings of one core: its run computes on one core's units.
+    monkeypatch.setattr(
+        hardware, "physical_cores_among", functools.partial(physical_cores_among, sysfs=sysfs)
+    )
+    siblings = [{"cores": [0], "torch_threads": 1}, {"cores": [2], "torch_threads": 1}]
+    assert cores_per_node(siblings) == [1]
+    assert cores_per_node([{"cores": [0, 1], "torch_threads": 2}]) == [2]

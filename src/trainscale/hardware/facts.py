@@ -17,6 +17,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,26 @@ def usable_cores() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
+
+
+def physical_cores_among(cpus: Iterable[int], sysfs: Path = Path("/sys")) -> int:
+    """How many physical cores the logical CPUs `cpus` belong to: two hyperthreads of one
+    core share its units, so they count once (Linux's `topology/core_cpus_list`, or
+    `thread_siblings_list` on older kernels). Where the topology cannot be read, every CPU
+    counts as a core."""
+    wanted = set(cpus)
+    groups: set[frozenset[int]] = set()
+    for cpu in wanted:
+        topology = sysfs / f"devices/system/cpu/cpu{cpu}/topology"
+        for name in ("core_cpus_list", "thread_siblings_list"):
+            try:
+                groups.add(frozenset(parse_cpulist((topology / name).read_text())))
+                break
+            except (OSError, ConfigError):
+                continue
+        else:
+            return len(wanted)
+    return len(groups)
 
 
 def git_state(cwd: str | os.PathLike[str] | None = None) -> tuple[str | None, bool | None]:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainscale.hardware.energy import cuda_gpu_ids, energy_sources, load_nvml
-from trainscale.hardware.facts import CpuFacts, read_cpu_facts
+from trainscale.hardware.facts import CpuFacts, physical_cores_among, read_cpu_facts
 from trainscale.hardware.peaks import (
     Peak,
     achieved_flops_per_s,
@@ -61,7 +61,8 @@ def cores_per_node(workers: Sequence[dict[str, Any]]) -> list[int]:
                 used += min(threads, len(cores))
             else:
                 used += threads
-        counts.append(min(used, len(union)) if union else used)
+        # Hyperthreads of one core share its units: the union counts its physical cores.
+        counts.append(min(used, physical_cores_among(union)) if union else used)
     return counts
 
 
@@ -320,7 +321,8 @@ def machine_peaks(env: dict[str, Any], facts: CpuFacts | None = None) -> dict[st
     each GPU gets its table entry, or None when the table does not know it.
     """
     facts = facts or read_cpu_facts()
-    usable = len(env.get("usable_cores") or []) or (facts.logical_cores or 1)
+    listed = env.get("usable_cores") or []
+    usable = physical_cores_among(listed) if listed else (facts.logical_cores or 1)
     cores = min(usable, facts.physical_cores) if facts.physical_cores else usable
     cpu = {}
     for precision in ("fp32", "bf16"):

@@ -14,7 +14,7 @@ from typing import Any
 
 from trainscale.errors import ConfigError
 from trainscale.hardware.contention import BUSY, ContentionSampler, busiest_processes
-from trainscale.hardware.facts import read_cpu_facts, usable_cores
+from trainscale.hardware.facts import physical_cores_among, read_cpu_facts, usable_cores
 from trainscale.hardware.peaks import cpu_peak, gpu_peak
 from trainscale.hardware.resources import WORKER_PROCESS_BYTES, check_memory
 from trainscale.parallel.affinity import oversubscription_message
@@ -309,7 +309,8 @@ def theoretical_peaks(
     facts = read_cpu_facts() if device_type == "cpu" else None
     for precision in precisions:
         if facts is not None:
-            physical = facts.physical_cores or cores or 1
+            # The probe's threads run on the usable CPUs: their physical cores at most.
+            physical = physical_cores_among(usable_cores())
             peak = cpu_peak(facts, precision, min(cores or 1, physical))
         else:
             peak = gpu_peak(device_name, precision, 1)
