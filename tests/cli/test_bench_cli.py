@@ -158,3 +158,22 @@ def test_json_is_the_benchs_document_on_stdout_and_nothing_else(tmp_path, capsys
     assert {row["setting"] for row in document["configurations"]} <= set(names)
     assert document["gpu_verdicts"] == []  # no GPU here: no verdict claimed
     assert (tmp_path / "t.md").is_file()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "mnist-cnn", "--data", "real", "--data-dir", "{missing}"],
+        ["recommend", "mnist-cnn", "--data", "real", "--data-dir", "{missing}"],
+        ["bench", "{script}", "--framework", "jax"],
+    ],
+)
+def test_a_refused_bench_or_search_leaves_no_empty_store(argv, tmp_path, capsys):
+    from pathlib import Path
+
+    script = tmp_path / "train.py"
+    script.write_text("import trainscale\nmeter = trainscale.meter()\n")
+    given = [a.format(missing=tmp_path / "none", script=script) for a in argv]
+    store = tmp_path / "runs.db"
+    assert run_cli([*given, "--store", str(store)]) == 2
+    assert one_error_line(capsys) and not Path(store).exists()

@@ -294,7 +294,6 @@ def recommend(
     spec = get_workload(workload)
     workload = spec.name  # a custom workload's reference, from here on its name
     trains = require(framework)
-    RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     env = facts.collect_environment()
     multipliers = options.batch_multipliers
     if multipliers is None:
@@ -319,6 +318,9 @@ def recommend(
     space = fit_candidates(
         space, throughput_base, real_base, settings.accuracy_epochs, env["usable_cores"]
     )
+    # An unusable store fails now, not after the first trial; and only once the settings
+    # and the data are checked, so that a refused search leaves no empty store behind.
+    RunStore(store_path).close()
     plan = RecommendPlan(recommend_id, spec.name, env, space, settings, data_note)
     listener.planned(plan)
 
@@ -351,11 +353,11 @@ def _recommend_script(
     `check_accuracy`, the finalists' accuracy in whole runs (else throughput only)."""
     recommend_id = uuid.uuid4().hex[:8]
     base = script_base(script, args, data, f"recommend:{recommend_id}")
-    RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     env = facts.collect_environment()
     numa = [node["cpus"] for node in env["numa_nodes"]] or None
     space = script_space(env["usable_cores"], numa, max_workers)
     space = fit_script_candidates(space, base, script, args)
+    RunStore(store_path).close()  # an unusable store fails now, not after the first trial
     name = f"script:{Path(script).name}"
     tolerance = settings.accuracy_tolerance
     data_note = plan_note(space, tolerance) if check_accuracy else ACCURACY_NOTE

@@ -496,10 +496,6 @@ def run_bench(
     out_path = Path(out) if out is not None else None
     if out_path is not None:
         check_out_file(out_path)
-    store_path = Path(store) if store else default_store_path()
-    # Every rung writes to the store: one that cannot be used fails now, in one line, not
-    # once per rung with a table of failures written anyway.
-    RunStore(store_path).close()
     env = collect_environment()
     bench_id = uuid.uuid4().hex[:8]
     data_note = data_missing = None
@@ -519,6 +515,11 @@ def run_bench(
         base, data_note, data_missing = workload_base(
             spec, framework, data, data_dir, download, steps_per_run(steps, rounds), bench_id
         )
+    # Every rung writes to the store: one that cannot be used fails now, in one line, not
+    # once per rung with a table of failures written anyway; and only once the options are
+    # checked, so that a refused bench leaves no empty store behind.
+    store_path = Path(store) if store else default_store_path()
+    RunStore(store_path).close()
     # A run of fewer steps than the usual warm-up still times at least one of them.
     base = base.with_(warmup_steps_untimed=bench_warmup_steps(steps_per_run(steps, rounds)))
     if data_note:
