@@ -116,6 +116,13 @@ def test_to_dataframe_without_pandas_says_how_to_install_it(tmp_path, monkeypatc
         (lambda: trainscale.sweep("cpu-parallel", qiuck=True), "qiuck", "quick"),
         (lambda: trainscale.compare("a", "b", confidense=0.9), "confidense", "confidence"),
         (lambda: trainscale.runs(limt=3), "limt", "limit"),
+        # A flag spelled as a keyword: the keyword the option really is.
+        (lambda: trainscale.run("mnist-cnn", no_eval=True), "no_eval", "evaluate=False"),
+        (
+            lambda: trainscale.run("mnist-cnn", warmup_steps=2),
+            "warmup_steps",
+            "warmup_steps_untimed",
+        ),
         (lambda: trainscale.report(out="r", sweeps="x"), "sweeps", "sweep"),
     ],
 )

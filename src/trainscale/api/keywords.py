@@ -34,6 +34,7 @@ from pydantic import (
     create_model,
 )
 
+from trainscale.config.cli import leaf_flag
 from trainscale.config.files import Expect, describe
 from trainscale.config.options import RunOptions
 from trainscale.config.suggest import nearest_name
@@ -53,12 +54,29 @@ class Keywords(BaseModel):
     )
 
 
+@cache
+def _flag_spellings() -> dict[str, str]:
+    """A run option's flag spelled as a keyword (`no_eval`, `warmup_steps`, `timeout`) ->
+    how the keyword is written: 'evaluate=False', 'warmup_steps_untimed', 'timeout_s'."""
+    spellings = {}
+    for key, leaf in RunOptions.flat_fields().items():
+        flag = leaf_flag(leaf)
+        spelled = flag.lstrip("-").replace("-", "_")
+        if spelled != key:
+            negated = leaf.item.metadata.get("negate", False)
+            spellings[spelled] = f"{key}=False" if negated else key
+    return spellings
+
+
 def check_keywords(function: str, given: Mapping[str, Any], valid: Iterable[str]) -> None:
-    """ConfigError for the first keyword in `given` that is not in `valid`."""
+    """ConfigError for the first keyword in `given` that is not in `valid`; a run option's
+    flag spelled as a keyword gets the keyword's name."""
     names = sorted(set(valid))
     for key in given:
         if key not in names:
-            near = nearest_name(key, names)
+            written = _flag_spellings().get(key)
+            near = written if written and written.split("=")[0] in names else None
+            near = near or nearest_name(key, names)
             hint = f" (did you mean {near!r}?)" if near else ""
             raise ConfigError(
                 f"trainscale.{function}() has no option {key!r}{hint}; valid options: "
