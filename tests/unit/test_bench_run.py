@@ -398,3 +398,20 @@ def test_the_api_bench_carries_the_busy_lines(monkeypatch, neighbour, tmp_path):
     assert found.extra_rounds == 1
     assert found.busy[1].startswith("not trusted (a busy run in every round)")
     assert {row["verdict"] for row in found.table} >= {"not trusted: busy machine"}
+
+
+def test_a_stopped_bench_says_where_the_runs_it_finished_are(monkeypatch, tmp_path, capsys):
+    runs = Runs()
+
+    def stopped_in_the_second_run(options, *args, **kwargs):
+        if len(runs.options) == 1:
+            raise KeyboardInterrupt  # Ctrl-C (SIGTERM unwinds alike)
+        return runs(options, *args, **kwargs)
+
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stopped_in_the_second_run)
+    store = tmp_path / "b.db"
+    status = run_cli(["bench", "--data", "synthetic", "--quick", "--store", str(store)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert status == 130
+    assert err.startswith("trainscale: bench ") and "interrupted (SIGINT)" in err
+    assert "the runs it finished are stored: trainscale runs list --tag bench:" in err

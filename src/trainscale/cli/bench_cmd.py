@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from trainscale.benchmark.options import BenchOptions
@@ -12,6 +13,7 @@ from trainscale.cli.common import add_data_choice_argument, add_json_argument, a
 from trainscale.cli.lines import print_json, stdout_to_stderr
 from trainscale.cli.values import given_name
 from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
+from trainscale.parallel.interrupts import describe, exit_status
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -78,20 +80,32 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     workload, script = bench_target(args.target, args.workload, args.script_args is not None)
-    with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
-        result = run_bench(
-            workload,
-            script=script,
-            script_args=args.script_args or (),
-            options=declared_from_args(BenchOptions, args),
-            framework=args.framework,
-            data=args.data,
-            data_dir=args.data_dir,
-            download=args.download,
-            store=args.store,
-            out=args.out,
-            listener=Progress(console),
+    progress = Progress(console)
+    try:
+        with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+            result = run_bench(
+                workload,
+                script=script,
+                script_args=args.script_args or (),
+                options=declared_from_args(BenchOptions, args),
+                framework=args.framework,
+                data=args.data,
+                data_dir=args.data_dir,
+                download=args.download,
+                store=args.store,
+                out=args.out,
+                listener=progress,
+            )
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM: say where the finished runs are
+        if progress.bench_id is None:
+            raise
+        tag = f"bench:{progress.bench_id}"
+        print(
+            f"trainscale: bench {progress.bench_id}: {describe(stop)}; the runs it finished "
+            f"are stored: trainscale runs list --tag {tag}",
+            file=sys.stderr,
         )
+        return exit_status(stop)
     if args.json:
         from trainscale.benchmark.document import bench_document
         from trainscale.results.store import default_store_path

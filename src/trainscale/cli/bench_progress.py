@@ -21,12 +21,15 @@ class Progress(BenchListener):
         self.console = console
         self.rounds_start: float | None = None
         """When the first round started: the time left is estimated from the rounds done."""
+        self.bench_id: str | None = None
+        """The bench's id once it started measuring (its runs' tag is `bench:ID`)."""
 
     def data_note(self, note: str) -> None:
         # One line however narrow the terminal: it is the first thing a bench says.
         self.console.print(note, style="bold red", soft_wrap=True, markup=False)
 
     def started(self, result: BenchResult, runnable: int) -> None:
+        self.bench_id = result.bench_id
         env = result.env
         self.console.print(
             f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}{result.in_framework}, "
