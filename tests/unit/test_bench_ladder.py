@@ -169,7 +169,7 @@ def test_few_rounds_are_said_to_give_a_wide_interval():
     bench.results = results
     text = bench.markdown()
     assert "3 round(s): with fewer than 5 rounds the interval is wide" in text
-    assert "in 3 round(s) of 10 steps a run" in text
+    assert "train 10 steps a run" in text and "in 3 round(s) (--steps 30" in text
     assert "- 2 pinned workers x 1 thread vs naive DDP" in text
     assert "(3 rounds: with fewer than 5 rounds the interval is wide)" in text
 
