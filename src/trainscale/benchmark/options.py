@@ -29,8 +29,8 @@ class BenchOptions:
     100; --quick 30); each round's run trains its share, the first step untimed"""
     rounds: int | None = option(None, metavar="N")
     """rounds to split each rung's steps over, every rung once a round, each run at least 2
-    steps (default: 5; --quick 2; fewer when --steps leaves fewer); more rounds, a narrower
-    interval"""
+    steps, so fewer where --steps leaves fewer (default: 5; --quick 2); more rounds, a
+    narrower interval"""
     max_extra_rounds: int | None = option(None, metavar="N")
     """on a busy machine (other work on the cores), measure up to N more rounds until as
     many rounds as planned are quiet (default: as many as --rounds; 0: never); busy rounds

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import pkgutil
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,9 +115,11 @@ def _jax_gpu_backend_missing() -> str | None:
 
 def _jax_tf32_use() -> Tf32Use:
     """XLA computes fp32 dots and convolutions in TF32 on GPUs unless JAX's default matmul
-    precision asks for full fp32 ('highest', 'float32', or the F32_F32_F32 algorithm)."""
-    import jax
-
+    precision asks for full fp32 ('highest', 'float32', or the F32_F32_F32 algorithm). Read
+    where JAX trained, so already imported; elsewhere XLA's default."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return ALL_TF32
     asked = str(getattr(jax.config, "jax_default_matmul_precision", None) or "").lower()
     return NO_TF32 if asked in ("highest", "float32", "f32_f32_f32") else ALL_TF32
 
