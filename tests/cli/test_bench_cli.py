@@ -117,9 +117,7 @@ def test_a_short_synthetic_bench_runs_its_rungs_in_rotated_rounds(tmp_path, caps
     assert all(r.summary["warmup_steps_excluded"] == 1 for r in runs)
     assert all(r.summary["num_timed_steps"] == 1 for r in runs)
     table = (tmp_path / "t.md").read_text()
-    assert (
-        "train 2 steps a run (1 warm-up step a run untimed, fewer than the usual 5" in table
-    )
+    assert "train 2 steps a run (1 warm-up step a run untimed, fewer than the usual 5" in table
     assert "in 2 round(s) (--steps 3 split over the planned rounds, rounded up)" in table
     assert "2 round(s): with fewer than 5 rounds the interval is wide" in table
     interval = re.search(r"\| \d+\.\d\dx \[\d+\.\d\d, \d+\.\d\d\] \|", table)

@@ -410,6 +410,40 @@ def test_tiny_budget_still_ranks_what_it_measured():
     assert result.best == SPACE.baseline and result.stopped_by_budget
 
 
+class SlowerLater(FakeTrials):
+    """Candidates whose rate drops after the first rung (`later`: label -> rate)."""
+
+    def __init__(self, space, rates, later) -> None:
+        super().__init__(space, rates)
+        self.first, self.later = dict(rates), later
+
+    def __call__(self, options: RunOptions) -> dict:
+        settings = SearchSettings()
+        first_rung = options.optimisation.steps == settings.rung_steps[0] + settings.warmup_steps
+        self.rates = self.first if first_rung else {**self.first, **self.later}
+        return super().__call__(options)
+
+
+def test_a_candidate_measured_slower_than_the_baseline_is_never_recommended():
+    rates = {label: 500.0 for label in RATES}
+    rates |= {SPACE.baseline.label: 1000.0, "1w x 2t compact fp32 b64": 1100.0}
+    rates["2w x 1t compact fp32 b64"] = 1050.0
+    # Both fast in the first rung (the baseline drops out of the survivors), slower after.
+    later = {"1w x 2t compact fp32 b64": 900.0, "2w x 1t compact fp32 b64": 800.0}
+    result = search(SlowerLater(SPACE, rates, later))
+    # The baseline runs every rung: ranked by its latest, above the slower finalist.
+    assert result.best.label == SPACE.baseline.label
+    assert result.ranking[0].candidate == SPACE.baseline
+    assert result.ranking[1].samples_per_s == 900.0
+
+
+def test_every_trial_failing_is_a_failed_search_not_a_mistake():
+    from trainscale.advisor.search import AllTrialsFailed
+
+    with pytest.raises(AllTrialsFailed, match="every trial failed, nothing to recommend"):
+        search(FakeTrials(SPACE, RATES, fail=set(RATES)), accuracy=False)
+
+
 def test_failed_trials_drop_out():
     fake = FakeTrials(SPACE, RATES, fail={"2w x 1t compact fp32 b128"})
     result = search(fake)

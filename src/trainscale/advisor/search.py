@@ -392,7 +392,7 @@ class _Search:
             (Ranked(c, *last[c]) for c in last if c not in failed),
             key=lambda r: (-r.rung, -r.samples_per_s),
         )
-        return ranking, baseline_rate, done
+        return place_baseline(ranking, baseline, baseline_rate), baseline_rate, done
 
     def check_accuracy(
         self, ranking: list[Ranked], baseline_accuracy: float
@@ -424,6 +424,28 @@ class _Search:
                 continue
             return entry, trial.test_accuracy, rejected
         return None, None, rejected
+
+
+def place_baseline(
+    ranking: list[Ranked], baseline: Candidate, baseline_rate: dict[int, float]
+) -> list[Ranked]:
+    """The ranking with the baseline placed after the candidates that beat it and before
+    those that do not. The baseline runs in every rung, so each candidate is held against
+    the baseline's rate in the candidate's own last rung: one measured slower than the
+    baseline there (or one left behind in an earlier rung, however it ranked) never comes
+    before it, and the accuracy check stops at the baseline."""
+    if not baseline_rate:  # no trusted baseline measurement: nothing to hold them against
+        return ranking
+    latest = max(baseline_rate)
+    others = [r for r in ranking if r.candidate != baseline]
+    beats = [r for r in others if r.samples_per_s > baseline_rate.get(r.rung, 0.0)]
+    rest = [r for r in others if r not in beats]
+    return [*beats, Ranked(baseline, latest, baseline_rate[latest]), *rest]
+
+
+class AllTrialsFailed(TrainscaleError):
+    """Every trial started and failed (each stored failed, with why): a failed search, not a
+    mistake in what was asked (the command exits 1, as a failed run does)."""
 
 
 def run_search(
@@ -459,7 +481,7 @@ def run_search(
     ranking, baseline_rate, done = search.rungs()
     if not ranking:
         reasons = "; ".join(f"{t.candidate.label}: {t.error}" for t in search.trials if t.error)
-        raise TrainscaleError(f"every trial failed, nothing to recommend ({reasons[:300]})")
+        raise AllTrialsFailed(f"every trial failed, nothing to recommend ({reasons[:300]})")
 
     rejected: list[Rejection] = []
     chosen: Ranked | None = ranking[0]
@@ -511,8 +533,10 @@ def run_search(
         )
     # Every candidate a trial ran for: one measured only on a busy machine was measured,
     # and left out of the ranking for that (the first line says so), not for the budget.
-    measured = len({t.candidate for t in search.trials if t.kind == "throughput"})
-    total = len(space.candidates)
+    candidates = set(space.candidates)
+    throughput = {t.candidate for t in search.trials if t.kind == "throughput"}
+    measured = len(throughput & candidates)  # the baseline counts where it is a candidate
+    total = len(candidates)
     needed = search.full_search_s()
     if measured < total and search.stopped_by_budget:
         more = (

@@ -4,6 +4,7 @@ accuracy; for a script, its fastest placement."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from trainscale.advisor.options import SEARCH_FIELDS, RecommendOptions
 from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
@@ -71,24 +72,29 @@ def run(args: argparse.Namespace) -> int:
 
     from trainscale.advisor.run import recommend, summary_lines
     from trainscale.advisor.script import recommend_target
+    from trainscale.advisor.search import AllTrialsFailed
     from trainscale.cli.recommend_progress import RecommendProgress
 
     # Progress goes to stderr even with --json: stdout carries only the result.
     console = Console(stderr=True, highlight=False)
     workload, script = recommend_target(args.workload, args.script_args is not None)
-    with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
-        result = recommend(
-            workload,
-            script=script,
-            script_args=args.script_args or (),
-            options=declared_from_args(RecommendOptions, args),
-            data=args.data,
-            data_dir=args.data_dir,
-            download=args.download,
-            store=args.store,
-            listener=RecommendProgress(console),
-            framework=args.framework,
-        )
+    try:
+        with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+            result = recommend(
+                workload,
+                script=script,
+                script_args=args.script_args or (),
+                options=declared_from_args(RecommendOptions, args),
+                data=args.data,
+                data_dir=args.data_dir,
+                download=args.download,
+                store=args.store,
+                listener=RecommendProgress(console),
+                framework=args.framework,
+            )
+    except AllTrialsFailed as failed:  # the trials ran and are stored failed: not a mistake
+        print(f"trainscale: {failed}", file=sys.stderr)
+        return 1
     payload = result.to_dict()
     if args.json:
         print_json(payload)
