@@ -84,6 +84,16 @@ def test_synthetic_data_skips_the_accuracy_check_and_says_why(tmp_path, monkeypa
     assert "  accuracy NOT checked (no real data): throughput only" in summary_lines(
         result.to_dict()
     )
+    # The command trains what was measured: it runs as printed, with no real data at hand.
+    assert parse_run_command(result.command).data.kind == "synthetic"
+
+
+def test_an_architectures_command_runs_as_printed(tmp_path, monkeypatch):
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", stub_run)
+    quick = RecommendOptions(quick=True, batch_multipliers=(1,))
+    result = recommend("resnet50", options=quick, store=tmp_path / "r.db")
+    options = parse_run_command(result.command)  # resolved as `trainscale run` resolves it
+    assert options.data.kind == "synthetic" and "--data synthetic" in result.command
 
 
 def test_settings_in_points_and_quick_defaults():

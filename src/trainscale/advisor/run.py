@@ -331,8 +331,16 @@ def recommend(
         space, throughput_base, real_base, settings, run_one, listener=listener
     )
     best = recommendation.best.options(RunOptions.of(workload=spec.name, framework=framework))
+    # Without real data (none found, none asked for, or none the workload has: an
+    # architecture) the command trains what the search measured: synthetic data. It runs
+    # as printed, where `--data real`, the default, would be refused.
+    real = real_base is not None
     command = run_command(
-        best.with_(data_dir=data_dir, download=download),
+        best.with_(
+            data="real" if real else "synthetic",
+            data_dir=data_dir if real else None,
+            download=download,
+        ),
         explicit=EXPLICIT_FIELDS,
         workload=command_word(spec.name),
     )
