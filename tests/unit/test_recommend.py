@@ -145,6 +145,23 @@ def test_gpu_settings_are_searched_where_there_are_gpus():
     assert len(space.candidates) - len(gpu) == len(build_space(64, range(16), True).candidates)
 
 
+def test_gpu_settings_keep_to_max_workers_and_may_outnumber_the_cores():
+    capped = build_space(64, [0, 1], True, max_workers=1, num_gpus=4, cuda_bf16=True)
+    assert {c.workers for c in capped.candidates if c.gpus} == {1}
+    assert "4 GPUs skipped: --max-workers 1 caps the workers" in capped.skipped
+    # 4 GPUs on 2 cores: a thread each, the host oversubscribed as the bench's rung is.
+    space = build_space(64, [0, 1], True, num_gpus=4, cuda_bf16=True)
+    base = RunOptions.of(workload="mnist-cnn")
+    four = next(c for c in space.candidates if c.gpus == 4)
+    options = four.options(base)
+    assert (options.parallel.workers, options.parallel.threads_per_worker) == (4, 1)
+    assert options.parallel.allow_oversubscribe
+    command = run_command(options, explicit=("affinity",))
+    assert "--allow-oversubscribe" in command and parse_run_command(command) == options
+    one = next(c for c in space.candidates if c.gpus == 1)
+    assert not one.options(base).parallel.allow_oversubscribe
+
+
 def test_without_gpus_or_native_gpu_bf16_there_is_nothing_or_fp32_on_them():
     assert not any(c.gpus for c in build_space(64, range(4), True).candidates)
     old = build_space(64, range(4), True, num_gpus=1, cuda_bf16=False)

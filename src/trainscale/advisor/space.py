@@ -46,6 +46,9 @@ class Candidate:
     """Cores each worker is pinned to, as planned on this machine (for dedup and display)."""
     gpus: int = 0
     """GPUs it trains on, a worker each, the host's cores shared among them (0: the CPU)."""
+    more_workers_than_cores: bool = False
+    """A GPU setting whose GPUs outnumber the host's cores: a thread each, allowed to
+    oversubscribe the host (as the bench's GPU rungs are), since the GPUs compute."""
 
     @property
     def global_batch_size(self) -> int | None:
@@ -76,7 +79,7 @@ class Candidate:
             workers=self.workers,
             threads_per_worker=self.threads_per_worker,
             affinity=self.affinity,
-            allow_oversubscribe=False,
+            allow_oversubscribe=self.more_workers_than_cores,
         )
         if self.gpus:
             placement = placement.with_(device="cuda")
@@ -181,7 +184,11 @@ def build_space(
         for multiplier in dict.fromkeys(batch_multipliers)
     ]
     gpu, gpu_skipped = gpu_candidates(
-        len(set(cores)), num_gpus, cuda_bf16, [recipe_batch_size * m for m in batch_multipliers]
+        len(set(cores)),
+        num_gpus,
+        cuda_bf16,
+        [recipe_batch_size * m for m in batch_multipliers],
+        max_workers,
     )
     candidates += gpu
     skipped += gpu_skipped
@@ -193,19 +200,35 @@ def build_space(
 
 
 def gpu_candidates(
-    num_cores: int, num_gpus: int, cuda_bf16: bool, batch_sizes: Sequence[int]
+    num_cores: int,
+    num_gpus: int,
+    cuda_bf16: bool,
+    batch_sizes: Sequence[int],
+    max_workers: int | None = None,
 ) -> tuple[list[Candidate], list[str]]:
-    """The GPU settings and what was left out: 1 GPU, and every GPU (a worker each) where
-    there are several, in fp32 and, where the GPUs compute it natively, bf16, at each
-    per-worker batch size; the host's cores shared among the workers (they feed the GPUs).
-    As the bench's GPU rungs (benchmark/ladder.py), and nothing on a machine without GPUs."""
+    """The GPU settings and what was left out: 1 GPU, and every GPU (a worker each, at most
+    `max_workers`) where there are several, in fp32 and, where the GPUs compute it natively,
+    bf16, at each per-worker batch size; the host's cores shared among the workers (they
+    feed the GPUs; a thread each where the GPUs outnumber them). As the bench's GPU rungs
+    (benchmark/ladder.py), and nothing on a machine without GPUs."""
     if num_gpus < 1:
         return [], []
     precisions = ["fp32", "bf16"] if cuda_bf16 else ["fp32"]
     skipped = [] if cuda_bf16 else ["GPU bf16 skipped: these GPUs have no native bf16"]
+    most = num_gpus if max_workers is None else max(1, min(num_gpus, max_workers))
+    if most < num_gpus:
+        skipped.append(f"{num_gpus} GPUs skipped: --max-workers {max_workers} caps the workers")
     candidates = [
-        Candidate(gpus, max(1, num_cores // gpus), "compact", precision, batch, gpus=gpus)
-        for gpus in sorted({1, num_gpus})
+        Candidate(
+            gpus,
+            max(1, num_cores // gpus),
+            "compact",
+            precision,
+            batch,
+            gpus=gpus,
+            more_workers_than_cores=gpus > num_cores,
+        )
+        for gpus in sorted({1, most})
         for precision in precisions
         for batch in dict.fromkeys(batch_sizes)
     ]
