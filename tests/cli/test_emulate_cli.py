@@ -187,3 +187,38 @@ def test_real_mnist_sync_emulation_learns(store_path, capsys, monkeypatch):
     # Measured 0.9784 after 150 steps of 2 x 64 samples (19,200 samples, a third of an
     # epoch); 0.96 leaves room for other machines' arithmetic and is far above chance (0.10).
     assert run["test_accuracy"] >= 0.96, run["test_accuracy"]
+
+
+def test_a_diverging_emulation_is_a_failed_run_in_one_line_exit_1(tiny_mnist, store_path, capsys):
+    args = ["--workers", "1,2,4", "--mode", "sync", "--per-worker-batch-size", "8"]
+    args += ["--steps", "4", "--optimizer", "sgd", "--lr", "1e12", "--data-dir", str(tiny_mnist)]
+    assert run_cli([*EMULATE, *args, "--store", str(store_path), "--quiet"]) == 1
+    line = one_error_line(capsys)
+    assert "(N = 1) failed: diverged" in line and line.endswith("not run: N = 2, 4")
+    with RunStore(store_path) as store:
+        (run,) = store.list_runs()
+    assert run.status == "failed" and run.error and run.error.startswith("diverged")
+
+
+def test_a_store_removed_while_an_n_trains_keeps_its_result_in_a_copy(
+    tiny_mnist, store_path, capsys, monkeypatch
+):
+    import trainscale.emulation.engine as engine
+
+    trained = engine.emulate
+
+    def then_removed(*args, **kwargs):
+        outcome = trained(*args, **kwargs)
+        store_path.unlink()  # the store goes while N = 1 trains
+        return outcome
+
+    monkeypatch.setattr(engine, "emulate", then_removed)
+    args = ["--workers", "1", "--mode", "sync", "--per-worker-batch-size", "8", "--steps", "2"]
+    args += ["--data-dir", str(tiny_mnist), "--store", str(store_path), "--quiet"]
+    assert run_cli([*EMULATE, *args]) == 2
+    line = one_error_line(capsys)
+    assert "the run's result was saved to" in line
+    saved = line.split("saved to ")[1].split(" instead")[0]
+    with RunStore(saved) as copy:
+        (run,) = copy.list_runs()
+    assert run.status == "completed"

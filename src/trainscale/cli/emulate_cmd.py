@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from trainscale.cli.common import add_json_argument, add_quiet_argument, add_store_argument
 from trainscale.cli.emulate_progress import Progress
@@ -70,17 +71,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Emulate every N in turn, store each as a run, print the table (or JSON)."""
-    from trainscale.emulation.run import run_emulation
+    from trainscale.emulation.run import EmulationFailed, run_emulation
 
     quiet = args.quiet or args.json
-    with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
-        result = run_emulation(
-            options_from_args(args),
-            declared_from_args(EmulationOptions, args),
-            store=args.store,
-            progress=not quiet,
-            listener=None if quiet else Progress(),
-        )
+    try:
+        with stdout_to_stderr(args.json):  # stdout carries the JSON document, and only it
+            result = run_emulation(
+                options_from_args(args),
+                declared_from_args(EmulationOptions, args),
+                store=args.store,
+                progress=not quiet,
+                listener=None if quiet else Progress(),
+            )
+    except EmulationFailed as failed:  # stored failed with why: a failed run, not a mistake
+        print(f"trainscale: {failed}", file=sys.stderr)
+        return 1
     if args.json:
         print_json(result.to_dict())
     else:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainscale.config.options import RunConfig, RunOptions
 from trainscale.emulation.options import EmulationOptions
-from trainscale.parallel.interrupts import failure_reason
+from trainscale.errors import TrainscaleError
+from trainscale.parallel.interrupts import failure_reason, stop_signal
 from trainscale.results.store import RunStore, default_store_path
 from trainscale.train.progress import make_progress
 
@@ -124,6 +125,17 @@ class EmulationResult:
         return lines
 
 
+class EmulationFailed(TrainscaleError):
+    """One worker count's emulation failed (diverged, or the workload's code raised): it is
+    stored failed with why, and the counts after it are not run. A failed run, not a
+    mistake in what was asked: the command exits 1."""
+
+    def __init__(self, run_id: str, workers: int, reason: str, not_run: list[int]) -> None:
+        left = f"; not run: N = {', '.join(map(str, not_run))}" if not_run else ""
+        super().__init__(f"emulation run {run_id[:8]} (N = {workers}) failed: {reason}{left}")
+        self.run_id = run_id
+
+
 def run_emulation(
     options: RunOptions,
     emulation: EmulationOptions,
@@ -147,6 +159,7 @@ def run_emulation(
     from trainscale.emulation.engine import emulate, plan_global_steps
     from trainscale.emulation.record import complete_emulation, create_emulation_row, emulation_tag
     from trainscale.emulation.spec import emulation_config, resolve_spec, specs_of
+    from trainscale.runner.launch import RunInterrupted
     from trainscale.runner.record import new_run_id
     from trainscale.runner.worker import load_data
     from trainscale.workloads import get_workload
@@ -173,15 +186,20 @@ def run_emulation(
     for index, (config, spec, plan) in enumerate(zip(configs, specs, plans, strict=True), 1):
         listener.started(index, len(specs), spec, config, plan)
         run_id = new_run_id()
+        # One store, held open from the run's row to its result: a file moved or removed
+        # meanwhile is noticed, and the result goes to a copy rather than being lost.
         with RunStore(store_file) as opened:
             create_emulation_row(opened, run_id, config, spec)
-        try:
-            outcome = emulate(config, spec, workload, data, make_progress(True, not progress))
-        except BaseException as error:  # Ctrl-C, SIGTERM, or a bug: recorded, then reported
-            with RunStore(store_file) as opened:
-                opened.fail_run(run_id, failure_reason(error))
-            raise
-        with RunStore(store_file) as opened:
+            try:
+                outcome = emulate(config, spec, workload, data, make_progress(True, not progress))
+            except BaseException as error:  # Ctrl-C, SIGTERM, divergence, a bug: recorded
+                reason = failure_reason(error)
+                opened.fail_run(run_id, reason)
+                signum = stop_signal(error)
+                if signum is not None:
+                    raise RunInterrupted(signum, run_id) from None
+                left = [s.workers for s in specs[index:]]
+                raise EmulationFailed(run_id, spec.workers, reason, left) from error
             complete_emulation(opened, run_id, outcome)
         summary = outcome.summary
         result.rows.append(

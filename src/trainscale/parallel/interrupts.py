@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from multiprocessing import resource_tracker
 from types import FrameType
 
+from trainscale.errors import TrainscaleError
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals that stop a command or a worker cleanly (SIGKILL cannot be caught)."""
 
@@ -69,9 +71,14 @@ def interrupted_reason(signum: int) -> str:
 
 
 def failure_reason(error: BaseException) -> str:
-    """What to store for a run that `error` ended: the signal's name, or the error itself."""
+    """What to store for a run that `error` ended: the signal's name, or the error itself
+    (its one-line message where it is trainscale's own, else its type and message)."""
     signum = stop_signal(error)
-    return interrupted_reason(signum) if signum is not None else repr(error)
+    if signum is not None:
+        return interrupted_reason(signum)
+    if isinstance(error, TrainscaleError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
 def exit_status(stop: KeyboardInterrupt) -> int:
