@@ -222,3 +222,17 @@ def test_a_store_removed_while_an_n_trains_keeps_its_result_in_a_copy(
     with RunStore(saved) as copy:
         (run,) = copy.list_runs()
     assert run.status == "completed"
+
+
+def test_an_architecture_is_refused_by_emulate_and_predict_with_advice_that_works(
+    store_path, capsys
+):
+    assert run_cli(["emulate", "resnet50", "--workers", "1,2", "--mode", "sync"]) == 2
+    line = one_error_line(capsys)
+    assert "cannot be emulated" in line and "--data synthetic" not in line
+    assert "`trainscale simulate resnet50`" in line
+    with RunStore(store_path):
+        pass
+    assert run_cli(["predict-time-to-accuracy", "resnet50", "--store", str(store_path)]) == 2
+    line = one_error_line(capsys)
+    assert "no emulation to predict from" in line and "trainscale emulate" not in line

@@ -174,6 +174,12 @@ def emulation_config(
     if spec.per_worker_batch_size is None:
         raise ValueError("resolve the spec first (resolve_spec)")
     config = resolve(emulation_options(opts, spec))
+    if not get_workload(config.workload).real_data:
+        raise DataError(
+            f"{config.workload} is an architecture with no dataset in trainscale: an emulation "
+            "measures accuracy, so it cannot be emulated (`trainscale simulate "
+            f"{config.workload}` predicts its scaling)"
+        )
     if locate_data:
         try:
             config, size = find_data(config, located)

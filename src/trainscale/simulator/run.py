@@ -373,6 +373,12 @@ def time_to_accuracy(
             records = [r for r in records if (r.tag or "").startswith(tag)]
         emulated = [(r, s) for r in records if (s := emulated_setting(r)) is not None]
         settings = [s for _, s in emulated]
+        if not settings and not get_workload(workload).real_data:
+            raise TrainscaleError(
+                f"{workload} is an architecture with no dataset in trainscale: it has no "
+                "emulation to predict from, so no time to accuracy (`trainscale simulate "
+                f"{workload}` predicts its step time)"
+            )
         if not settings:
             which = f" with tag {tag}" if emulation else ""
             raise TrainscaleError(

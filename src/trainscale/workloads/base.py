@@ -110,6 +110,10 @@ class Workload:
     cuDNN's autotuner (`torch.backends.cudnn.benchmark`) pays for itself on CUDA, its
     one-off search per shape being amortised over the run. Not for variable-length text,
     whose every new batch width would be searched again."""
+    real_data: bool = True
+    """Whether trainscale loads a real dataset for it: False for an architecture of the
+    simulator and synthetic runs (`workloads/imagenet.py`), which nothing can emulate or
+    check the accuracy of."""
     recurrent: bool = False
     """Whether the PyTorch model computes with cuDNN-backed recurrent layers (LSTM, GRU): on
     CUDA under bf16 they run in fp32 (models/text_rnn.py), and the run's precision reason

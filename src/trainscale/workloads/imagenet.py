@@ -81,4 +81,5 @@ def imagenet_workload(
         target_accuracy=target_accuracy,
         recipe=recipe,
         channels_last=True,
+        real_data=False,
     )
