@@ -158,6 +158,11 @@ def test_each_n_is_a_stored_run_and_the_report_groups_them(tiny_mnist, store_pat
     (two,) = [row for label, row in rows.items() if label.startswith("local-sgd x2 H=2")]
     assert (two["steps_to_target"], two["samples_to_target"]) == ("2.0", "32.0")
     assert two["time_to_target_s"] == "" and two["cost_to_target_usd"] == ""
+    # `runs list` shows no time to target either: the clock is one process's.
+    from trainscale.reporting.listing import time_to_target_cell
+
+    assert runs[1].figures.time_to_target_s is not None
+    assert {time_to_target_cell(r) for r in runs} == {"-"}
 
 
 def test_json_output_carries_every_n(tiny_mnist, store_path, capsys):

@@ -453,7 +453,8 @@ def accuracy_cell(record: RunRecord) -> str:
 
 
 def time_to_target_cell(record: RunRecord) -> str:
-    if record.data_kind == "synthetic" or record.status != "completed":
+    # An emulation's clock is one process's, no time N workers take (docs/emulation.md).
+    if record.data_kind == "synthetic" or record.status != "completed" or record.is_emulation:
         return "-"
     figures = record.figures
     if figures.time_to_target_s is None:

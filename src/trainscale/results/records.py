@@ -126,6 +126,16 @@ class RunRecord:
         return StoredMachine.of(self.env)
 
     @property
+    def is_emulation(self) -> bool:
+        """Whether it is an accuracy emulation (one process standing in for N workers,
+        docs/emulation.md): its clock is that process's, not N workers'."""
+        return (
+            "emulation" in self.summary
+            or "emulation" in self.config
+            or (self.tag or "").startswith("emulate:")
+        )
+
+    @property
     def framework(self) -> str:
         """The framework that trained it ('pytorch' for runs stored before frameworks)."""
         return self.settings.framework

@@ -12,11 +12,7 @@ MODELLED_FRAMEWORK = "pytorch"
 
 def is_emulation(record: RunRecord) -> bool:
     """Whether a stored run is an accuracy emulation (one process standing in for N)."""
-    return (
-        "emulation" in record.summary
-        or "emulation" in record.config
-        or (record.tag or "").startswith("emulate:")
-    )
+    return record.is_emulation
 
 
 def has_step_time(record: RunRecord) -> bool:
