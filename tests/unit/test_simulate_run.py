@@ -110,3 +110,21 @@ def test_a_validation_refuses_what_only_a_prediction_uses(store_path, model, fla
     # given to a validation would be ignored, so it is refused by name.
     with pytest.raises(ConfigError, match=f"^{flag} is for predictions"):
         validate_simulator(model=model, monte_carlo=FEW, store=store_path)
+
+
+def test_emulation_runs_takes_one_emulation_by_its_id_or_an_unambiguous_prefix():
+    from types import SimpleNamespace
+
+    from trainscale.errors import ConfigError
+    from trainscale.simulator.run import emulation_runs
+
+    runs = [
+        SimpleNamespace(tag=tag)
+        for tag in ("emulate:9a1b", "emulate:9a1b", "emulate:9c2d", "bench:9a1b", None)
+    ]
+    assert len(emulation_runs(runs, "9a")) == 2
+    assert len(emulation_runs(runs, " 9c2d ")) == 1
+    with pytest.raises(ConfigError, match=r"--emulation 9 names 2 emulations \(9a1b, 9c2d\)"):
+        emulation_runs(runs, "9")
+    with pytest.raises(ConfigError, match="needs an emulation id"):
+        emulation_runs(runs, " ")

@@ -19,6 +19,7 @@ from typing import Any
 from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError, TrainscaleError
 from trainscale.results.outputs import check_out_dir
+from trainscale.results.records import RunRecord
 from trainscale.results.store import default_store_path
 from trainscale.simulator.buckets import GradientLayout
 from trainscale.simulator.calibrate import Calibration, probe_link
@@ -344,6 +345,25 @@ class TimeToAccuracyResult:
         }
 
 
+def emulation_runs(records: list[RunRecord], emulation: str) -> list[RunRecord]:
+    """The runs of the one emulation whose id is or starts with `emulation` (its tag is
+    emulate:ID); ConfigError where no id is given or the prefix names several."""
+    prefix = emulation.strip()
+    if not prefix:
+        raise ConfigError("--emulation needs an emulation id (its tag is emulate:ID)")
+    ids = {
+        tag.removeprefix("emulate:")
+        for r in records
+        if (tag := r.tag or "").startswith(f"emulate:{prefix}")
+    }
+    if len(ids) > 1:
+        raise ConfigError(
+            f"--emulation {prefix} names {len(ids)} emulations ({', '.join(sorted(ids))}); "
+            "give more of its id"
+        )
+    return [r for r in records if (r.tag or "").removeprefix("emulate:") in ids]
+
+
 def time_to_accuracy(
     workload: str,
     *,
@@ -368,9 +388,9 @@ def time_to_accuracy(
     assert opened is not None
     with opened:
         records = opened.list_runs(workload=workload, status="completed")
-        if emulation:
+        if emulation is not None:
+            records = emulation_runs(records, emulation)
             tag = f"emulate:{emulation.strip()}"
-            records = [r for r in records if (r.tag or "").startswith(tag)]
         emulated = [(r, s) for r in records if (s := emulated_setting(r)) is not None]
         settings = [s for _, s in emulated]
         if not settings and not get_workload(workload).real_data:
