@@ -189,6 +189,11 @@ def test_local_sgd_with_one_local_step_equals_sync_sgd(workers):
     assert local.summary["emulation"]["averagings"] == 8
 
 
+def test_local_sgd_of_one_worker_counts_no_averaging():
+    one = run("local-sgd", 1, local_steps=2, b=8, steps=5, optimizer="sgd", lr=0.05)
+    assert one.summary["emulation"]["averagings"] == 0  # nothing to average with
+
+
 def test_local_sgd_with_more_local_steps_is_a_different_optimisation():
     common = dict(b=8, steps=6, optimizer="sgd", lr=0.05)
     local = run("local-sgd", 2, local_steps=3, **common)

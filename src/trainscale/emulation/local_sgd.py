@@ -65,11 +65,13 @@ class LocalSGD:
         return len(self.replicas) == 1 or self.steps_taken % self.local_steps == 0
 
     def average(self) -> None:
-        """Replace every replica's parameters by the replicas' mean."""
-        if len(self.replicas) > 1:
-            mean = self._mean_model()
-            for replica in self.replicas:
-                average_into(replica, [mean])
+        """Replace every replica's parameters by the replicas' mean (one replica has nothing
+        to average with: no averaging happens, and none is counted)."""
+        if len(self.replicas) == 1:
+            return
+        mean = self._mean_model()
+        for replica in self.replicas:
+            average_into(replica, [mean])
         self.averagings += 1
 
     def _mean_model(self) -> nn.Module:
