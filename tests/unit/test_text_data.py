@@ -86,6 +86,38 @@ def test_csv_with_header_by_name(tmp_path: Path) -> None:
     assert classes == ["neg", "pos"] and ids.tolist() == [1, 0]
 
 
+def test_a_row_with_an_unquoted_delimiter_stops_the_read_naming_its_line(
+    tmp_path: Path,
+) -> None:
+    # Its label would be 'dull plot': a class made from a damaged row.
+    rows = "text,label\nfine,pos\ngreat acting, dull plot,neg\n"
+    path = write(tmp_path / "t.csv", rows)
+    with pytest.raises(DataError, match=r"line 3 has 3 columns, the header 2 \(a delimiter"):
+        read_table(path, TableSpec())
+
+
+def test_a_tsv_text_opening_with_a_quote_is_text(tmp_path: Path) -> None:
+    rows = 'text\tlabel\n"the best film ever\tpos\n"Avatar" was dull\tneg\nfine\tpos\n'
+    table = read_table(write(tmp_path / "q.tsv", rows), TableSpec())
+    assert table.texts == ['"the best film ever', '"Avatar" was dull', "fine"]
+    assert table.labels == ["pos", "neg", "pos"]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbftext,label\nfine,pos\n")  # Excel's "CSV UTF-8"
+    assert read_table(path, TableSpec()).texts == ["fine"]
+
+
+def test_an_undecodable_byte_is_named_at_its_offset_in_the_file(tmp_path: Path) -> None:
+    head = "text,label\n" + "fine film,pos\n" * 8000  # past the decoder's first chunk
+    path = tmp_path / "late.csv"
+    path.write_bytes(head.encode() + b"caf\xe9,pos\n")
+    offset = len(head.encode()) + 3
+    with pytest.raises(DataError, match=rf"byte 0xe9 at offset {offset}\)"):
+        read_table(path, TableSpec())
+
+
 def test_tsv_without_header_by_index_and_threshold(tmp_path: Path) -> None:
     path = write(tmp_path / "s.tsv", "1\t2.5\tfine film\n2\t-0.6\ttepid\n3\t0\tmeh\n")
     spec = TableSpec(text_column="2", label_column="1", header=False, label_threshold=0.0)

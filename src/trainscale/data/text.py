@@ -174,14 +174,31 @@ def _column_index(spec_value: str, header: list[str] | None, path: Path, role: s
 
 
 def _numbered_rows(handle: Iterable[str], delimiter: str) -> list[tuple[int, list[str]]]:
-    """(the file line each row starts on, the row): a quoted field may span lines."""
-    reader = csv.reader(handle, delimiter=delimiter)
+    """(the file line each row starts on, the row): a quoted field may span lines in a CSV.
+    A TSV is raw text between tabs: a quote is part of the text (a tweet that opens with
+    `"` would otherwise swallow the rows after it)."""
+    if delimiter == "\t":
+        reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(handle, delimiter=delimiter)
     rows = []
     start = 1
     for row in reader:
         rows.append((start, row))
         start = reader.line_num + 1
     return rows
+
+
+def _undecodable(path: Path, encoding: str, error: UnicodeDecodeError) -> tuple[int, int]:
+    """(offset in the file, value) of the first byte `encoding` cannot decode; the error's
+    own where the file cannot be read again."""
+    try:
+        path.read_bytes().decode(encoding)
+    except UnicodeDecodeError as whole:
+        return whole.start, whole.object[whole.start]
+    except OSError:
+        pass
+    return error.start, error.object[error.start]
 
 
 def read_table(path: Path, spec: TableSpec) -> LabelledTexts:
@@ -192,17 +209,21 @@ def read_table(path: Path, spec: TableSpec) -> LabelledTexts:
     delimiter = resolve_delimiter(path, spec.delimiter)
     if len(delimiter) != 1:
         raise DataError(f"delimiter {spec.delimiter!r} must be one character (or 'auto', 'tab')")
+    # UTF-8 files saved by spreadsheets start with a byte-order mark: not part of the header.
+    encoding = "utf-8-sig" if spec.encoding.lower().replace("_", "-") == "utf-8" else spec.encoding
     try:
-        with open(path, encoding=spec.encoding, newline="") as handle:
+        with open(path, encoding=encoding, newline="") as handle:
             rows = _numbered_rows(handle, delimiter)
     except FileNotFoundError:
         raise DataError(f"{path} does not exist") from None
     except IsADirectoryError:
         raise DataError(f"{path} is a directory, expected a CSV/TSV file") from None
     except UnicodeDecodeError as exc:
+        # The error counts from the start of the decoder's chunk: find the byte in the file.
+        offset, byte = _undecodable(path, encoding, exc)
         raise DataError(
-            f"{path} cannot be decoded as {spec.encoding} (byte 0x{exc.object[exc.start]:02x} "
-            f"at offset {exc.start}); set -o encoding=... to the file's encoding, e.g. latin-1"
+            f"{path} cannot be decoded as {spec.encoding} (byte 0x{byte:02x} at offset "
+            f"{offset}); set -o encoding=... to the file's encoding, e.g. latin-1"
         ) from None
     except LookupError:
         raise DataError(f"unknown encoding {spec.encoding!r} (for {path})") from None
@@ -219,7 +240,15 @@ def read_table(path: Path, spec: TableSpec) -> LabelledTexts:
     if not rows:
         raise DataError(f"{path} has no data rows")
     need = max(text_i, label_i) + 1
+    width = len(header) if header is not None else len(rows[0][1])
     for line, row in rows:
+        if len(row) > width:
+            # A delimiter inside an unquoted text: its columns shifted, its "label" is text.
+            raise DataError(
+                f"{path} line {line} has {len(row)} columns, the "
+                f"{'header' if header is not None else 'first row'} {width} (a delimiter "
+                "inside an unquoted text? quote the field, or fix -o delimiter)"
+            )
         if len(row) < need:
             raise DataError(
                 f"{path} line {line} has {len(row)} column(s), but column index {need - 1} is "
