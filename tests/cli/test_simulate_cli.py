@@ -248,6 +248,7 @@ def test_bad_cluster_files(tmp_path, store_path, capsys, edit, message):
         (["--global-batch-size", "63", "--workers", "1,2"], "not divisible by 2 workers"),
         (["--samples", "0"], "--samples must be at least 1"),
         (["--samples", str(10**12)], "--samples must be at most 100,000"),
+        (["--seed", "-1"], "--seed must be at least 0, got -1"),
     ],
 )
 def test_bad_arguments(store_path, cluster_file, capsys, args, message):
@@ -389,3 +390,28 @@ def test_emulations_to_different_targets_are_not_ranked_together(store_path, clu
     assert run_cli([*args, "--samples", "101", "--emulation", "emu00001", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {row["target_accuracy"] for row in rows} == {0.99}
+
+
+def test_the_algorithm_asked_for_is_the_one_the_output_names(capsys):
+    args = ["simulate", "mnist-cnn", "--cluster", "cpu-25gbe", "--workers", "2"]
+    assert run_cli([*args, "--algorithm", "hierarchical", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cluster"]["algorithm"] == "hierarchical"
+    assert {p["algorithm"] for p in data["predictions"]} == {"hierarchical"}
+
+
+def test_a_plot_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatch):
+    import os
+    from types import SimpleNamespace
+
+    from trainscale.errors import TrainscaleError
+    from trainscale.simulator.run import write_plots
+
+    def disk_full(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    plot = SimpleNamespace(file_name="throughput.png", png=b"\x89PNG" + b"0" * 100)
+    with pytest.raises(TrainscaleError, match="No space left on device"):
+        write_plots(tmp_path / "plots", [plot])
+    assert list((tmp_path / "plots").iterdir()) == []  # no cut PNG, no temporary file

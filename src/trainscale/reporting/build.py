@@ -17,6 +17,7 @@ from trainscale.reporting.html import render_html
 from trainscale.reporting.markdown import render_markdown
 from trainscale.reporting.model import ReportData
 from trainscale.reporting.plots import PLOT_TITLES, SkippedPlot, render_plots
+from trainscale.results.outputs import replace_bytes
 from trainscale.results.records import RunRecord
 from trainscale.results.store import RunStore
 
@@ -193,16 +194,8 @@ def prepare_out_dir(path: Path) -> Path:
 
 def _write_atomically(path: Path, content: bytes) -> Path:
     """Write through a temporary sibling and a rename, so no reader sees a half-written file."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        # os.open rather than tempfile: the mode then follows the umask like any new file.
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-        os.replace(temp, path)
+        replace_bytes(path, content)
     except OSError as error:
         raise ReportError(f"cannot write {path}: {error.strerror or error}") from None
-    finally:
-        if temp.exists():
-            temp.unlink()
     return path

@@ -106,6 +106,21 @@ def check_out_file(path: Path, what: str = "the table") -> None:
         )
 
 
+def replace_bytes(path: Path, content: bytes) -> None:
+    """Write `content` through a temporary sibling and a rename, so that no reader sees a
+    half-written file (a plot cut by a full disk); OSError as the system raises it."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        # os.open rather than tempfile: the mode then follows the umask like any new file.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        with os.fdopen(fd, "wb") as out:
+            out.write(content)
+        os.replace(temp, path)
+    finally:
+        if temp.exists():
+            temp.unlink()
+
+
 def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
     """Write a text file through a temporary sibling and a rename, so that a reader never
     sees half of it; `write` gets the open file. StoreError (one line) when it cannot be.

@@ -15,6 +15,7 @@ from trainscale.config.limits import (
     DEFAULT_MONTE_CARLO_SAMPLES,
     MAX_BUCKET_CAP_MB,
     MAX_MONTE_CARLO_SAMPLES,
+    MAX_SEED,
     check_count,
 )
 from trainscale.config.options import Device, PrecisionRequest, option
@@ -127,3 +128,4 @@ class MonteCarloOptions:
             MAX_MONTE_CARLO_SAMPLES,
             "the stratified samples' quantiles are within 1/samples already",
         )
+        check_count("--seed", self.seed, 0, MAX_SEED, "a generator's seed")

@@ -18,7 +18,7 @@ from typing import Any
 
 from trainscale.config.cli import refuse_given
 from trainscale.errors import ConfigError, TrainscaleError
-from trainscale.results.outputs import check_out_dir
+from trainscale.results.outputs import check_out_dir, replace_bytes
 from trainscale.results.records import RunRecord
 from trainscale.results.store import default_store_path
 from trainscale.simulator.buckets import GradientLayout
@@ -92,7 +92,7 @@ def write_plots(folder: str | Path, plots: Sequence[Any]) -> list[str]:
         paths = []
         for plot in plots:
             path = folder / plot.file_name
-            path.write_bytes(plot.png)
+            replace_bytes(path, plot.png)  # whole or not at all: never a cut PNG
             paths.append(str(path))
     except OSError as error:
         raise TrainscaleError(
@@ -169,6 +169,8 @@ def simulate_scaling(
             workload=workload,
             nodes=model.nodes,
         )
+        if model.algorithm:  # the one the predictions use, as the output names it
+            spec = replace(spec, algorithm=model.algorithm)
         counts = list(scaling.workers or default_workers(spec))
         for count in counts:
             spec.check_workers(count)
