@@ -259,6 +259,8 @@ def test_data_dir_beats_env_beats_cache(env: Path, monkeypatch: pytest.MonkeyPat
         f"home/data/{BIN_FOLDER}",
         f"home/.cache/torchvision/{PY_FOLDER}",
         f"home/.keras/datasets/{PY_FOLDER}",
+        # Keras 3 (keras/src/utils/file_utils.py) extracts into a "-target" folder.
+        f"home/.keras/datasets/{PY_FOLDER}-target/{PY_FOLDER}",
     ],
 )
 def test_other_tools_places(env: Path, where: str) -> None:

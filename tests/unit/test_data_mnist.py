@@ -479,3 +479,12 @@ def test_real_mnist_from_env() -> None:
     # Digits on a black background: mostly zero pixels, some saturated ones.
     assert data.train_images.max() == 255
     assert 0.7 < float((data.train_images == 0).mean()) < 0.9
+
+
+@pytest.mark.parametrize(("train", "test", "split"), [(8, 0, "test"), (0, 8, "training")])
+def test_an_empty_split_is_refused_in_one_line(tmp_path: Path, train, test, split) -> None:
+    from tests.helpers.mnist_files import write_random_mnist
+
+    folder = write_random_mnist(tmp_path / "mnist", train, test)
+    with pytest.raises(DataError, match=rf"the {split} split of mnist in .* is empty \(0 images\)"):
+        load_idx_dataset(MNIST, folder, download=False)

@@ -246,11 +246,18 @@ PLACES = search.DatasetPlaces(
     ),
     brief=f"{PY_FOLDER}/ or -bin/",
     folders=(PY_FOLDER, BIN_FOLDER),
-    other_tools=(search.CWD_DATA, search.HOME_DATA, search.TORCHVISION, search.KERAS),
+    # Keras 3 extracts its download one folder deeper, under cifar-10-batches-py-target/.
+    other_tools=(
+        search.CWD_DATA,
+        search.HOME_DATA,
+        search.TORCHVISION,
+        search.KERAS,
+        f"{search.KERAS}/{PY_FOLDER}-target",
+    ),
 )
 """Where CIFAR-10 is looked for (``trainscale.data.search`` has the order): each place as
 is and with the release folders; other tools' caches are ``./data``, ``~/data``,
-``~/.cache/torchvision`` and Keras's ``~/.keras/datasets``."""
+``~/.cache/torchvision`` and Keras's ``~/.keras/datasets`` (and Keras 3's folder in it)."""
 
 
 def candidate_dirs(data_dir: Path | str | None = None) -> list[Path]:

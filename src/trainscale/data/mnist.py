@@ -260,6 +260,12 @@ def load_idx_dataset(
     files, _ = _files_in(spec, directory)
     train_images, train_labels = _load_pair(files[TRAIN_IMAGES], files[TRAIN_LABELS], spec)
     test_images, test_labels = _load_pair(files[TEST_IMAGES], files[TEST_LABELS], spec)
+    for split, images in (("training", train_images), ("test", test_images)):
+        if not len(images):  # nothing to train on, or to score: no run can use them
+            raise DataError(
+                f"the {split} split of {spec.name} in {directory} is empty (0 images): "
+                "damaged or placeholder files?"
+            )
     return RawImageData(
         train_images=train_images,
         train_labels=train_labels,
