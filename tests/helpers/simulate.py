@@ -50,6 +50,7 @@ def add_measured_run(
     mean_step_s: float | None = None,
     flops_per_sample: int = 71_565_312,
     framework: str = "pytorch",
+    grad_accum: int = 1,
 ) -> str:
     """A completed measured run; the breakdown (seconds per phase) is stored as given, in the
     summary of a real run. `workload_source`: a custom workload's reference, as a run of
@@ -76,7 +77,7 @@ def add_measured_run(
         "batch_size": batch_size,
         "global_batch_size": batch_size * workers,
         "precision": precision,
-        "grad_accum": 1,
+        "grad_accum": grad_accum,
         "bucket_cap_mb": None,
         "compile": False,
         "framework": framework,

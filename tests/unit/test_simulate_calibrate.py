@@ -110,6 +110,14 @@ def test_calibration_from_serial_runs(store):
     assert exact.step_time_s == pytest.approx(0.17 + 0.009)
 
 
+def test_a_gradient_accumulation_run_predicts_its_own_step(store):
+    # Batch 64 in 2 micro-batches of 32: the step is 2 x compute(32), not compute(64) / 2.
+    add_measured_run(store, run_id(1), batch_size=64, step_s=0.14, breakdown=None, grad_accum=2)
+    cal = calibrate_from_runs([store.get_run(run_id(1))], "mnist-cnn")
+    again = predict_one(cal, tiny_layout(), cluster(), 1, 64, grad_accum=2)
+    assert again.step_time_s == pytest.approx(0.14, rel=0.02)
+
+
 def test_a_run_without_breakdown_counts_as_compute(store):
     add_measured_run(store, run_id(1), step_s=0.12, breakdown=None)
     cal = calibrate_from_runs([store.get_run(run_id(1))], "mnist-cnn")

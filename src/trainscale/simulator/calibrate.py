@@ -170,9 +170,12 @@ class _Point:
 
 
 def _point(record: RunRecord) -> _Point:
-    batch = per_worker_batch(record)
+    """One run's compute at its micro-batch: with gradient accumulation K a step computes K
+    micro-batches of batch/K, so the point is (batch/K, compute/K), as `predict` rebuilds a
+    step (K x compute(batch/K))."""
     step = stored_step_time(record.summary)
     accum = record.settings.grad_accum
+    batch = max(1, per_worker_batch(record) // accum)
     parts = run_breakdown(record)
     flops = record.figures.flops_per_sample
     wait = record.figures.data_wait_s_median
