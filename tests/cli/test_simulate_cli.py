@@ -249,6 +249,9 @@ def test_bad_cluster_files(tmp_path, store_path, capsys, edit, message):
         (["--samples", "0"], "--samples must be at least 1"),
         (["--samples", str(10**12)], "--samples must be at most 100,000"),
         (["--seed", "-1"], "--seed must be at least 0, got -1"),
+        # A cluster file states its device and cores: the local machine's options are refused.
+        (["--device", "cpu"], "--device applies to --cluster local (this machine)"),
+        (["--threads-per-worker", "4"], "--threads-per-worker applies to --cluster local"),
     ],
 )
 def test_bad_arguments(store_path, cluster_file, capsys, args, message):

@@ -148,6 +148,21 @@ def resolve_cluster(
     """
     cluster = resolve_cluster_argument(value)
     if cluster is not None:
+        # A preset or file states its device and cores: these describe this machine only.
+        given = [
+            flag
+            for flag, value_given in (
+                ("--device", device),
+                ("--threads-per-worker", threads_per_worker),
+            )
+            if value_given is not None
+        ]
+        if given:
+            verb = "apply" if len(given) > 1 else "applies"
+            raise ConfigError(
+                f"{' and '.join(given)} {verb} to --cluster local (this machine); cluster "
+                f"{cluster.name!r} states its own device and cores"
+            )
         return with_nodes(cluster, nodes)
     machine = StoredMachine.of(facts.collect_environment() if env is None else env)
     host = machine.hostname
