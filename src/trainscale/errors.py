@@ -17,6 +17,11 @@ class DataError(TrainscaleError):
     """Missing, corrupt or unreadable dataset files."""
 
 
+class DataNotFound(DataError):
+    """The dataset's files are not where they were looked for: nothing found, as opposed to
+    files found and unreadable (a DataError of its own)."""
+
+
 class StoreError(TrainscaleError):
     """The results store cannot be opened, written, or has no such run."""
 

@@ -124,6 +124,20 @@ def test_auto_without_real_data_says_so_and_measures_synthetic(monkeypatch):
     assert f"**{result.data_note}**" in result.markdown()
 
 
+def test_data_found_but_damaged_is_said_so_not_called_missing(monkeypatch, tmp_path):
+    runs = Runs()
+    monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)
+    folder = write_random_mnist(tmp_path / "mnist", 64, 16)
+    damaged = folder / "train-images-idx3-ubyte"
+    damaged.write_bytes(damaged.read_bytes()[:1000])  # cut short
+    monkeypatch.setenv("TRAINSCALE_DATA_DIR", str(folder))
+    heard = Heard()
+    run_bench(options=BenchOptions(quick=True), out=None, listener=heard)
+    note = heard.events[0][1]
+    assert note.startswith("REAL DATA UNREADABLE (") and "train-images-idx3-ubyte" in note
+    assert "measuring on SYNTHETIC data" in note and "NOT FOUND" not in note
+
+
 def test_real_data_adds_the_full_recipe_on_the_fastest_sound_setting(monkeypatch, tmp_path):
     runs = Runs()
     monkeypatch.setattr("trainscale.runner.launch.execute_run", runs)

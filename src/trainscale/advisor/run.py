@@ -46,7 +46,7 @@ from trainscale.advisor.space import (
 from trainscale.advisor.trials import accuracy_options
 from trainscale.config.cli import run_command
 from trainscale.config.options import RunOptions
-from trainscale.errors import ConfigError
+from trainscale.errors import ConfigError, DataNotFound
 from trainscale.frameworks import require
 from trainscale.hardware import facts
 from trainscale.results.store import RunStore, default_store_path
@@ -101,9 +101,10 @@ def accuracy_base(
     if data == "synthetic":
         return None, "--data synthetic: accuracy not checked (throughput only)"
     real = base.with_(data="real", data_dir=data_dir, download=download)
-    config, missing = prepare_real(accuracy_options(baseline, real, epochs), data)
+    config, error = prepare_real(accuracy_options(baseline, real, epochs), data)
     if config is None:
-        return None, f"REAL DATA NOT FOUND, accuracy NOT checked (throughput only): {missing}"
+        found = "NOT FOUND" if isinstance(error, DataNotFound) else "UNREADABLE"
+        return None, f"REAL DATA {found}, accuracy NOT checked (throughput only): {error}"
     # Runs read from where the data was found: no second search or download per run.
     return real.with_(data_dir=config.data.data_dir), None
 

@@ -34,7 +34,7 @@ from trainscale.benchmark.table import (
 )
 from trainscale.config.limits import MAX_STEPS, check_count
 from trainscale.config.options import MeasurementOptions, RunOptions
-from trainscale.errors import ConfigError, TrainscaleError
+from trainscale.errors import ConfigError, DataNotFound, TrainscaleError
 from trainscale.frameworks import get_framework, require
 from trainscale.hardware.contention import OtherProcess
 from trainscale.hardware.facts import gpus_text
@@ -385,10 +385,12 @@ def choose_data(base: RunOptions, data: DataChoice) -> tuple[RunOptions, str | N
     from trainscale.runner.resolve import prepare
 
     if data != "synthetic":
-        config, missing = prepare_real(base, data)
+        config, error = prepare_real(base, data)
         if config is not None:
             return base.with_(data_dir=config.data.data_dir), None, None
-        note = synthetic_note(base.workload)
+        missing = str(error)
+        # Files found but damaged are not "not found": the one line says what is wrong.
+        note = synthetic_note(base.workload, None if isinstance(error, DataNotFound) else missing)
     else:
         note, missing = None, None
     synthetic = base.with_(data="synthetic")
@@ -396,9 +398,12 @@ def choose_data(base: RunOptions, data: DataChoice) -> tuple[RunOptions, str | N
     return synthetic, note, missing
 
 
-def synthetic_note(workload: str) -> str:
+def synthetic_note(workload: str, unreadable: str | None = None) -> str:
     """The first line a bench without real data prints: what it measures instead, and the
-    two ways to give it the data. Short, so it reads whole on an 80-column terminal."""
+    two ways to give it the data. Short, so it reads whole on an 80-column terminal; where
+    the data was found but cannot be read (`unreadable`: why), that reason instead."""
+    if unreadable is not None:
+        return f"REAL DATA UNREADABLE ({unreadable}), measuring on SYNTHETIC data (throughput only)"
     return (
         "REAL DATA NOT FOUND, measuring on SYNTHETIC data (throughput only); real "
         f"{workload} data: --data-dir DIR or TRAINSCALE_DATA_DIR=DIR"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from trainscale.data import cache
-from trainscale.errors import DataError
+from trainscale.errors import DataError, DataNotFound
 
 DATA_ENV = "TRAINSCALE_DATA_DIR"
 
@@ -128,9 +128,9 @@ SYNTHETIC_HINT = "or --data synthetic (throughput only)"
 """How every not-found line ends: the way to measure without the data."""
 
 
-def refuse_explicit(places: DatasetPlaces, directory: Path, reason: str) -> DataError:
+def refuse_explicit(places: DatasetPlaces, directory: Path, reason: str) -> DataNotFound:
     """The one-line refusal of an explicit directory that does not hold the dataset."""
-    return DataError(
+    return DataNotFound(
         f"{places.missing} in {directory} (--data-dir): {reason}. Put {places.expected} there"
         f"{places.hint}, or leave out --data-dir to search {DATA_ENV} and the cache, "
         f"{SYNTHETIC_HINT}"
@@ -166,7 +166,7 @@ def short_failure(failure: str) -> str:
 
 def not_found(
     places: DatasetPlaces, looked: list[str], *, off: bool = False, failure: str = ""
-) -> DataError:
+) -> DataNotFound:
     """The one-line not-found error of the default search: the places searched (each also
     with the dataset's sub-folders), near misses, the download failure if any, and the three
     ways on: --data-dir, TRAINSCALE_DATA_DIR, --data synthetic."""
@@ -174,7 +174,7 @@ def not_found(
     near = [entry for entry in looked if " (" in entry and entry.endswith(")")]
     near_text = f"; near miss: {'; '.join(near)}" if near else ""
     tried = f"; download failed: {short_failure(failure)}" if failure else ""
-    return DataError(
+    return DataNotFound(
         f"{places.missing}{disabled} in {_places_text(places)}{near_text}{tried}. Put "
         f"{places.what} in --data-dir DIR or {DATA_ENV}{places.hint}, {SYNTHETIC_HINT}"
     )

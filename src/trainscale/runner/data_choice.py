@@ -13,13 +13,16 @@ DataChoice = Literal["auto", "real", "synthetic"]
 only); auto = real when found, else synthetic, with a warning that says so."""
 
 
-def prepare_real(options: RunOptions, choice: DataChoice) -> tuple[RunConfig | None, str | None]:
+def prepare_real(
+    options: RunOptions, choice: DataChoice
+) -> tuple[RunConfig | None, DataError | None]:
     """Prepare `options` (resolved, data located and sized, capacity checked) on real data.
 
     Returns (config, None) when the data is found. When it is not: with `choice` 'real',
     or a `--data-dir` given (the only place looked in: a mistyped one must not cost a bench
     on synthetic data), the DataError is raised (one line, nothing run); with 'auto' the
-    result is (None, why), and the caller goes on without real data and says so.
+    result is (None, the error), and the caller goes on without real data and says why:
+    not found (`DataNotFound`), or found and unreadable (any other DataError).
     """
     from trainscale.runner.resolve import prepare
 
@@ -28,4 +31,4 @@ def prepare_real(options: RunOptions, choice: DataChoice) -> tuple[RunConfig | N
     except DataError as error:
         if choice == "real" or options.data.data_dir is not None:
             raise
-        return None, str(error)
+        return None, error

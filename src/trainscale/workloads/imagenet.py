@@ -15,7 +15,7 @@ from torch import nn
 
 from trainscale.data.synthetic import synthetic_images
 from trainscale.data.tensors import DataRequest, DataSize, TensorData
-from trainscale.errors import DataError
+from trainscale.errors import DataNotFound
 from trainscale.workloads.base import PYTORCH, Recipe, Workload
 
 NUM_CLASSES = 1000
@@ -32,7 +32,7 @@ def no_real_data(name: str) -> Callable[[DataRequest], Any]:
     """`locate_real` and `load_real` of an architecture: DataError, in one line."""
 
     def refuse(request: DataRequest) -> Any:
-        raise DataError(
+        raise DataNotFound(
             f"{name} is an architecture for the simulator and synthetic runs: trainscale "
             "ships no ImageNet loader; use --data synthetic"
         )
