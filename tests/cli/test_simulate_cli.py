@@ -418,3 +418,9 @@ def test_a_plot_that_cannot_be_written_whole_leaves_no_file(tmp_path, monkeypatc
     with pytest.raises(TrainscaleError, match="No space left on device"):
         write_plots(tmp_path / "plots", [plot])
     assert list((tmp_path / "plots").iterdir()) == []  # no cut PNG, no temporary file
+
+
+def test_a_local_worker_of_more_cores_than_the_machine_has_is_refused(store_path, capsys):
+    args = ["simulate", "mnist-cnn", "--threads-per-worker", "100000"]
+    assert run_cli([*args, "--store", str(store_path)]) == 2
+    assert "--threads-per-worker 100000 exceeds the" in one_error_line(capsys)

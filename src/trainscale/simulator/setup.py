@@ -167,6 +167,14 @@ def resolve_cluster(
     machine = StoredMachine.of(facts.collect_environment() if env is None else env)
     host = machine.hostname
     kind = device or ("cuda" if machine.gpu_names else "cpu")
+    cores = machine.cores
+    if kind == "cpu" and threads_per_worker is not None and cores and threads_per_worker > cores:
+        # A device of more cores than the machine has: a prediction for no run it can make.
+        raise ConfigError(
+            f"--threads-per-worker {threads_per_worker} exceeds the {cores} usable core(s) of "
+            "this machine (--cluster local); give at most that, or a cluster file for a larger "
+            "machine"
+        )
     if threads_per_worker is None:
         threads_per_worker = _stored_cores(store, workload, host) or 1
     link = probe_link(store, host, kind) if store is not None else None
