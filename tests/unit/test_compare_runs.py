@@ -13,7 +13,7 @@ from trainscale.reporting.compare_runs import RunComparison, compare
 from trainscale.results.store import RunStore
 
 
-def _store(path, medians: dict[str, float]):
+def _store(path, medians: dict[str, float], num_steps: int = 60):
     with RunStore(path) as store:
         for seed, (run_id, median) in enumerate(medians.items()):
             store.create_run(
@@ -28,7 +28,8 @@ def _store(path, medians: dict[str, float]):
                 precision="fp32",
                 global_batch_size=64,
             )
-            steps = list(median * np.exp(np.random.default_rng(seed).normal(0, 0.05, 60)))
+            rng = np.random.default_rng(seed)
+            steps = list(median * np.exp(rng.normal(0, 0.05, num_steps)))
             summary = {"samples_per_s": 64 / median, "warmup_steps_excluded": 0}
             store.complete_run(run_id, summary, [], steps)
     return path
@@ -87,22 +88,7 @@ def test_the_api_comparison_says_whether_it_is_trusted(tmp_path):
 
 
 def test_the_table_says_when_a_side_timed_too_few_steps_to_judge(tmp_path, capsys):
-    store = tmp_path / "s.db"
-    with RunStore(store) as opened:
-        for run_id, step in (("aaaa0001", 0.10), ("bbbb0001", 0.135)):
-            opened.create_run(
-                run_id,
-                "mnist-cnn",
-                {"workload": "mnist-cnn"},
-                {"hostname": "h", "cpu_model": "c"},
-                data_kind="synthetic",
-                world_size=1,
-                threads_per_worker=1,
-                affinity="compact",
-                precision="fp32",
-                global_batch_size=64,
-            )
-            opened.complete_run(run_id, {"samples_per_s": 64 / step}, [], [step])
+    store = _store(tmp_path / "s.db", {"aaaa0001": 0.10, "bbbb0001": 0.135}, num_steps=1)
     assert main(["compare", "aaaa", "bbbb", "--store", str(store), "--resamples", "500"]) == 0
     out = capsys.readouterr().out
     assert "fewer than 2 timed steps a side" in out and " yes " not in out

@@ -236,22 +236,21 @@ def hardware_figures(
     A CPU run is rated on this machine's CPU, or on `cpu_facts` when given.
     """
     device_type = devices.device_type
-    gpu_name = None
-    tf32 = NO_TF32
-    facts = None
-    node_cores: list[int] = []
-    flops_by_kind = throughput.get("flops_per_sample_by_kind")
     if device_type == "cuda":
         gpu_name = cuda_device()
-        tf32 = devices.gpu_tf32()
         mix = gpu_precision_mix(
-            gpu_name, devices.precision, tf32, flops_by_kind, devices.recurrent_in_fp32
+            gpu_name,
+            devices.precision,
+            devices.gpu_tf32(),
+            throughput.get("flops_per_sample_by_kind"),
+            devices.recurrent_in_fp32,
         )
         # One GPU per worker on every node: throughput is global, so the peak must be too.
         count = devices.world_size
         entry = match_gpu(gpu_name)
         kind = entry.kind if entry else None
         device_name = gpu_name
+        peak = gpu_peak_of_mix(gpu_name, mix, count)
     else:
         facts = cpu_facts or read_cpu_facts()
         node_cores = cores_per_node(workers)
@@ -259,17 +258,7 @@ def hardware_figures(
         kind = "cpu-core"
         device_name = facts.model_name or "cpu"
         mix = {devices.precision: 1.0}
-    peak = run_peak(
-        device_type,
-        devices.precision,
-        gpu_name=gpu_name,
-        gpus=count,
-        tf32=tf32,
-        flops_by_kind=flops_by_kind,
-        recurrent_in_fp32=devices.recurrent_in_fp32,
-        cpu_facts=facts,
-        node_cores=node_cores,
-    )
+        peak = run_peak(device_type, devices.precision, cpu_facts=facts, node_cores=node_cores)
     achieved = achieved_flops_per_s(
         throughput.get("flops_per_sample"), throughput.get("samples_per_s")
     )
