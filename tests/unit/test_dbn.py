@@ -228,6 +228,7 @@ def test_options_defaults_and_values():
         ("layers", "0"),
         ("persistent", "maybe"),
         ("pretrain_epochs", "-1"),
+        ("pretrain_epochs", "1001"),  # past the data orders a layer owns
         ("pretrain_lr", "0"),
         ("pretrain_lr", "nan"),
         ("pretrain_weight_decay", "-1e-4"),

@@ -15,6 +15,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from trainscale.models.dbn import DeepBeliefNet  # noqa: E402
+from trainscale.models.dbn_cd import pretrain_epoch  # noqa: E402
 from trainscale.models.jax import FlaxTwin, init_variables  # noqa: E402
 from trainscale.models.jax import dbn_pretrain as jax_cd  # noqa: E402
 from trainscale.models.jax.recurrent import Direction  # noqa: E402
@@ -293,7 +294,7 @@ def jax_batches(strategy, num_rows: int, batch: int, settings: torch_cd.CdSettin
     """The torch version's batch order, as the JAX pre-training takes it."""
 
     def batches(layer: int, epoch: int) -> np.ndarray:
-        order = strategy.shard_indices(num_rows, epoch, jax_cd.shuffle_seed(settings, layer))
+        order = strategy.shard_indices(num_rows, pretrain_epoch(layer, epoch), settings.seed)
         steps = order.shape[0] // batch
         return order[: steps * batch].numpy().reshape(steps, batch)
 
@@ -367,7 +368,7 @@ def test_two_workers_averaging_their_statistics_equal_one_at_the_same_global_bat
         batch = global_batch // world_size
 
         def batches(layer: int, epoch: int) -> np.ndarray:
-            order = sharding.shard_indices(len(data), epoch, jax_cd.shuffle_seed(settings, layer))
+            order = sharding.shard_indices(len(data), pretrain_epoch(layer, epoch), settings.seed)
             steps = order.shape[0] // batch
             return order[: steps * batch].numpy().reshape(steps, batch)
 

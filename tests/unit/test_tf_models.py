@@ -13,8 +13,10 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from trainscale.models.dbn_cd import pretrain_epoch  # noqa: E402
 from trainscale.models.tensorflow import KerasTwin  # noqa: E402
 from trainscale.models.tensorflow import dbn_pretrain as tf_cd  # noqa: E402
+from trainscale.parallel.sharding import Sharding  # noqa: E402
 from trainscale.workloads import TENSORFLOW, builtin_workload_names, get_workload  # noqa: E402
 from trainscale.workloads import dbn_pretrain as torch_cd  # noqa: E402
 from trainscale.workloads.dbn_pretrain import CdSettings  # noqa: E402
@@ -240,6 +242,11 @@ def pixels(rows: int = 64, seed: int = 0) -> np.ndarray:
     return (bright * rng.random((rows, 784))).astype(np.float32)
 
 
+def serial_order(num_rows: int, epoch: int, seed: int) -> np.ndarray:
+    """Every row in a serial PyTorch run's order for `epoch`."""
+    return Sharding().shard_indices(num_rows, epoch, seed).numpy()
+
+
 class SerialStrategy:
     """The part of the torch strategy that `train_rbm` uses, serial."""
 
@@ -248,7 +255,7 @@ class SerialStrategy:
 
     @staticmethod
     def shard_indices(num_samples: int, epoch: int, seed: int) -> torch.Tensor:
-        return torch.from_numpy(tf_cd.serial_order(num_samples, epoch, seed))
+        return Sharding().shard_indices(num_samples, epoch, seed)
 
     @staticmethod
     def sum_tensor(tensor: torch.Tensor) -> torch.Tensor:
@@ -271,7 +278,7 @@ def test_mean_field_cd_updates_equal_the_torch_ones(k):
     expected = torch_cd.train_rbm(
         torch_rbm, torch.from_numpy(data), SerialStrategy, settings, 16, 0
     )
-    got = tf_cd.train_rbm(rbm, data, settings, 16, 0)
+    got = tf_cd.train_rbm(rbm, data, settings, 16, 0, serial_order)
 
     assert got["num_steps"] == expected["num_steps"] == 8
     assert np.abs(rbm.kernel.numpy() - start).max() > 1e-3  # the updates did move the weights
@@ -291,12 +298,12 @@ def test_average_callback_sees_the_summed_statistics():
     whole = build_model("mnist-dbn", DBN_META).rbms[0]
     halves = build_model("mnist-dbn", DBN_META).rbms[0]
     halves.kernel.assign(whole.kernel.numpy())
-    tf_cd.train_rbm(whole, data, settings, 16, 0)
+    tf_cd.train_rbm(whole, data, settings, 16, 0, serial_order)
 
     # The other worker's statistics for the same step, computed from its rows (the second
     # half of each global batch) with the same weights: worker 0 adds them in `average`.
     other = tf_cd.make_cd_step(halves, settings, tf.random.Generator.from_seed(0))
-    order = tf_cd.serial_order(len(data), 0, settings.seed + 1_000)
+    order = serial_order(len(data), pretrain_epoch(0, 0), settings.seed)
     batches = iter(range(len(data) // 16))
 
     def my_rows(num_rows, epoch, seed):
@@ -307,7 +314,7 @@ def test_average_callback_sees_the_summed_statistics():
         rows = tf.constant(data[order[step * 16 + 8 : step * 16 + 16]])
         return (flat + other(rows, rows)[0].numpy()) / 16
 
-    tf_cd.train_rbm(halves, data, settings, 8, 0, average=average, order=my_rows)
+    tf_cd.train_rbm(halves, data, settings, 8, 0, my_rows, average=average)
     np.testing.assert_allclose(halves.kernel.numpy(), whole.kernel.numpy(), atol=1e-6)
 
 
@@ -316,9 +323,14 @@ def test_cd_pretraining_lowers_the_reconstruction_error(persistent):
     data = pixels(128, seed=2)
     model = build_model("mnist-dbn", DBN_META)
     settings = CdSettings(epochs=6, lr=0.1, persistent=persistent, seed=1)
-    figures = tf_cd.pretrain_stack(model, data, settings, 16)
+    figures = tf_cd.pretrain_stack(model, data, settings, 16, serial_order)
     first = tf_cd.train_rbm(
-        build_model("mnist-dbn", DBN_META).rbms[0], data, CdSettings(1, 0.1, seed=1), 16, 0
+        build_model("mnist-dbn", DBN_META).rbms[0],
+        data,
+        CdSettings(1, 0.1, seed=1),
+        16,
+        0,
+        serial_order,
     )
     assert figures["method"] == ("persistent CD-1" if persistent else "CD-1")
     assert figures["global_batch_size"] == 16
@@ -333,6 +345,6 @@ def test_cd_pretraining_lowers_the_reconstruction_error(persistent):
 def test_zero_pretrain_epochs_leave_the_weights_alone():
     model = build_model("mnist-dbn", DBN_META)
     before = model.rbms[0].kernel.numpy()
-    figures = tf_cd.pretrain_stack(model, pixels(), CdSettings(0, 0.1), 16)
+    figures = tf_cd.pretrain_stack(model, pixels(), CdSettings(0, 0.1), 16, serial_order)
     assert figures["layers"] == []
     np.testing.assert_array_equal(model.rbms[0].kernel.numpy(), before)

@@ -32,6 +32,18 @@ class CdSettings:
     seed: int = 0
 
 
+PRETRAIN_EPOCHS_PER_LAYER = 1_000
+"""Layer l's pre-training epochs shuffle as epochs 1000 (l + 1), 1000 (l + 1) + 1, ... of
+the run's seed (`pretrain_epoch`): apart from fine-tuning's epochs 0, 1, ... and from the
+other layers', however many epochs each trains (up to 1000)."""
+
+
+def pretrain_epoch(layer: int, epoch: int) -> int:
+    """The epoch number whose data order `layer`'s pre-training epoch `epoch` takes (pass it
+    with the run's seed to the trainer's sharding: every framework then shuffles alike)."""
+    return PRETRAIN_EPOCHS_PER_LAYER * (layer + 1) + epoch
+
+
 def stack_figures(
     settings: CdSettings, global_batch_size: int, layers: list[dict[str, Any]]
 ) -> dict[str, Any]:

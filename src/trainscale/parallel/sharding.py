@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from trainscale.data.orders import epoch_permutation
+
 
 @dataclass(frozen=True)
 class Sharding:
@@ -22,8 +24,7 @@ class Sharding:
         the world size by repeating its head, and takes every world_size-th index from its
         rank on: disjoint shards of equal length, a fresh shuffle each epoch.
         """
-        generator = torch.Generator().manual_seed(seed + epoch)
-        order = torch.randperm(num_samples, generator=generator)
+        order = epoch_permutation(num_samples, epoch, seed)
         world = self.world_size
         padded = -(-num_samples // world) * world
         if padded > num_samples:

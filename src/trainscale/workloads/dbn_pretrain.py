@@ -22,7 +22,7 @@ from typing import Any, cast
 import torch
 
 from trainscale.models.dbn import DeepBeliefNet, Rbm
-from trainscale.models.dbn_cd import CdSettings, stack_figures
+from trainscale.models.dbn_cd import CdSettings, pretrain_epoch, stack_figures
 
 
 def _sample(probs: torch.Tensor, generator: torch.Generator, sample: bool) -> torch.Tensor:
@@ -154,10 +154,9 @@ def train_rbm(
     error = float("nan")
     steps = 0
     for epoch in range(settings.epochs):
-        # Each layer (and the fine-tuning after) gets its own shuffle of the run's seed;
+        # Each layer (and the fine-tuning after) gets its own shuffles of the run's seed;
         # every worker draws the same one and takes its shard.
-        shuffle_seed = settings.seed + 1_000 * (layer + 1)
-        order = strategy.shard_indices(inputs.shape[0], epoch, shuffle_seed)
+        order = strategy.shard_indices(inputs.shape[0], pretrain_epoch(layer, epoch), settings.seed)
         order = order.to(inputs.device)  # once an epoch, not once a step
         steps_per_epoch = order.shape[0] // batch_size
         momentum = settings.initial_momentum if epoch == 0 else settings.momentum

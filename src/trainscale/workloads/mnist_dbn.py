@@ -21,6 +21,7 @@ from trainscale.data.tensors import DataRequest, TensorData
 from trainscale.errors import ConfigError
 from trainscale.hardware.resources import BYTES_PER_PARAMETER, STATE_COPIES, format_bytes
 from trainscale.models.dbn import DeepBeliefNet
+from trainscale.models.dbn_cd import PRETRAIN_EPOCHS_PER_LAYER, pretrain_epoch
 from trainscale.models.twin_pretraining import TwinPretraining
 from trainscale.workloads.base import JAX, PYTORCH, TENSORFLOW, Recipe, RoughCost, Workload
 from trainscale.workloads.dbn_pretrain import CdSettings, pretrain_stack
@@ -58,13 +59,14 @@ class DbnOptions:
     pretrain_weight_decay: float = 2e-4
 
 
-def _int(name: str, text: str, minimum: int) -> int:
+def _int(name: str, text: str, minimum: int, maximum: int | None = None) -> int:
     try:
         value = int(text.strip())
     except ValueError:
         value = None
-    if value is None or value < minimum:
-        raise ConfigError(f"-o {name} must be a whole number >= {minimum}, got {text!r}")
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise ConfigError(f"-o {name} must be a whole number {bound}, got {text!r}")
     return value
 
 
@@ -130,7 +132,8 @@ def parse_options(options: Mapping[str, str]) -> DbnOptions:
         layers=value("layers", _layers),
         cd_k=value("cd_k", _int, 1),
         persistent=value("persistent", _bool),
-        pretrain_epochs=value("pretrain_epochs", _int, 0),
+        # Each layer's epochs own PRETRAIN_EPOCHS_PER_LAYER data orders (dbn_cd.pretrain_epoch).
+        pretrain_epochs=value("pretrain_epochs", _int, 0, PRETRAIN_EPOCHS_PER_LAYER),
         pretrain_lr=value("pretrain_lr", _float, False),
         pretrain_weight_decay=value("pretrain_weight_decay", _float, True),
     )
@@ -246,15 +249,14 @@ def keras_pretrain(model: Any, context: TwinPretraining) -> dict[str, Any]:
 
 def flax_pretrain(variables: Any, context: TwinPretraining) -> tuple[Any, dict[str, Any]]:
     """Greedy CD pre-training of the flax twin's variables, as `pretrain` runs it in
-    PyTorch (each layer's epochs in the trainer's order with that layer's seed)."""
+    PyTorch (each layer's epochs in the trainer's order, numbered by `pretrain_epoch`)."""
     from trainscale.models.jax.dbn_pretrain import pretrain_stack as flax_stack
-    from trainscale.models.jax.dbn_pretrain import shuffle_seed
 
     settings = cd_settings(context.config)
     num_train, local_batch = context.train_x.shape[0], context.local_batch
 
     def batches(layer: int, epoch: int) -> Any:
-        order = context.order(num_train, epoch, shuffle_seed(settings, layer))
+        order = context.order(num_train, pretrain_epoch(layer, epoch), settings.seed)
         steps = order.shape[0] // local_batch
         return order[: steps * local_batch].reshape(steps, local_batch)
 

@@ -41,12 +41,6 @@ Average = Callable[[jax.Array], Any]
 """Flat CD sums of this worker -> their sum over workers divided by the global batch."""
 
 
-def shuffle_seed(settings: CdSettings, layer: int) -> int:
-    """The shuffle seed of `layer`'s epochs, as the torch version draws it (its own per layer,
-    and apart from fine-tuning's): pass it to the trainer's sharding to get the same order."""
-    return settings.seed + 1_000 * (layer + 1)
-
-
 def _sample_key(settings: CdSettings, layer: int, rank: int) -> jax.Array:
     # Per worker and per layer, as in the torch version: each draws its own samples.
     seed = (settings.seed + 1) * 1_000_003 + layer * 1_009 + rank
@@ -227,7 +221,8 @@ def pretrain_stack(
 
     `train_x` holds every training input (N, ...) in [0, 1]; `batches(layer, epoch)` gives
     this worker's batches of rows (for the torch version's order: the trainer's sharding
-    with `shuffle_seed(settings, layer)`); `average` is described in the module docstring;
+    at epoch `dbn_cd.pretrain_epoch(layer, epoch)` with the run's seed); `average` is
+    described in the module docstring;
     `slowest` turns this worker's seconds into the slowest worker's (identity when serial);
     `progress.log(line)` hears each epoch. Returns (the variables with the trained RBMs,
     the figures): CD settings and, per layer, its time and final reconstruction error, as

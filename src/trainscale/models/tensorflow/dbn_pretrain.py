@@ -9,8 +9,8 @@ Distribution stays outside: each step computes this worker's CD statistics summe
 batch into one flat vector, and the caller's `average` turns it into the global batch mean
 (the sum over all workers divided by the global batch; serially, the batch's own mean).
 Every worker then applies the same update, so replicas stay identical. `order` gives this
-worker's row order for an epoch (the trainer's shard); the default is the serial torch
-shuffle, the same rows in the same order as a serial PyTorch run.
+worker's row order for an epoch: the trainer's shard, so the rows come in the order a
+PyTorch run takes them.
 """
 
 from __future__ import annotations
@@ -21,20 +21,13 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-import torch
 
-from trainscale.models.dbn_cd import CdSettings, stack_figures
+from trainscale.models.dbn_cd import CdSettings, pretrain_epoch, stack_figures
 
 Average = Callable[[np.ndarray], np.ndarray]
 Order = Callable[[int, int, int], np.ndarray]
 
-__all__ = ["CdSettings", "make_cd_step", "pretrain_stack", "serial_order", "train_rbm"]
-
-
-def serial_order(num_rows: int, epoch: int, seed: int) -> np.ndarray:
-    """All rows in the order a serial PyTorch run takes them (`Sharding.shard_indices`)."""
-    generator = torch.Generator().manual_seed(seed + epoch)
-    return torch.randperm(num_rows, generator=generator).numpy()
+__all__ = ["CdSettings", "make_cd_step", "pretrain_stack", "train_rbm"]
 
 
 def _sample(probs: tf.Tensor, generator: tf.random.Generator, sample: bool) -> tf.Tensor:
@@ -139,22 +132,21 @@ def train_rbm(
     settings: CdSettings,
     batch_size: int,
     layer: int,
+    order: Order,
     average: Average | None = None,
-    order: Order | None = None,
     worker_seed: int = 0,
     log: Any = None,
 ) -> dict[str, Any]:
     """Train one RBM on `inputs` (every row, float32, in memory) for `settings.epochs` epochs.
 
-    `batch_size` is this worker's share of the global batch; `average` maps this worker's
-    summed statistics to the global batch mean (default: divide by `batch_size`); `order`
-    gives this worker's rows for an epoch (default: `serial_order`); `worker_seed` differs
-    per worker so that workers draw independent samples. Returns the figures of the torch
-    version: the mean squared reconstruction error per unit in the last epoch, and the
-    steps taken.
+    `batch_size` is this worker's share of the global batch; `order(num_rows, epoch, seed)`
+    gives this worker's rows for an epoch (the trainer's shard); `average` maps this worker's
+    summed statistics to the global batch mean (default: divide by `batch_size`);
+    `worker_seed` differs per worker so that workers draw independent samples. Returns the
+    figures of the torch version: the mean squared reconstruction error per unit in the
+    last epoch, and the steps taken.
     """
     average = average or (lambda flat: flat / batch_size)
-    order = order or serial_order
     inputs = np.ascontiguousarray(inputs, dtype=np.float32)
     generator = tf.random.Generator.from_seed(
         (settings.seed + 1) * 1_000_003 + layer * 1_009 + worker_seed
@@ -165,7 +157,7 @@ def train_rbm(
     error = float("nan")
     steps = 0
     for epoch in range(settings.epochs):
-        rows = np.asarray(order(inputs.shape[0], epoch, settings.seed + 1_000 * (layer + 1)))
+        rows = np.asarray(order(inputs.shape[0], pretrain_epoch(layer, epoch), settings.seed))
         steps_per_epoch = rows.shape[0] // batch_size
         momentum = tf.constant(
             settings.initial_momentum if epoch == 0 else settings.momentum, tf.float32
@@ -191,8 +183,8 @@ def pretrain_stack(
     train_x: np.ndarray,
     settings: CdSettings,
     batch_size: int,
+    order: Order,
     average: Average | None = None,
-    order: Order | None = None,
     global_batch_size: int | None = None,
     worker_seed: int = 0,
     max_float: Callable[[float], float] | None = None,
@@ -201,7 +193,8 @@ def pretrain_stack(
     """Greedy layer-wise CD pre-training of every RBM of the Keras `model`, bottom to top.
 
     `train_x` holds every training input (any shape per row, flattened here, in [0, 1]);
-    `batch_size` is this worker's share of `global_batch_size` (default: the same, serial).
+    `batch_size` is this worker's share of `global_batch_size` (default: the same, serial);
+    `order` and `average` are as `train_rbm` takes them.
     `max_float` takes the slowest worker's layer time (default: this worker's). Returns the
     figures dict of the torch version: CD settings and, per layer, its time and final
     reconstruction error.
@@ -224,7 +217,7 @@ def pretrain_stack(
                 progress.log(f"pre-training {name}  {message}")
 
         result = train_rbm(
-            rbm, inputs, settings, batch_size, index, average, order, worker_seed, log
+            rbm, inputs, settings, batch_size, index, order, average, worker_seed, log
         )
         layers.append(
             {
