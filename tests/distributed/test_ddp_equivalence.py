@@ -10,7 +10,7 @@ from trainscale.parallel.launcher import launch_workers
 from trainscale.parallel.strategy import make_strategy
 from trainscale.train.trainer import train
 
-from tests.distributed.ddp_equivalence_worker import train_and_return_state
+from tests.distributed.ddp_equivalence_worker import train_and_return_state, train_norm_drop
 from tests.helpers.tiny import tiny_config, tiny_data, tiny_workload
 
 
@@ -38,6 +38,10 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch(grad_accum):
                 atol=1e-5,
                 msg=f"rank {rank} parameter {name} differs from serial",
             )
+        # The epoch's training loss is the global batch's, as serially: every rank's samples.
+        assert results[rank]["epochs"][0]["train_loss"] == pytest.approx(
+            serial.epochs[0]["train_loss"], rel=1e-5
+        )
     # Slowest-rank rule: the run's step times are the same on both ranks (they are gathered).
     assert results[0]["step_times"] == results[1]["step_times"]
     assert len(results[0]["step_times"]) == steps
@@ -49,6 +53,21 @@ def test_two_worker_ddp_matches_serial_at_same_global_batch(grad_accum):
     assert set(breakdown) == {"data", "forward", "backward", "optimizer", "exposed_comm"}
     assert breakdown["exposed_comm"] is not None and breakdown["exposed_comm"] >= 0
     assert all(breakdown[p] >= 0 for p in ("data", "forward", "backward", "optimizer"))
+
+
+def test_workers_draw_their_own_dropout_and_are_scored_as_rank_0s_model():
+    config = tiny_config(workers=2, global_batch_size=16, steps=3)
+    results = launch_workers(train_norm_drop, (config.flat(),), 2)
+    # Dropout: where both ranks' inputs were live, independent masks of p = 0.5 agree about
+    # half the time; ranks that drew from the same stream agreed everywhere.
+    live = results[0]["live"] & results[1]["live"]
+    agree = (results[0]["kept"] == results[1]["kept"])[live].double().mean().item()
+    assert live.sum() > 100 and agree < 0.75
+    # Batch norm: every rank ends with rank 0's running statistics, and the stored test loss
+    # is that model's, not a mix of the ranks' drifted statistics.
+    for name, value in results[0]["buffers"].items():
+        torch.testing.assert_close(results[1]["buffers"][name], value, msg=name)
+    assert results[0]["test_loss"] == pytest.approx(results[0]["own_test_loss"], rel=1e-6)
 
 
 def test_sharding_covers_the_global_batch_disjointly():

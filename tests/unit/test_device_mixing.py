@@ -313,7 +313,10 @@ def test_evaluation_counts_on_the_device_and_reads_only_at_the_end(fake_cuda):
     model = workload.build_model(data.meta)
     sharding = Sharding(0, 1)
     strategy = SimpleNamespace(
-        device=CUDA, eval_shard=sharding.eval_shard, sum_tensor=lambda tensor: tensor
+        device=CUDA,
+        eval_shard=sharding.eval_shard,
+        sum_tensor=lambda tensor: tensor,
+        share_buffers=lambda model: None,
     )
     with mode:
         on_gpu = fake_data(data)

@@ -56,6 +56,10 @@ class Communication(Protocol):
         False when there is no communication to hook."""
         ...
 
+    def share_buffers(self, model: nn.Module) -> None:
+        """Give every rank's `model` rank 0's buffers (running statistics)."""
+        ...
+
     def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
         """`tensor` summed over all workers, in place (and returned)."""
         ...
@@ -93,6 +97,9 @@ class NoCommunication:
 
     def hook(self, model: nn.Module, hook: CommHook, state: Any) -> bool:
         return False
+
+    def share_buffers(self, model: nn.Module) -> None:
+        pass
 
     def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
@@ -159,6 +166,13 @@ class DdpCommunication:
     def hook(self, model: nn.Module, hook: CommHook, state: Any) -> bool:
         _uncompiled(model).register_comm_hook(state=state, hook=hook)
         return True
+
+    def share_buffers(self, model: nn.Module) -> None:
+        # DDP broadcasts rank 0's buffers as each training forward starts, but every rank's
+        # running statistics then move with its own batch: after a step the replicas'
+        # batch norms differ. Not coalesced: evaluation, the caller, is off the clock.
+        for buffer in model.buffers():
+            dist.broadcast(buffer, src=0)
 
     def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
         if self._on_gpu and tensor.device.type == "cpu":

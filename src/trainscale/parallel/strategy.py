@@ -101,6 +101,11 @@ class Strategy:
         """The largest `value` of all workers."""
         return self.communication.max_float(value)
 
+    def share_buffers(self, model: nn.Module) -> None:
+        """Give every rank's `model` (unwrapped) rank 0's buffers, such as batch norm's
+        running statistics: then every rank holds the model rank 0 stores."""
+        self.communication.share_buffers(model)
+
     def gather_objects(self, obj: Any) -> list[Any]:
         """Every rank's `obj`, in rank order (on all ranks)."""
         return self.communication.gather_objects(obj)

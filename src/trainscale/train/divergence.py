@@ -61,8 +61,19 @@ class StepLosses:
         self.count += 1
 
     def mean(self) -> float:
-        """The mean loss of the steps kept so far (0.0 before any)."""
+        """The mean loss of this rank's steps kept so far (0.0 before any)."""
         return float(self._losses[: self.count].sum()) / max(1, self.count)
+
+    def global_mean(self) -> float:
+        """The mean loss of the steps kept so far over every rank's samples (0.0 before
+        any): each rank's loss is its own batch's mean, and ranks' batches are equal.
+
+        Collective: every rank must call it at the same point (the loop does, at epoch ends).
+        """
+        kept = self._losses[: self.count].double().sum().reshape(1)
+        totals = self.strategy.sum_tensor(torch.cat([kept, kept.new_tensor([self.count])]))
+        loss_sum, count = totals.tolist()
+        return loss_sum / max(1.0, count)
 
     def check(self) -> None:
         """Raise TrainingDiverged when any rank has seen a non-finite loss so far.

@@ -35,7 +35,13 @@ def evaluate(
     precision: str,
     channels_last: bool,
 ) -> tuple[float, float, float]:
-    """(accuracy, mean loss, macro-F1) on the test set; ranks split it and sum their counts."""
+    """(accuracy, mean loss, macro-F1) on the test set; ranks split it and sum their counts.
+
+    Every rank scores rank 0's model, the one the run stores: the ranks' batch-norm running
+    statistics drift apart between DDP's broadcasts, and mixing them would score a model
+    that never existed.
+    """
+    strategy.share_buffers(model)
     device = strategy.device
     batch = GPU_EVAL_BATCH if device.type == "cuda" else CPU_EVAL_BATCH
     part = strategy.eval_shard(data.num_test)

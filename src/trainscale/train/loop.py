@@ -265,7 +265,7 @@ class _Loop:
         self.epochs.append(
             EpochRecord(
                 epoch=epoch + 1,
-                train_loss=self.losses.mean(),
+                train_loss=self.losses.global_mean(),  # every rank's samples
                 test_loss=self.final.loss if self.final is not None else None,
                 test_accuracy=self.final.accuracy if self.final is not None else None,
                 train_clock_s=self.strategy.max_float(self.train_clock_s),

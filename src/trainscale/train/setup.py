@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -66,6 +67,20 @@ def build_model(
         model = model.to(memory_format=torch.channels_last)
         train_x = train_x.contiguous(memory_format=torch.channels_last)
     return model, train_x
+
+
+def seed_worker_draws(seed: int, rank: int) -> None:
+    """Give rank `rank` its own stream for the training's random draws (dropout masks).
+
+    Every rank builds the model from the run's seed (`build_model`) and so holds the same
+    global generator state after it: without a reseed, each of N workers would draw the
+    same masks, N copies of B / N draws where one worker's batch of B draws B. Rank 0 keeps
+    the run's stream, so a serial run draws as before; every other rank reseeds from
+    (seed, rank) through numpy's SeedSequence, which makes independent seeds of such tuples.
+    """
+    if rank > 0:
+        entropy = np.random.SeedSequence([seed, rank]).generate_state(1, np.uint64)[0]
+        torch.manual_seed(int(entropy))  # the CPU and every CUDA device's generator
 
 
 def wants_cudnn_benchmark(workload: Workload, device: torch.device) -> bool:
@@ -127,6 +142,7 @@ def prepare_model(
     # starts every replica from rank 0's (identical) pre-trained weights.
     pretraining = run_pretraining(model, workload, data, strategy, config, progress)
     model = strategy.wrap(model)
+    seed_worker_draws(config.optimisation.seed, strategy.env.rank)
     compile_s = None
     if config.optimisation.compile:
         model, loss, compile_s = compile_model(
