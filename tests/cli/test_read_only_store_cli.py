@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import StoreError
+from trainscale.results import sqlite_file
 from trainscale.results.store import RunStore
 
 from tests.helpers.cli import one_error_line, run_cli
@@ -61,8 +62,6 @@ def test_a_store_opened_for_reading_refuses_writes_through_its_connection(tmp_pa
 def test_read_commands_work_on_a_read_only_mount(tmp_path):
     """A store the user cannot write (root ignores permissions, so: a read-only bind mount
     in a private mount namespace), with a stale run in it that cannot be marked now."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
-        pytest.skip("needs root, unshare and mount to make a read-only mount privately")
     folder = tmp_path / "store"
     folder.mkdir()
     path = build_store(folder / "runs.db", cpu_parallel_configs())
@@ -70,24 +69,15 @@ def test_read_commands_work_on_a_read_only_mount(tmp_path):
         create_owned_run(store, "orphan0000", dead_owner())
         ended = len(store.list_runs()) - 1  # the orphan still 'running' there
     before = _fingerprint(folder)
-    trainscale = f"{sys.executable} -m trainscale"
-    script = (
-        f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}" || exit 99; '
-        f'{trainscale} runs list --store "{path}" && '
-        f'{trainscale} runs show orphan --store "{path}" && '
-        f'{trainscale} report --sweep 5eed --out "{tmp_path / "report"}" --store "{path}" && '
-        f'{trainscale} runs import "{path}" --store "{tmp_path / "into.db"}"'
+    done = _in_read_only_mount(
+        folder,
+        [
+            f'runs list --store "{path}"',
+            f'runs show orphan --store "{path}"',
+            f'report --sweep 5eed --out "{tmp_path / "report"}" --store "{path}"',
+            f'runs import "{path}" --store "{tmp_path / "into.db"}"',
+        ],
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
-    done = subprocess.run(
-        ["unshare", "--mount", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    if done.returncode == 99:
-        pytest.skip(f"cannot mount here: {done.stderr[-300:]}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "readonly" not in done.stderr and "Traceback" not in done.stderr
     assert "orphan00" in done.stdout and (tmp_path / "report").is_dir()
@@ -123,3 +113,83 @@ def test_a_read_command_creates_no_store_where_there_is_none(tmp_path, capsys):
     with pytest.raises(StoreError, match="no results store"):
         RunStore(missing, create=False)
     assert not missing.exists()
+
+
+def _in_read_only_mount(folder: Path, commands: list[str]) -> subprocess.CompletedProcess:
+    """Run trainscale `commands` (argument strings) with `folder` mounted read-only, in a
+    private mount namespace (root ignores permissions); skips where that cannot be made."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("needs root, unshare and mount to make a read-only mount privately")
+    trainscale = f"{sys.executable} -m trainscale"
+    script = f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}" || exit 99'
+    script += "".join(f" && {trainscale} {command}" for command in commands)
+    env = {k: v for k, v in os.environ.items() if k != "TRAINSCALE_FAULT_INJECT"}
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if done.returncode == 99:
+        pytest.skip(f"cannot mount here: {done.stderr[-300:]}")
+    return done
+
+
+def test_a_read_only_store_with_changes_in_its_wal_is_read_with_them(tmp_path):
+    """A store copied with its -wal (changes not yet folded into the file) and no -shm, in a
+    place that cannot be written: SQLite cannot make the -shm, and an immutable read would
+    not see the WAL's runs."""
+    live = build_store(tmp_path / "live.db", cpu_parallel_configs())
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    with RunStore(live) as store:
+        create_owned_run(store, "inwal00000", dead_owner())
+        # Copied while the writer is open: the new run is in the WAL, not in the file yet.
+        shutil.copyfile(live, copy / "runs.db")
+        shutil.copyfile(tmp_path / "live.db-wal", copy / "runs.db-wal")
+    assert (copy / "runs.db-wal").stat().st_size > 0
+    before = _fingerprint(copy)
+    path = copy / "runs.db"
+    done = _in_read_only_mount(
+        copy,
+        [
+            f'runs show inwal --store "{path}"',
+            f'runs import "{path}" --store "{tmp_path / "into.db"}"',
+        ],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "inwal000" in done.stdout and "Traceback" not in done.stderr
+    assert _fingerprint(copy) == before
+
+
+def test_a_store_whose_shared_memory_file_cannot_be_made_for_want_of_rights_is_read(
+    tmp_path, monkeypatch
+):
+    """In another user's folder SQLite answers a read-only error (SQLITE_READONLY_DIRECTORY)
+    where a read-only mount answers 'unable to open': both are read the same way."""
+    path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
+    with RunStore(path, create=False) as store:
+        stored = len(store.list_runs())
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)  # as another user
+    opened = sqlite_file.open_connection
+
+    class RefusedShm:
+        """A mode=ro connection whose first read needs a -shm it may not make."""
+
+        def execute(self, *args: object) -> None:
+            error = sqlite3.OperationalError("attempt to write a readonly database")
+            error.sqlite_errorcode = 1544  # SQLITE_READONLY_DIRECTORY
+            raise error
+
+        def close(self) -> None:
+            pass
+
+    def refused_shm(path: Path, mode: str, *, immutable: bool = False) -> object:
+        if mode == "ro" and not immutable:
+            return RefusedShm()
+        return opened(path, mode, immutable=immutable)
+
+    monkeypatch.setattr(sqlite_file, "open_connection", refused_shm)
+    with RunStore(path, create=False) as store:
+        assert len(store.list_runs()) == stored

@@ -3,6 +3,7 @@ times, once confirmed; nothing else goes, and a mistake deletes nothing."""
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from pathlib import Path
@@ -72,14 +73,42 @@ def test_filters_choose_and_a_dry_run_deletes_nothing(store, capsys):
     assert _left(store) == ["cccc00000001", "dddd00000001"]
 
 
+class _Terminal(io.StringIO):
+    """A terminal whose user types `text` (an empty one: Ctrl-D)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_the_prompt_deletes_on_yes_only(store, capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
-    monkeypatch.setattr("builtins.input", lambda prompt: "n")
-    assert run_cli(["runs", "delete", "--status", "failed", "--store", str(store)]) == 2
-    assert one_error_line(capsys).endswith("nothing deleted")
-    monkeypatch.setattr("builtins.input", lambda prompt: "y")
+    for typed in ("n\n", ""):  # no, and Ctrl-D (the end of input)
+        monkeypatch.setattr("sys.stdin", _Terminal(typed))
+        assert run_cli(["runs", "delete", "--status", "failed", "--store", str(store)]) == 2
+        assert one_error_line(capsys).endswith("nothing deleted")
+    monkeypatch.setattr("sys.stdin", _Terminal("y\n"))
     assert run_cli(["runs", "delete", "--status", "failed", "--store", str(store)]) == 0
     assert "cccc00000001" not in _left(store)
+
+
+def test_the_prompt_keeps_out_of_the_json_document(store, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", _Terminal("y\n"))
+    assert run_cli(["runs", "delete", "aaaa", "--json", "--store", str(store)]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["runs"] == ["aaaa00000001"]
+    assert "delete 1 run(s) from" in err
+
+
+def test_a_run_whose_stored_json_is_damaged_can_be_deleted(store, capsys):
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE runs SET summary_json = '{bad' WHERE run_id = 'aaaa00000001'")
+    argv = ["runs", "delete", "--tag", "demo", "--store", str(store)]
+    assert run_cli([*argv, "--dry-run"]) == 0  # listings leave it out: the filter finds it
+    out = capsys.readouterr().out
+    assert "aaaa0000  damaged stored JSON (summary_json)" in out
+    assert "2 run(s) would be deleted" in out
+    assert run_cli(["runs", "delete", "aaaa", "--yes", "--store", str(store)]) == 0
+    assert "deleted 1 run(s)" in capsys.readouterr().out
+    assert "aaaa00000001" not in _left(store)
 
 
 @pytest.mark.parametrize(
@@ -90,6 +119,7 @@ def test_the_prompt_deletes_on_yes_only(store, capsys, monkeypatch):
         (["aaaa", "--status", "failed", "--yes"], "by id or by --workload"),
         (["zzzz", "--yes"], "no run 'zzzz'"),
         (["aaaa", "eeee", "--yes"], "run eeee0000 is still running: stop it"),
+        (["--status", "running", "--dry-run"], "run eeee0000 is still running: stop it"),
     ],
 )
 def test_a_mistake_is_one_line_and_deletes_nothing(store, capsys, monkeypatch, argv, said):

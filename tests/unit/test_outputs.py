@@ -68,3 +68,12 @@ def test_a_results_store_is_never_written_over(tmp_path: Path, capsys) -> None:
     assert main(argv) == 2
     assert "it is a SQLite database" in capsys.readouterr().err
     assert store.read_bytes() == kept
+
+
+def test_a_reader_that_stopped_is_a_broken_pipe_not_a_write_error() -> None:
+    # `runs export --out /dev/stdout | head -1`: the command exits as on a closed stdout.
+    def stopped_reader(out: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        write_atomically(Path("/dev/null"), stopped_reader)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,12 @@ def test_a_failure_halfway_copies_nothing(tmp_path, monkeypatch):
         (lambda d: _text(d / "notes.txt"), "it is not a trainscale results store"),
         (lambda d: d / "here.db", "it is the store being imported into"),
         (lambda d: _newer(d / "newer.db"), "written by a newer trainscale"),
+        (lambda d: _marked(d / "marked.db", "abc"), "unreadable schema_version 'abc'"),
+        (lambda d: _without(d / "nosweeps.db", "DROP TABLE sweeps"), "its table sweeps is"),
+        (
+            lambda d: _without(d / "nocol.db", "ALTER TABLE runs DROP COLUMN affinity"),
+            "its column runs.affinity is missing",
+        ),
     ],
 )
 def test_a_source_that_cannot_be_imported_is_one_line_and_changes_nothing(
@@ -147,11 +154,22 @@ def _text(path: Path) -> Path:
 
 
 def _newer(path: Path) -> Path:
+    return _marked(path, str(SCHEMA_VERSION + 1))
+
+
+def _marked(path: Path, version: str) -> Path:
+    """A source store whose schema version reads `version`."""
     _source(path)
     with sqlite3.connect(path) as conn:
-        conn.execute(
-            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
-        )
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    return path
+
+
+def _without(path: Path, damage: str) -> Path:
+    """A source store damaged by the SQL statement `damage` (a table or column gone)."""
+    _source(path)
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(damage)
     return path
 
 
@@ -184,3 +202,7 @@ def test_a_mistyped_source_makes_no_store_to_import_into(tmp_path, capsys, monke
     assert main(["runs", "import", "typo.db"]) == 2
     assert "cannot import typo.db: no such file" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no trainscale.db made
+    _without(tmp_path / "damaged.db", "DROP TABLE sweeps")
+    assert main(["runs", "import", "damaged.db"]) == 2
+    assert "its table sweeps is missing" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]

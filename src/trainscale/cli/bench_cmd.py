@@ -11,7 +11,7 @@ from trainscale.benchmark.run import DEFAULT_OUT, BenchResult
 from trainscale.cli.bench_progress import Progress
 from trainscale.cli.common import add_data_choice_argument, add_json_argument, add_store_argument
 from trainscale.cli.lines import print_json, stdout_to_stderr
-from trainscale.cli.values import given_name
+from trainscale.cli.values import given_file_path_text
 from trainscale.config.cli import add_declared_options, add_option_arguments, declared_from_args
 from trainscale.parallel.interrupts import describe, exit_status
 
@@ -58,7 +58,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_store_argument(parser, as_path=False)
     parser.add_argument(
         "--out",
-        type=given_name,
+        type=given_file_path_text,
         metavar="FILE",
         default=DEFAULT_OUT,
         help="where to write the Markdown table, in an existing writable directory "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import get_args
 
-from trainscale.cli.values import given_path, given_path_text
+from trainscale.cli.values import given_file_path, given_file_path_text, given_path
 from trainscale.results.store import DEFAULT_STORE_NAME, STORE_ENV_VAR
 
 ArgumentTarget = argparse.ArgumentParser | argparse._ArgumentGroup
@@ -21,7 +21,7 @@ def add_store_argument(target: ArgumentTarget, *, as_path: bool = True) -> None:
     target.add_argument(
         "--store",
         # Not empty: an empty --store (an unset shell variable) fell back to the default.
-        type=given_path if as_path else given_path_text,
+        type=given_file_path if as_path else given_file_path_text,
         metavar="PATH",
         help=f"results database (default: ${STORE_ENV_VAR}, else ./{DEFAULT_STORE_NAME})",
     )

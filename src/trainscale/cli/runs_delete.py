@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from trainscale.cli.common import add_json_argument
 from trainscale.cli.lines import print_json
-from trainscale.errors import ConfigError
+from trainscale.errors import ConfigError, StoreError
+from trainscale.results.records import DamagedRecordError
+
+if TYPE_CHECKING:
+    from trainscale.results.records import DamagedRow, RunRecord
+    from trainscale.results.store import RunStore
 
 FILTERS = ("workload", "status", "tag", "limit")
 
@@ -54,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             "(`trainscale runs delete --help`)"
         )
     with stored.open_for_reading(args.store) as opened:
-        chosen = stored.select_runs(opened, args.run_ids, **filters)
+        chosen, damaged = _selected(opened, args.run_ids, filters)
         shown = sys.stderr if args.json else sys.stdout
         for record in chosen:
             print(
@@ -62,7 +68,14 @@ def run(args: argparse.Namespace) -> int:
                 f"{record.status}" + (f"  tag {record.tag}" if record.tag else ""),
                 file=shown,
             )
-        ids = [record.run_id for record in chosen]
+        for row in damaged:
+            print(f"  {row.ident[:8]}  damaged stored JSON ({', '.join(row.columns)})", file=shown)
+        ids = [record.run_id for record in chosen] + [row.ident for row in damaged]
+        running = [record.short_id for record in chosen if record.status == "running"]
+        if running:  # refused before asking, and a dry run says so too
+            raise StoreError(
+                f"run {running[0]} is still running: stop it, or let it end, before deleting it"
+            )
         if not ids:
             print("no run matches: nothing to delete", file=shown)
         elif args.dry_run:
@@ -76,6 +89,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _selected(
+    opened: RunStore, run_ids: list[str], filters: dict[str, Any]
+) -> tuple[list[RunRecord], list[DamagedRow]]:
+    """The runs to delete, and the damaged rows among them (which listings leave out, and
+    which deleting is the way to be rid of)."""
+    from trainscale.reporting import listing as stored
+
+    if not run_ids:
+        seen = len(opened.left_out)
+        chosen = stored.select_runs(opened, [], **filters)
+        return chosen, [row for row in opened.left_out[seen:] if row.kind == "run"]
+    chosen, damaged = [], []
+    for run_id in run_ids:
+        try:
+            chosen.extend(stored.select_runs(opened, [run_id], **filters))
+        except DamagedRecordError as error:
+            damaged.append(error.damaged)
+    unique_damaged = {row.ident: row for row in damaged}
+    return list({r.run_id: r for r in chosen}.values()), list(unique_damaged.values())
+
+
 def _confirm(count: int, store: str, yes: bool) -> None:
     """Return if deleting is confirmed: --yes, or y at the prompt of a terminal."""
     if yes:
@@ -85,6 +119,8 @@ def _confirm(count: int, store: str, yes: bool) -> None:
             f"{count} run(s) would be deleted from {store}; add --yes to delete them "
             "(--dry-run lists them)"
         )
-    answer = input(f"delete {count} run(s) from {store}? [y/N] ")
+    # On stderr, as input() would not: with --json, stdout is the document.
+    print(f"delete {count} run(s) from {store}? [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()  # "" at the end of input (Ctrl-D): no
     if answer.strip().lower() not in ("y", "yes"):
         raise ConfigError("nothing deleted")

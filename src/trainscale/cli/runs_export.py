@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from trainscale.cli.lines import one_line
-from trainscale.cli.values import given_name, given_path
+from trainscale.cli.values import given_name, given_path_text, names_a_folder
 from trainscale.errors import ConfigError
 from trainscale.reporting import listing as stored
 from trainscale.reporting.mlflow_export import (
@@ -45,7 +46,7 @@ def add_parser(actions: argparse._SubParsersAction, parents: list[argparse.Argum
     )
     parser.add_argument(
         "--out",
-        type=given_path,
+        type=given_path_text,
         metavar="PATH",
         help="csv/json: write to this file instead of standard output; tensorboard: the log "
         "directory (required)",
@@ -130,11 +131,8 @@ def run(args: argparse.Namespace) -> int:
 def _check_flags(args: argparse.Namespace) -> None:
     """ConfigError for a flag that means nothing to the chosen format."""
     if args.fmt != "mlflow":
-        given = [
-            f
-            for f, v in (("--tracking-uri", args.tracking_uri), ("--experiment", args.experiment))
-            if v is not None
-        ]
+        flags = {"--tracking-uri": args.tracking_uri, "--experiment": args.experiment}
+        given = [flag for flag, value in flags.items() if value is not None]
         if given:
             raise ConfigError(f"{' and '.join(given)}: for --format mlflow only")
     if args.fmt == "mlflow" and args.out is not None:
@@ -143,6 +141,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         refuse_in_memory(args.tracking_uri)  # before the store is read
     if args.fmt == "tensorboard" and args.out is None:
         raise ConfigError("--format tensorboard needs --out LOGDIR, the log directory")
+    if args.fmt in EXPORT_FORMATS and args.out is not None and names_a_folder(args.out):
+        raise ConfigError(f"--out {args.out} names a folder; --format {args.fmt} writes a file")
+    args.out = None if args.out is None else Path(args.out)
 
 
 def _runs(count: int) -> str:

@@ -4,6 +4,7 @@ turns their ArgumentTypeError into the command's one error line."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from trainscale.config.values import comma_positive_ints
@@ -17,9 +18,30 @@ def given_path(text: str) -> Path:
     return Path(text)
 
 
+def names_a_folder(text: str) -> bool:
+    """Whether a file name ends with a separator: 'out/' names a folder, and Path('out/')
+    drops the separator, so a file 'out' would be written where a folder was meant."""
+    return text.endswith(("/", os.sep))
+
+
+def given_file_path(text: str) -> Path:
+    """`given_path` for a file (a store, a table): not a name that ends with a separator."""
+    path = given_path(text)
+    if names_a_folder(text):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder; give a file name")
+    return path
+
+
+def given_file_path_text(text: str) -> str:
+    """`given_file_path`, kept as the text given."""
+    given_file_path(text)
+    return text
+
+
 def given_path_text(text: str) -> str:
-    """`given_path`, kept as the text given."""
-    return str(given_path(text))
+    """`given_path`, kept as the text given (a trailing separator included)."""
+    given_path(text)
+    return text
 
 
 def given_name(text: str) -> str:

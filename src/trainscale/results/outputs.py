@@ -132,6 +132,8 @@ def write_atomically(path: Path, write: Callable[[TextIO], object]) -> None:
         try:
             with path.open("w", encoding="utf-8", newline="") as out:
                 write(out)
+        except BrokenPipeError:
+            raise  # a reader that stopped (`| head`): the command's quiet exit, as on stdout
         except OSError as error:
             raise StoreError(f"cannot write {path}: {error.strerror or error}") from None
         return

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any
 
 from trainscale.errors import StoreError
@@ -169,6 +170,24 @@ EPOCH_FIELDS = (
     "eval_time_s",
 )
 """Per-epoch measurements stored besides the epoch number (all optional, seconds and ratios)."""
+
+
+def missing_from_layout(conn: sqlite3.Connection) -> str | None:
+    """The first table or column of this version's layout that `conn`'s database lacks
+    ('table sweeps', 'column runs.affinity'); None where it has them all."""
+    with closing(sqlite3.connect(":memory:")) as layout:
+        for statement in DDL:
+            layout.execute(statement)
+        tables = layout.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        for (table,) in tables.fetchall():
+            wanted = [row[1] for row in layout.execute(f"PRAGMA table_info({table})")]
+            present = {row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")}
+            if not present:
+                return f"table {table}"
+            missing = [column for column in wanted if column not in present]
+            if missing:
+                return f"column {table}.{missing[0]}"
+    return None
 
 
 def read_schema_version(conn: sqlite3.Connection) -> int | None:

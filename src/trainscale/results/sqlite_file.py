@@ -5,7 +5,9 @@ the file, nor turn a file that is not a store into one."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -157,10 +159,36 @@ def open_read_only(path: Path) -> sqlite3.Connection:
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.OperationalError as error:
         conn.close()
-        if "unable to open" not in str(error):
+        # A -shm that cannot be made: "unable to open" on a read-only mount; in a folder of
+        # another user's, the text of every SQLITE_READONLY code (here _DIRECTORY or
+        # _CANTINIT; the codes themselves reach Python from 3.11 on).
+        reason = str(error)
+        if "unable to open" not in reason and "readonly database" not in reason:
             raise
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return _read_through_copy(path, wal)
         conn = open_connection(path, "ro", immutable=True)
     return conn
+
+
+def _read_through_copy(path: Path, wal: Path) -> sqlite3.Connection:
+    """An in-memory, query-only copy of the store at `path` with the changes its `wal` holds:
+    the pair is copied to a temporary folder where SQLite may fold the WAL in, and the result
+    backed up into memory (a store is megabytes), so nothing is left behind."""
+    with tempfile.TemporaryDirectory(prefix="trainscale-store-") as folder:
+        copy = Path(folder) / path.name
+        shutil.copyfile(path, copy)
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        on_disk = open_connection(copy, "rw")
+        try:
+            memory = sqlite3.connect(":memory:", isolation_level=None)
+            on_disk.backup(memory)
+        finally:
+            on_disk.close()
+    memory.row_factory = sqlite3.Row
+    memory.execute("PRAGMA query_only = ON")
+    return memory
 
 
 def not_a_store_message(path: Path) -> str:

@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from trainscale.errors import StoreError
-from trainscale.results.schema import read_schema_version, refuse_newer
+from trainscale.results.schema import (
+    SCHEMA_VERSION,
+    missing_from_layout,
+    read_schema_version,
+    refuse_newer,
+)
 from trainscale.results.sqlite_file import connect_for_reading, open_read_only
 from trainscale.results.store_file import StoreFile
 
@@ -64,7 +69,10 @@ class StoreImport(StoreFile):
                 closing(sqlite3.connect(snapshot)) as copy,
             ):
                 reader.backup(copy)
-            connect_for_reading(snapshot).close()  # an older layout updated in the copy
+            with closing(connect_for_reading(snapshot)) as updated:  # an older layout
+                missing = missing_from_layout(updated)  # is brought up to date in the copy
+            if missing is not None:
+                raise StoreError(damaged_source_message(path, missing))
             return self._copy_rows(snapshot, path)
 
     def _copy_rows(self, snapshot: Path, source: Path) -> ImportedRows:
@@ -89,18 +97,27 @@ def check_source(source: Path, store: Path) -> None:
         raise StoreError(f"cannot import {source}: it is a directory, not a results store")
     if store.exists() and os.path.samefile(source, store):
         raise StoreError(f"cannot import {source}: it is the store being imported into")
+    missing = None
     try:
         # Read as every reader does: a store on a read-only mount opens too (immutable).
         with closing(open_read_only(source)) as conn:
             version = read_schema_version(conn)
+            refuse_newer(version)
+            if version == SCHEMA_VERSION:  # an older layout is checked once updated
+                missing = missing_from_layout(conn)
     except sqlite3.DatabaseError:
         version = None
+    except StoreError as error:  # a newer trainscale's, or a damaged version mark
+        raise StoreError(f"cannot import {source}: {error}") from None
     if version is None:
         raise StoreError(f"cannot import {source}: it is not a trainscale results store")
-    try:
-        refuse_newer(version)
-    except StoreError as error:
-        raise StoreError(f"cannot import {source}: {error}") from None
+    if missing is not None:
+        raise StoreError(damaged_source_message(source, missing))
+
+
+def damaged_source_message(source: Path, missing: str) -> str:
+    """The one line for a source store that lacks part of the layout (`missing`)."""
+    return f"cannot import {source}: it is a damaged results store, its {missing} is missing"
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> str:
