@@ -51,6 +51,15 @@ seed = [0, 1]
             + "lr = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]\n",
             "100,000,000 runs, more than the 10,000",
         ),
+        # No grid: the repeats or the points alone (a huge count was built before refusing).
+        (
+            'repeats = 99999999999999999999\n[base]\nworkload = "mnist-cnn"\n',
+            "repeats: 99,999,999,999,999,999,999 repeats = 99,999,999,999,999,999,999 runs",
+        ),
+        (
+            'repeats = 3\n[base]\nworkload = "mnist-cnn"\n' + "[[points]]\nseed = 1\n" * 4000,
+            "points: 4,000 points x 3 repeats = 12,000 runs, more than the 10,000",
+        ),
     ],
 )
 def test_bad_sweep_files_fail_in_one_line_before_any_run(tmp_path, capsys, content, fragment):

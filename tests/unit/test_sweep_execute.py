@@ -8,8 +8,10 @@ import pytest
 
 from trainscale.errors import TrainscaleError
 from trainscale.results.store import RunStore
+from trainscale.sweeps.document import sweep_document
 from trainscale.sweeps.execute import INTERRUPTED, SweepListener, execute_sweep
 from trainscale.sweeps.plan import make_plan
+from trainscale.sweeps.run import SweepResult, SweepRunListener, run_sweep
 from trainscale.sweeps.spec import parse_spec
 
 from tests.helpers.sweeps import FakeRunner
@@ -94,19 +96,30 @@ def test_resume_without_an_earlier_sweep_starts_a_new_one_and_says_so(tmp_path: 
     ]
 
 
-def test_resume_of_a_changed_spec_names_the_sweep_whose_runs_are_not_reused(tmp_path: Path):
-    """The file edited after a stop (another repeat): a new sweep, and the line says why."""
+@pytest.mark.parametrize(
+    ("again_from", "said"),
+    [
+        ("s.toml", "(t) was made from another version of this spec (changed since?)"),
+        # Another file that carries the same name: neither was edited.
+        ("b.toml", "has the same name but was made from s.toml, another sweep file"),
+    ],
+)
+def test_resume_of_a_changed_spec_names_the_sweep_whose_runs_are_not_reused(
+    tmp_path: Path, again_from: str, said: str
+):
+    """The file edited after a stop (another repeat), or another file of the same name: a
+    new sweep, and the line says why."""
     spec = spec_of(grid={"batch_size": [8]})
     first = execute_sweep(spec, make_plan(spec), tmp_path / "s.db", "s.toml", run_one=FakeRunner())
     edited = spec_of(grid={"batch_size": [8]}, repeats=2)
     heard = Heard()
     again = execute_sweep(
-        edited, make_plan(edited), tmp_path / "s.db", "s.toml", True, heard, run_one=FakeRunner()
+        edited, make_plan(edited), tmp_path / "s.db", again_from, True, heard, run_one=FakeRunner()
     )
     assert not again.resumed and len(again.completed) == 2
     assert heard.said == [
-        f"--resume: sweep {first.sweep_id[:8]} (t) was made from another version of this spec "
-        f"(changed since?), so its runs are not reused; started sweep {again.sweep_id[:8]}"
+        f"--resume: sweep {first.sweep_id[:8]} {said}, so its runs are not reused; started "
+        f"sweep {again.sweep_id[:8]}"
     ]
 
 
@@ -166,3 +179,42 @@ def test_a_sweep_over_several_nodes_is_refused_when_planned_before_anything_is_s
     spec = parse_spec({"base": {**BASE, **nodes}}, default_name="t")
     with pytest.raises(TrainscaleError, match="a sweep runs on one node"):
         make_plan(spec)  # what --dry-run and the sweep itself plan first
+
+
+def test_a_dry_run_of_a_resume_says_what_it_would_continue_and_changes_nothing(tmp_path: Path):
+    spec = spec_of(grid={"batch_size": [8, 16]})
+    store = tmp_path / "s.db"
+    first = execute_sweep(spec, make_plan(spec), store, "s.toml", run_one=FakeRunner({1}))
+    heard = []
+
+    class Listener(SweepRunListener):
+        def would_resume(self, result: SweepResult) -> None:
+            heard.append(result.resume_preview)
+
+    result = run_sweep(spec, "s.toml", store=store, resume=True, dry_run=True, listener=Listener())
+    assert heard == [result.resume_preview] and result.outcome is None
+    assert result.would_resume_line().startswith(
+        f"--resume would continue sweep {first.sweep_id[:8]}: 1 of 2 run(s) completed there, "
+        "1 to run"
+    )
+    assert result.resume_preview is not None
+    assert result.resume_preview.sweep_id == first.sweep_id
+    assert [result.done_before(p) for p in result.plan.runs] == [True, False]
+    document = sweep_document(result)
+    assert (document["sweep_id"], document["resumed"], document["skipped_done"]) == (
+        first.sweep_id,
+        True,
+        1,
+    )
+    with RunStore(store) as opened:
+        assert len(opened.list_runs()) == 2  # nothing run, nothing marked
+    fresh = run_sweep(spec, "s.toml", store=tmp_path / "new.db", resume=True, dry_run=True)
+    assert fresh.resume_preview is None and sweep_document(fresh)["resumed"] is False
+
+
+def test_the_json_document_names_the_configurations_skip_invalid_left_out(tmp_path: Path):
+    spec = spec_of(grid={"workers": [1, 4096]}, skip_invalid=True)
+    result = run_sweep(spec, "s.toml", store=tmp_path / "s.db", dry_run=True)
+    skipped = sweep_document(result)["skipped"]
+    assert [entry["label"] for entry in skipped] == ["workers=4096"]
+    assert "oversubscribes this machine" in skipped[0]["reason"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from trainscale.benchmark.run import BenchListener
 
 if TYPE_CHECKING:
@@ -32,8 +34,9 @@ class Progress(BenchListener):
         self.bench_id = result.bench_id
         env = result.env
         self.console.print(
-            f"[bold]trainscale bench {result.bench_id}[/]: {result.workload}{result.in_framework}, "
-            f"{env['cpu_model']}, {len(env['usable_cores'])} usable cores, {runnable} settings "
+            f"[bold]trainscale bench {result.bench_id}[/]: "
+            + escape(f"{result.workload}{result.in_framework}, {env['cpu_model']}, ")
+            + f"{len(env['usable_cores'])} usable cores, {runnable} settings "
             f"x {result.rounds} rounds x {result.steps_per_run} steps, "
             f"{result.batch_text}, data {result.options.data.kind}"
         )
@@ -58,7 +61,8 @@ class Progress(BenchListener):
         self.console.rule(f"[{index}/{total}] {rung.name}")
 
     def rung_failed(self, rung: Rung, error: str) -> None:
-        self.console.print(f"[red]{rung.name} failed: {error}[/]")
+        # A failure's text is the library's or the script's: its brackets are not markup.
+        self.console.print(f"[red]{escape(f'{rung.name} failed: {error}')}[/]")
 
     def busy_round(self, result: BenchResult, busiest: list[OtherProcess], again: bool) -> None:
         self.console.print(result.busy_round_line(busiest, again), style="yellow", markup=False)

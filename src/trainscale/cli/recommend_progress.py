@@ -41,7 +41,7 @@ class RecommendProgress(RecommendListener):
         for line in space.skipped:
             self.console.print(f"  {escape(line)}")
         for dropped, kept in space.duplicates:
-            self.console.print(f"  {dropped}: same cores as {kept}, not tried twice")
+            self.console.print(escape(f"  {dropped}: same cores as {kept}, not tried twice"))
         if plan.data_note:
             # A warning, except the plan of a script's accuracy check, which the user asked for.
             style = "bold" if plan.check_accuracy else "bold red"
@@ -71,10 +71,10 @@ class RecommendProgress(RecommendListener):
                 self.console.rule("accuracy check: the whole script (not bounded by the budget)")
             self.whole_runs += 1
             clock = f"[{time.monotonic() - self.start:5.0f} s]"
-            self.console.print(f"{escape(clock)} whole script run: {candidate.label} ...")
+            self.console.print(escape(f"{clock} whole script run: {candidate.label} ..."))
             return
         what = "accuracy check" if kind == "accuracy" else "throughput"
-        self.console.print(f"{escape(self._clock())} {what}: {candidate.label} ...")
+        self.console.print(escape(f"{self._clock()} {what}: {candidate.label} ..."))
 
     def trial_finished(self, trial: Trial) -> None:
         # Run ids are hex: "[d2f4...]" would be read as a style tag, so escape them.

@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
         for planned in result.plan.runs:
             options = planned.config.data.workload_options
             given = "".join(f"  -o {key}={value}" for key, value in options.items())
-            print(f"{planned.item:4d}  repeat {planned.repeat}  {planned.label}{given}")
+            done = "  (completed: --resume skips it)" if result.done_before(planned) else ""
+            print(f"{planned.item:4d}  repeat {planned.repeat}  {planned.label}{given}{done}")
     if result.outcome is None:
         return 0
     if result.report is not None:

@@ -56,8 +56,8 @@ class SweepProgress(SweepRunListener):
             self.console.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
         configs = len({p.config_hash for p in plan.runs})
         self.console.print(
-            f"[bold]sweep {spec.name}[/]: {configs} configurations x {spec.repeats} repeat(s) "
-            f"= {len(plan.runs)} runs, order {spec.order}, store {store}"
+            f"[bold]sweep {escape(spec.name)}[/]: {configs} configurations x {spec.repeats} "
+            f"repeat(s) = {len(plan.runs)} runs, order {spec.order}, store {escape(str(store))}"
         )
         self.console.print(f"  {planned_time_text(spec, len(plan.runs))}", markup=False)
         self.running = True
@@ -82,6 +82,9 @@ class SweepProgress(SweepRunListener):
             f"sweep {short}: {len(outcome.completed)} completed, {len(outcome.failed)} failed "
             f"in this attempt. Report: trainscale report --sweep {short} --out DIR"
         )
+
+    def would_resume(self, result: SweepResult) -> None:
+        self.console.print(result.would_resume_line(), markup=False)
 
     def not_resumed(self, why: str) -> None:
         self.console.print(f"[yellow]{escape(why)}[/]", soft_wrap=True)
@@ -114,7 +117,9 @@ class SweepProgress(SweepRunListener):
         self.steps_task = self.progress.add_task("  steps of this run", total=None)
 
     def run_started(self, planned) -> None:
-        self.progress.update(self.task, description=f"{planned.label} (repeat {planned.repeat})")
+        # The description fills a markup template: a label's brackets must stay text.
+        label = escape(f"{planned.label} (repeat {planned.repeat})")
+        self.progress.update(self.task, description=label)
         self.progress.reset(self.steps_task, total=None)
 
     def run_step(self, planned, step: int, total: int) -> None:
@@ -123,7 +128,7 @@ class SweepProgress(SweepRunListener):
     def run_finished(self, planned, result, error) -> None:
         if error is not None:
             self.console.print(
-                f"[red]failed[/]: {planned.label} (repeat {planned.repeat}): {error}"
+                f"[red]failed[/]: {escape(f'{planned.label} (repeat {planned.repeat}): {error}')}"
             )
         else:
             accuracy = result.get("test_accuracy")

@@ -49,6 +49,8 @@ def sweep_document(result: SweepResult, runs: list[RunRecord] | None = None) -> 
         "resumed": False if outcome is None else outcome.resumed,
         "planned": [planned.to_dict() for planned in result.plan.runs],
         "merged": [{"label": label, "same_as": same} for label, same in result.plan.merged],
+        # skip_invalid: the configurations left out, and why (the rest of the plan runs).
+        "skipped": [{"label": label, "reason": why} for label, why in result.plan.skipped],
         "completed": [],
         "failed": [],
         "skipped_done": 0,
@@ -57,6 +59,13 @@ def sweep_document(result: SweepResult, runs: list[RunRecord] | None = None) -> 
         "runs": [],
     }
     if outcome is None:  # a dry run: nothing stored
+        preview = result.resume_preview
+        if preview is not None:  # --resume: the sweep it would continue
+            document.update(
+                sweep_id=preview.sweep_id,
+                resumed=True,
+                skipped_done=sum(map(result.done_before, result.plan.runs)),
+            )
         return finite_or_none(document)
     records = sweep_runs(result.store, outcome.sweep_id) if runs is None else runs
     document.update(

@@ -76,18 +76,48 @@ def open_sweep(
     if resume:
         earlier = store.latest_sweep_with_spec(spec.spec_hash())
         if earlier is not None:
-            stored = {(p["config_hash"], p["repeat"]) for p in earlier.plan}
-            now = {(p["config_hash"], p["repeat"]) for p in planned}
-            if stored != now:
-                raise TrainscaleError(
-                    f"cannot resume sweep {earlier.short_id}: its configurations resolve "
-                    "differently now (another machine, data location or trainscale version); "
-                    "run without --resume to start a new sweep"
-                )
+            _refuse_another_plan(earlier, plan)
             return earlier, True
     sweep_id = uuid.uuid4().hex
     store.create_sweep(sweep_id, spec.name, source, spec.spec_hash(), spec.to_dict(), planned)
     return store.get_sweep(sweep_id), False
+
+
+def _refuse_another_plan(earlier: SweepRecord, plan: Plan) -> None:
+    """TrainscaleError where `earlier`'s stored plan is not `plan` (its runs would not be
+    the runs this plan asks for)."""
+    stored = {(p["config_hash"], p["repeat"]) for p in earlier.plan}
+    if stored != {(p.config_hash, p.repeat) for p in plan.runs}:
+        raise TrainscaleError(
+            f"cannot resume sweep {earlier.short_id}: its configurations resolve "
+            "differently now (another machine, data location or trainscale version); "
+            "run without --resume to start a new sweep"
+        )
+
+
+@dataclass(frozen=True)
+class ResumePreview:
+    """What `--resume` would continue (a dry run's look, nothing changed): the sweep, and
+    its planned runs already completed, as (config_hash, repeat)."""
+
+    sweep_id: str
+    done: frozenset[tuple[str | None, int | None]]
+
+
+def preview_resume(store_path: Path, spec: SweepSpec, plan: Plan) -> ResumePreview | None:
+    """The sweep `--resume` would continue and its completed runs; None where it would
+    start a new sweep. TrainscaleError where the resume would be refused."""
+    with RunStore(store_path) as store:
+        earlier = store.latest_sweep_with_spec(spec.spec_hash())
+        if earlier is None:
+            return None
+        _refuse_another_plan(earlier, plan)
+        done = frozenset(
+            (r.config_hash, r.repeat_index)
+            for r in store.sweep_runs(earlier.sweep_id)
+            if r.status == "completed"
+        )
+    return ResumePreview(earlier.sweep_id, done)
 
 
 def not_resumed_reason(store: RunStore, spec: SweepSpec, source: str, new: SweepRecord) -> str:
@@ -95,18 +125,21 @@ def not_resumed_reason(store: RunStore, spec: SweepSpec, source: str, new: Sweep
     one of the same name or file was made from another version of it (edited since), whose
     runs are then not reused."""
     others = [s for s in store.list_sweeps() if s.sweep_id != new.sweep_id]
-    earlier = next((s for s in others if s.source == source), None) or next(
-        (s for s in others if s.name == spec.name), None
-    )
-    if earlier is None:
+    same_file = next((s for s in others if s.source == source), None)
+    same_name = next((s for s in others if s.name == spec.name), None)
+    if same_file is not None:
         return (
-            f"--resume: no earlier sweep of this spec in {store.path}; started sweep {new.short_id}"
+            f"--resume: sweep {same_file.short_id} ({same_file.name}) was made from another "
+            f"version of this spec (changed since?), so its runs are not reused; started sweep "
+            f"{new.short_id}"
         )
-    return (
-        f"--resume: sweep {earlier.short_id} ({earlier.name}) was made from another version "
-        f"of this spec (changed since?), so its runs are not reused; started sweep "
-        f"{new.short_id}"
-    )
+    if same_name is not None:  # another file that happens to carry the same name
+        return (
+            f"--resume: sweep {same_name.short_id} has the same name but was made from "
+            f"{same_name.source}, another sweep file, so its runs are not reused; started "
+            f"sweep {new.short_id}"
+        )
+    return f"--resume: no earlier sweep of this spec in {store.path}; started sweep {new.short_id}"
 
 
 def refuse_while_running(store: RunStore, sweep: SweepRecord) -> None:

@@ -19,8 +19,14 @@ from trainscale.errors import ConfigError
 from trainscale.reporting.build import write_report
 from trainscale.results.outputs import check_out_dir
 from trainscale.results.store import RunStore, default_store_path
-from trainscale.sweeps.execute import SweepListener, SweepOutcome, execute_sweep
-from trainscale.sweeps.plan import Plan, make_plan
+from trainscale.sweeps.execute import (
+    ResumePreview,
+    SweepListener,
+    SweepOutcome,
+    execute_sweep,
+    preview_resume,
+)
+from trainscale.sweeps.plan import Plan, PlannedRun, make_plan
 from trainscale.sweeps.recipes import recipe_spec
 from trainscale.sweeps.spec import SweepSpec, load_spec_file, parse_spec
 from trainscale.sweeps.summary import SweepSummary, sweep_summary
@@ -96,6 +102,10 @@ class SweepRunListener(SweepListener):
     def swept(self, result: SweepResult) -> None:
         """The runs are done (`result.outcome`, `result.summary`); the report comes next."""
 
+    def would_resume(self, result: SweepResult) -> None:
+        """A dry run with --resume: what the resume would continue (`result.resume_preview`,
+        None when it would start a new sweep)."""
+
 
 @dataclass
 class SweepResult:
@@ -110,6 +120,24 @@ class SweepResult:
     summary: SweepSummary | None = None
     report: Path | None = None
     """The report written, or None."""
+    resume_preview: ResumePreview | None = None
+    """A dry run with --resume: the sweep it would continue (None: it would start one)."""
+
+    def done_before(self, planned: PlannedRun) -> bool:
+        """A dry run with --resume: whether the sweep continued has completed `planned`."""
+        preview = self.resume_preview
+        return preview is not None and (planned.config_hash, planned.repeat) in preview.done
+
+    def would_resume_line(self) -> str:
+        """A dry run with --resume: the line that says what the resume would continue."""
+        if self.resume_preview is None:
+            return "--resume: no earlier sweep of this spec: it would start a new one"
+        total = len(self.plan.runs)
+        done = sum(map(self.done_before, self.plan.runs))
+        return (
+            f"--resume would continue sweep {self.resume_preview.sweep_id[:8]}: {done} of "
+            f"{total} run(s) completed there, {total - done} to run (--dry-run: none started)"
+        )
 
     @property
     def nothing_completed(self) -> bool:
@@ -150,6 +178,9 @@ def run_sweep(
     listener.planned(spec, plan, store_path)
     result = SweepResult(spec, source, store_path, plan)
     if dry_run:
+        if resume:
+            result.resume_preview = preview_resume(store_path, spec, plan)
+            listener.would_resume(result)
         return result
     result.outcome = execute_sweep(spec, plan, store_path, source, resume, listener)
     result.summary = sweep_summary(store_path, result.outcome.sweep_id)

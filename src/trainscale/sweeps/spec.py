@@ -170,8 +170,11 @@ class SweepFile(TomlFile):
     def _size_first(cls, raw: Any) -> Any:
         # The size first, from the lengths alone: an absurd grid is refused before any of its
         # values is checked or any configuration built.
-        if isinstance(raw, dict) and isinstance(raw.get("grid"), dict):
-            lengths = {k: len(v) for k, v in raw["grid"].items() if isinstance(v, list)}
+        # With or without a grid: repeats or points alone may make the sweep too large.
+        if isinstance(raw, dict):
+            grid = raw.get("grid")
+            axes = grid.items() if isinstance(grid, dict) else ()
+            lengths = {k: len(v) for k, v in axes if isinstance(v, list)}
             points = raw.get("points")
             repeats = raw.get("repeats", 1)
             _check_size(
@@ -241,8 +244,9 @@ def _check_size(axis_lengths: dict[str, int], num_points: int, repeats: int) -> 
         if num_points:
             factors.append(f"{num_points:,} points")
         factors.append(f"{repeats:,} repeats")
+        where = "grid" if axis_lengths else "points" if num_points else "repeats"
         raise ValueError(
-            f"grid: {' x '.join(factors)} = {num_runs:,} runs, more than the {MAX_RUNS:,} a "
+            f"{where}: {' x '.join(factors)} = {num_runs:,} runs, more than the {MAX_RUNS:,} a "
             "sweep may plan; shorten an axis or split the sweep"
         )
 
