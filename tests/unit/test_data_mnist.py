@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from trainscale.data import cache
+from trainscale.data import mnist as mnist_module
 from trainscale.data.mnist import (
     FASHION_MNIST,
     MNIST,
@@ -488,3 +489,41 @@ def test_an_empty_split_is_refused_in_one_line(tmp_path: Path, train, test, spli
     folder = write_random_mnist(tmp_path / "mnist", train, test)
     with pytest.raises(DataError, match=rf"the {split} split of mnist in .* is empty \(0 images\)"):
         load_idx_dataset(MNIST, folder, download=False)
+
+
+# --- another dataset under the same names ---------------------------------------------------
+
+
+def test_another_known_dataset_under_the_same_names_is_refused(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fashion-MNIST ships as four files named as MNIST's: read as MNIST, a run would report
+    # its accuracy as MNIST's. Here a generated set stands for it, by its labels' digest.
+    root = make_dataset(env / "d")
+    labels = load_idx_dataset(MNIST, root, download=False).train_labels
+    other = dataclasses.replace(
+        FASHION_MNIST, train_labels_sha256=hashlib.sha256(labels.tobytes()).hexdigest()
+    )
+    monkeypatch.setattr(mnist_module, "IDX_DATASETS", (MNIST, other))
+    with pytest.raises(DataError) as info:
+        load_idx_dataset(MNIST, root, download=False)
+    assert str(info.value) == (
+        f"{root} holds fashion-mnist, not mnist (its training labels are fashion-mnist's); "
+        "point --data-dir at mnist's files"
+    )
+    assert load_idx_dataset(other, root, download=False).source == str(root)
+
+
+REAL = Path(os.environ.get("TRAINSCALE_DATA_DIR", "/nonexistent"))
+
+
+@pytest.mark.skipif(
+    not (REAL / "fashion-mnist").is_dir() or not (REAL / "mnist").is_dir(),
+    reason="TRAINSCALE_DATA_DIR lacks mnist and fashion-mnist",
+)
+def test_the_real_sets_are_told_apart() -> None:
+    assert load_idx_dataset(MNIST, REAL / "mnist", download=False).train_labels.size == 60_000
+    with pytest.raises(DataError, match="holds fashion-mnist, not mnist"):
+        load_idx_dataset(MNIST, REAL / "fashion-mnist", download=False)
+    with pytest.raises(DataError, match="holds mnist, not fashion-mnist"):
+        load_idx_dataset(FASHION_MNIST, REAL / "mnist", download=False)

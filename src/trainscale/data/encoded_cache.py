@@ -28,7 +28,7 @@ from trainscale.errors import DataError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Bump when tokenization or encoding changes, so old entries are never reused."""
 
 

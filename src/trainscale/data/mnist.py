@@ -6,6 +6,7 @@ workload's business.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,9 @@ class IdxDatasetSpec:
     """Height and width of every image."""
     num_classes: int = 10
     """Labels are integers in [0, num_classes)."""
+    train_labels_sha256: str = ""
+    """SHA-256 of the canonical training labels (the decompressed values, one byte each):
+    how a set of another dataset's files under the same four names is told apart."""
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -77,6 +81,7 @@ MNIST = IdxDatasetSpec(
         (TEST_IMAGES, "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
         (TEST_LABELS, "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
     ),
+    train_labels_sha256="1feba77c54802fa5339a11837ea4b2866434b83314ec45192930f1df69120c13",
 )
 
 FASHION_MNIST = IdxDatasetSpec(
@@ -89,7 +94,10 @@ FASHION_MNIST = IdxDatasetSpec(
         (TEST_IMAGES, "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073"),
         (TEST_LABELS, "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
     ),
+    train_labels_sha256="657fbd221bfc9f4198cc14b5619cc33ec57c58dd0e47af4d99d6650759e869a7",
 )
+IDX_DATASETS = (MNIST, FASHION_MNIST)
+"""The IDX datasets known here: the same four file names each, told apart by their labels."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +236,20 @@ def _load_pair(
     return images, labels
 
 
+def refuse_another_dataset(spec: IdxDatasetSpec, train_labels: np.ndarray, directory: Path) -> None:
+    """DataError where the files read as `spec` are another known dataset's (Fashion-MNIST
+    ships under MNIST's file names, and a run would report its accuracy as MNIST's)."""
+    digest = hashlib.sha256(
+        np.ascontiguousarray(train_labels, dtype=np.uint8).tobytes()
+    ).hexdigest()
+    for other in IDX_DATASETS:
+        if other.name != spec.name and digest == other.train_labels_sha256:
+            raise DataError(
+                f"{directory} holds {other.name}, not {spec.name} (its training labels are "
+                f"{other.name}'s); point --data-dir at {spec.name}'s files"
+            )
+
+
 def load_idx_dataset(
     spec: IdxDatasetSpec, data_dir: Path | str | None = None, download: bool = True
 ) -> RawImageData:
@@ -259,6 +281,7 @@ def load_idx_dataset(
     )
     files, _ = _files_in(spec, directory)
     train_images, train_labels = _load_pair(files[TRAIN_IMAGES], files[TRAIN_LABELS], spec)
+    refuse_another_dataset(spec, train_labels, directory)
     test_images, test_labels = _load_pair(files[TEST_IMAGES], files[TEST_LABELS], spec)
     for split, images in (("training", train_images), ("test", test_images)):
         if not len(images):  # nothing to train on, or to score: no run can use them
