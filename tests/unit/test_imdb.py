@@ -180,6 +180,10 @@ def test_malicious_npz_is_refused_without_running(env: Path, how: str) -> None:
         ({"y_train": np.array([0, 1, 2, 1])}, "labels must be 0"),
         ({"x_train": np.zeros((4, 3))}, "x_train has shape (4, 3)"),
         ({"x_train": object_array([]), "y_train": np.array([], np.int64)}, "split of"),
+        (
+            {"x_test": object_array([[1, 9], [3, -5, 3]])},
+            "x_test[1] holds the word index -5; word indices are ranks >= 0",
+        ),
     ],
 )
 def test_npz_bad_contents(env: Path, change: dict, fragment: str) -> None:

@@ -368,9 +368,18 @@ def read_imdb_npz(path: Path) -> dict[str, np.ndarray]:
 
 def _as_rank_lists(x: np.ndarray, member: str, path: Path) -> list[list[int]]:
     try:
-        return [[int(w) for w in seq] for seq in x]
+        lists = [[int(w) for w in seq] for seq in x]
     except (TypeError, ValueError):
         raise DataError(f"{path}: {member} does not hold lists of word indices") from None
+    # Word ranks count from 1: a negative one would index the embedding from its end, or
+    # fail in the workers mid-run, far from the file that holds it.
+    for index, seq in enumerate(lists):
+        if seq and min(seq) < 0:
+            raise DataError(
+                f"{path}: {member}[{index}] holds the word index {min(seq)}; word indices "
+                "are ranks >= 0"
+            )
+    return lists
 
 
 def keras_ids(
