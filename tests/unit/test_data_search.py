@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from trainscale.data import search
-from trainscale.errors import DataError
+from trainscale.data.tensors import DataRequest
+from trainscale.errors import ConfigError, DataError
 from trainscale.workloads import tweets_text
 from trainscale.workloads.text_common import parse_options
 from trainscale.workloads.tweets_text import DEFAULTS, find_tweets
@@ -193,15 +194,20 @@ def test_tweets_search_path_and_explicit_dir(env: Path, monkeypatch) -> None:
         env / "cache" / "tweets" / "tweets" / "tweets.csv",
     ]
     cached = put(env / "cache" / "tweets", "tweets.csv") / "tweets.csv"
-    assert find_tweets(opts, None) == cached
+    assert find_tweets(opts, DataRequest()) == cached
     from_env = put(env / "envdir" / "tweets", "tweets.csv") / "tweets.csv"
-    assert find_tweets(opts, None) == from_env
+    assert find_tweets(opts, DataRequest()) == from_env
     mine = put(env / "mine", "tweets.csv") / "tweets.csv"
-    assert find_tweets(opts, env / "mine") == mine
-    assert find_tweets(opts, mine) == mine  # the file itself
+    assert find_tweets(opts, DataRequest(data_dir=env / "mine")) == mine
+    assert find_tweets(opts, DataRequest(data_dir=mine)) == mine  # the file itself
     (env / "empty").mkdir()
     with pytest.raises(DataError) as info:
-        find_tweets(opts, env / "empty")
+        find_tweets(opts, DataRequest(data_dir=env / "empty"))
     message = str(info.value)
     assert message.startswith(f"no tweet file found in {env / 'empty'} (--data-dir)")
     assert "-o file=PATH" in message and str(env / "envdir") not in message
+    # A file and a folder: one of them would be ignored without a word.
+    given = parse_options({"file": str(mine)}, **DEFAULTS)
+    with pytest.raises(ConfigError, match="both say where the data is; give one"):
+        find_tweets(given, DataRequest(data_dir=env / "mine"))
+    assert find_tweets(given, DataRequest()) == mine

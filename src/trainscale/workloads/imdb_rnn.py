@@ -29,6 +29,7 @@ from trainscale.workloads.text_common import (
     mean_length_batch,
     parse_options,
     synthetic_text,
+    table_file,
     to_tensor_data,
 )
 
@@ -105,8 +106,9 @@ def locate_imdb_data(request: DataRequest) -> Located:
     returns where it is and how many texts each split holds. Asked not to prepare, an
     aclImdb tree's files are only listed."""
     opts = imdb_options(request.options)
-    if opts.file is not None:
-        return located_splits(opts.file, load_encoded(opts, None))
+    given = table_file(opts, request)
+    if given is not None:
+        return located_splits(given, load_encoded(opts, None))
     path = locate_imdb(request.data_dir, opts.format, download=request.download)
     if not request.prepare and path.is_dir():  # counting the review files is enough
         files = imdb.acl_files(path)
@@ -121,7 +123,7 @@ def load_imdb_tensors(request: DataRequest) -> TensorData:
     """The encoded data as tensors (from the cache the parent filled, when it could)."""
     opts = imdb_options(request.options)
     path = None
-    if opts.file is None:
+    if table_file(opts, request) is None:
         path = locate_imdb(request.data_dir, opts.format, download=False)
     return to_tensor_data(load_encoded(opts, path), request, opts.bucketing)
 

@@ -184,6 +184,17 @@ def cache_options(opts: TextOptions, kind: str) -> dict[str, object]:
     }
 
 
+def table_file(opts: TextOptions, request: DataRequest) -> Path | None:
+    """`-o file`, the one file to read; ConfigError where --data-dir names a place too (one
+    of the two would be ignored without a word)."""
+    if opts.file is not None and request.data_dir is not None:
+        raise ConfigError(
+            f"-o file={opts.file} and --data-dir {request.data_dir} both say where the data "
+            "is; give one"
+        )
+    return opts.file
+
+
 def located_splits(path: Path, splits: EncodedSplits) -> Located:
     """`Workload.locate_real`'s answer for encoded texts: where, and how many of each."""
     return Located(path, DataSize(len(splits.train_ids), len(splits.test_ids)))

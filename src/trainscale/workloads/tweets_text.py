@@ -33,6 +33,7 @@ from trainscale.workloads.text_common import (
     mean_length_batch,
     parse_options,
     synthetic_text,
+    table_file,
     to_tensor_data,
 )
 
@@ -77,12 +78,13 @@ def _probe(directory: Path) -> tuple[Path | None, str]:
     return (path, "") if path.is_file() else (None, "")
 
 
-def find_tweets(opts: TextOptions, data_dir: Path | None) -> Path:
+def find_tweets(opts: TextOptions, request: DataRequest) -> Path:
     """The tweet file: `-o file`, else `--data-dir` (the file, or the only folder looked
     in), else the first `tweets.csv` on the search path."""
-    if opts.file is not None:
-        return opts.file
-    return search.locate(PLACES, _probe, data_dir, on_file=lambda path: path)
+    given = table_file(opts, request)
+    if given is not None:
+        return given
+    return search.locate(PLACES, _probe, request.data_dir, on_file=lambda path: path)
 
 
 def load_encoded(opts: TextOptions, path: Path) -> EncodedSplits:
@@ -107,13 +109,13 @@ def locate_tweets(request: DataRequest) -> Located:
     """Find the file and encode it fully (one-line errors; fills the workers' cache);
     returns where it is and how many posts each split holds."""
     opts = tweets_options(request.options)
-    path = find_tweets(opts, request.data_dir)
+    path = find_tweets(opts, request)
     return located_splits(path, load_encoded(opts, path))
 
 
 def load_tweets_tensors(request: DataRequest) -> TensorData:
     opts = tweets_options(request.options)
-    path = find_tweets(opts, request.data_dir)
+    path = find_tweets(opts, request)
     return to_tensor_data(load_encoded(opts, path), request, opts.bucketing)
 
 
