@@ -3,7 +3,11 @@ padding-independent text models, and CD pre-training in TensorFlow against the t
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -348,3 +352,21 @@ def test_zero_pretrain_epochs_leave_the_weights_alone():
     figures = tf_cd.pretrain_stack(model, pixels(), CdSettings(0, 0.1), 16, serial_order)
     assert figures["layers"] == []
     np.testing.assert_array_equal(model.rbms[0].kernel.numpy(), before)
+
+
+def test_replicas_draw_their_own_dropout_masks_and_a_seed_draws_alike():
+    # In its own process: TensorFlow's logical devices are fixed once it has started.
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.tf_dropout_replicas"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["replicas_agree"] < 0.75  # independent masks of p = 0.5 agree half the time
+    assert seen["calls_agree"] < 0.75  # and each call draws new ones
+    assert seen["same_seed_same_masks"] and seen["other_seed_agrees"] < 0.75
+    assert 0.35 < seen["kept"] < 0.65

@@ -111,6 +111,7 @@ def build_keras_model(
     import keras
 
     from trainscale.models.tensorflow import KerasTwin
+    from trainscale.models.tensorflow.dropout import seed_dropouts
 
     previous = keras.mixed_precision.global_policy()
     if config.optimisation.precision == "bf16":
@@ -118,6 +119,7 @@ def build_keras_model(
     try:
         with distribution.strategy.scope():
             twin = workload.build_model(data.meta, TENSORFLOW)
+            seed_dropouts(twin.model, config.optimisation.seed)
     finally:
         # The layers keep the policy they were built with; later models start afresh.
         keras.mixed_precision.set_global_policy(previous)

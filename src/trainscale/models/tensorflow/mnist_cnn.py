@@ -7,6 +7,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from trainscale.models.tensorflow.dropout import ReplicaDropout
 from trainscale.models.tensorflow.weights import (
     assign,
     conv2d_kernel,
@@ -31,10 +32,10 @@ class MnistCnn(keras.Model):
         self.conv1 = keras.layers.Conv2D(32, 3, activation="relu")
         self.conv2 = keras.layers.Conv2D(64, 3, activation="relu")
         self.pool = keras.layers.MaxPooling2D(2)
-        self.dropout_conv = keras.layers.Dropout(dropout_conv)
+        self.dropout_conv = ReplicaDropout(dropout_conv)
         self.flatten = keras.layers.Flatten()
         self.fc1 = keras.layers.Dense(128, activation="relu")
-        self.dropout_fc = keras.layers.Dropout(dropout_fc)
+        self.dropout_fc = ReplicaDropout(dropout_fc)
         self.fc2 = keras.layers.Dense(num_classes)
 
     def call(self, x: Any, training: bool = False) -> Any:

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from trainscale.models.tensorflow.dropout import ReplicaDropout
 from trainscale.models.tensorflow.text_rnn import embed, trim_to_longest
 from trainscale.models.tensorflow.weights import (
     assign,
@@ -41,7 +42,7 @@ class TextCNN(keras.Model):
         self.widths = tuple(widths)
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim)
         self.convs = [keras.layers.Conv1D(filters, w, activation="relu") for w in self.widths]
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = ReplicaDropout(dropout)
         self.classifier = keras.layers.Dense(num_classes)
 
     def call(self, x: Any, training: bool = False) -> Any:

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from trainscale.models.tensorflow.dropout import ReplicaDropout
 from trainscale.models.tensorflow.weights import assign, copy_dense, to_numpy
 from trainscale.models.text_rnn import PAD_ID
 
@@ -136,7 +137,7 @@ class TextRNN(keras.Model):
             raise ValueError(f"cell must be one of {', '.join(CELLS)}, got {cell!r}")
         self.cell_kind = cell
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim)
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = ReplicaDropout(dropout)
         self.rnn = keras.layers.Bidirectional(
             _rnn(cell, hidden_size, go_backwards=False),
             backward_layer=_rnn(cell, hidden_size, go_backwards=True),
