@@ -13,6 +13,10 @@ A user's own training script takes `meter = trainscale.meter()` and wraps each s
 import importlib
 from typing import Any
 
+# First, before any library is imported: the cores this process may use, which torch's
+# OpenMP runtime narrows on import where a binding variable is set (hardware/start_affinity.py).
+from trainscale.hardware import start_affinity as _start_affinity  # noqa: F401
+
 __version__ = "0.1.0"
 
 __all__ = [

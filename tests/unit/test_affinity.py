@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 
 import pytest
 
@@ -260,10 +261,23 @@ def test_explicit_list_errors(sets: list, fragment: str) -> None:
 
 
 def _pin_and_report(cores: list[int], queue: multiprocessing.Queue) -> None:
-    """Child process body: pin, then send back the mask the OS now reports."""
+    """Child process body: start a thread (as a library's pool starts on import), pin, then
+    send back the masks the OS now reports for this thread and that one."""
     try:
+        started, release = threading.Event(), threading.Event()
+        ids: list[int] = []
+
+        def pool_thread() -> None:
+            ids.append(threading.get_native_id())
+            started.set()
+            release.wait(60)
+
+        helper = threading.Thread(target=pool_thread, daemon=True)
+        helper.start()
+        started.wait(60)
         pin_current_process(cores)
-        queue.put(sorted(os.sched_getaffinity(0)))
+        queue.put([sorted(os.sched_getaffinity(0)), sorted(os.sched_getaffinity(ids[0]))])
+        release.set()
     except Exception as error:  # report, do not hang the parent on an empty queue
         queue.put(repr(error))
 
@@ -280,7 +294,8 @@ def test_pin_current_process_changes_affinity_in_a_child() -> None:
         result = queue.get(timeout=60)
     finally:
         child.join(timeout=60)
-    assert result == target
+    # The thread that was already running is pinned too, not only the calling one.
+    assert result == [target, target]
     assert child.exitcode == 0
     # The parent's own mask is untouched.
     assert sorted(os.sched_getaffinity(0)) == before

@@ -104,6 +104,9 @@ def test_parse_cpulist(text: str, expected: list[int]) -> None:
         ("0-2,1", "core 1 is listed twice"),
         ("1.5", "'1.5'"),
         ("²", "'²'"),
+        # Refused before it is spelled out: the range alone took minutes and gigabytes.
+        ("0-99999999999", "core 99999999999 is past the 8,192 CPUs Linux numbers"),
+        ("8192", "core 8192 is past"),
     ],
 )
 def test_parse_cpulist_rejects_malformed_text(text: str, fragment: str) -> None:

@@ -15,6 +15,10 @@ from trainscale.errors import ConfigError
 # One cpulist item: "5" or "0-3". ASCII digits only: str.isdigit() would accept "²".
 _CPULIST_ITEM = re.compile(r"(?P<start>[0-9]+)(?:\s*-\s*(?P<stop>[0-9]+))?")
 
+MAX_CPUS = 8192
+"""Linux numbers at most 8,192 CPUs (CONFIG_NR_CPUS): a core beyond is a typo, refused
+before its range is spelled out (0-99999999999 took minutes and gigabytes to expand)."""
+
 
 def parse_cpulist(text: str) -> list[int]:
     """Parse a Linux cpulist such as ``"0-3,8-11"`` into ``[0, 1, 2, 3, 8, 9, 10, 11]``.
@@ -42,6 +46,11 @@ def parse_cpulist(text: str) -> list[int]:
         stop = int(match["stop"]) if match["stop"] is not None else start
         if stop < start:
             raise ConfigError(f"invalid core list {text.strip()!r}: range {item!r} is reversed")
+        if stop >= MAX_CPUS:
+            raise ConfigError(
+                f"invalid core list {text.strip()!r}: core {stop} is past the {MAX_CPUS:,} "
+                "CPUs Linux numbers"
+            )
         for core in range(start, stop + 1):
             if core in seen:
                 raise ConfigError(

@@ -27,6 +27,7 @@ import psutil
 
 from trainscale import __version__
 from trainscale.errors import ConfigError
+from trainscale.hardware import start_affinity
 from trainscale.hardware.cpulist import parse_cpulist
 
 PROC_ROOT = Path("/proc")
@@ -213,9 +214,12 @@ def usable_cores() -> list[int]:
     """The cores this process may run on (its affinity mask), sorted.
 
     Falls back to ``range(os.cpu_count())`` where the OS has no affinity call (macOS, Windows).
+    The mask as it was before torch's OpenMP runtime narrowed it, where an OpenMP binding
+    variable made it (`start_affinity`).
     """
     if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
+        start = start_affinity.narrowed_by_openmp()
+        return sorted(start if start is not None else os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
 
 

@@ -195,6 +195,24 @@ def pin_current_process(cores: Sequence[int]) -> None:
             f"the OS refused to pin this process to cores {_format_set(wanted)} ({reason}); "
             f"cores available to it: {format_cpulist(usable_cores())}"
         ) from None
+    _pin_other_threads(wanted)
+
+
+def _pin_other_threads(cores: list[int]) -> None:
+    """Pin the threads the process already runs besides this one: sched_setaffinity(0)
+    pins the calling thread alone, and a library imported before (numpy's OpenBLAS starts
+    its pool on import) would keep computing on every core outside the worker's set."""
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:  # no procfs: only the calling thread could be pinned
+        return
+    for thread in threads:
+        try:
+            os.sched_setaffinity(int(thread), cores)
+        except (ProcessLookupError, ValueError):  # it ended meanwhile
+            continue
+        except OSError:  # a thread the OS will not move (rare): it keeps its own mask
+            continue
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from torch.distributed.elastic.rendezvous import RendezvousError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
+from trainscale.hardware.start_affinity import workers_unbound
 from trainscale.parallel import loopback
 from trainscale.parallel import rendezvous as rdzv
 from trainscale.parallel.allocator import allocator_settings
@@ -114,6 +115,7 @@ def launch_workers(
             _quiet_agent_shutdown(),
             _no_second_traceback(),
             allocator_settings(),
+            workers_unbound(),
             # Innermost: its thread has ended before the agent's signal handlers go.
             watching_exits() as watch,
         ):
