@@ -28,6 +28,7 @@ import psutil
 from trainscale import __version__
 from trainscale.errors import ConfigError
 from trainscale.hardware import start_affinity
+from trainscale.hardware.cpu_quota import cpu_quota
 from trainscale.hardware.cpulist import parse_cpulist
 
 PROC_ROOT = Path("/proc")
@@ -215,12 +216,19 @@ def usable_cores() -> list[int]:
 
     Falls back to ``range(os.cpu_count())`` where the OS has no affinity call (macOS, Windows).
     The mask as it was before torch's OpenMP runtime narrowed it, where an OpenMP binding
-    variable made it (`start_affinity`).
+    variable made it (`start_affinity`); under a cgroup CPU quota of q cores' time, its first
+    max(1, floor(q)) cores (`cpu_quota`: the mask would promise cores the quota does not pay
+    for).
     """
     if hasattr(os, "sched_getaffinity"):
         start = start_affinity.narrowed_by_openmp()
-        return sorted(start if start is not None else os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
+        cores = sorted(start if start is not None else os.sched_getaffinity(0))
+    else:
+        cores = list(range(os.cpu_count() or 1))
+    quota = cpu_quota()
+    if quota is not None and quota < len(cores):
+        cores = cores[: max(1, int(quota))]
+    return cores
 
 
 def physical_cores_among(cpus: Iterable[int], sysfs: Path = Path("/sys")) -> int:
@@ -346,7 +354,9 @@ class Environment:
     logical_cores: int | None = None
     physical_cores: int | None = None
     usable_cores: list[int] = field(default_factory=list)
-    """The cores this process may run on (its affinity mask)."""
+    """The cores this process may run on (its affinity mask, cut to a cgroup CPU quota)."""
+    cpu_quota: float | None = None
+    """The cores' worth of CPU time this process's cgroup allows; None: no quota."""
     numa_nodes: list[dict[str, Any]] = field(default_factory=list)
     memory_total_bytes: int | None = None
     memory_available_bytes: int | None = None
@@ -396,6 +406,7 @@ def machine_environment(
         logical_cores=os.cpu_count(),
         physical_cores=psutil.cpu_count(logical=False),
         usable_cores=usable_cores(),
+        cpu_quota=cpu_quota(),
         numa_nodes=read_numa_nodes(sys_root),
         memory_total_bytes=int(memory.total),
         memory_available_bytes=int(memory.available),

@@ -202,7 +202,7 @@ def fact_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
         ("trainscale", env["trainscale_version"]),
         ("cpu", cpu),
         ("logical / physical cores", f"{env['logical_cores']} / {env['physical_cores']}"),
-        ("usable cores", f"{format_cpulist(usable)} ({len(usable)})"),
+        ("usable cores", f"{format_cpulist(usable)} ({len(usable)})" + _quota_text(env)),
         ("numa nodes", numa),
         ("memory", memory),
         ("torch cpu capability", str(env["cpu_capability"])),
@@ -214,3 +214,9 @@ def fact_rows(env: dict[str, Any]) -> list[tuple[str, str]]:
         ("git revision", git),
     ]
     return [(fact, str(value)) for fact, value in rows]
+
+
+def _quota_text(env: dict[str, Any]) -> str:
+    """', cgroup CPU quota 4.0 cores' where the process has one (older records: none)."""
+    quota = env.get("cpu_quota")
+    return "" if quota is None else f", cgroup CPU quota {quota:g} cores"
