@@ -6,6 +6,7 @@ import re
 from dataclasses import MISSING
 
 import pytest
+import torch
 
 from trainscale.config.options import RunConfig, RunOptions, settings_hash
 from trainscale.errors import ConfigError
@@ -85,7 +86,13 @@ def test_global_batch_is_split_and_lr_scaled():
     assert config.optimisation.warmup_fraction >= 0.1  # scaled lr gets a warm-up
 
 
-def test_torch_default_threads_is_marked_oversubscribed_and_unset():
+@pytest.mark.parametrize(("default_threads", "oversubscribed"), [(2, True), (1, False)])
+def test_torch_default_threads_is_unset_and_oversubscribed_when_its_threads_are(
+    monkeypatch, default_threads, oversubscribed
+):
+    # torch's default is one thread a core, or OMP_NUM_THREADS: with OMP_NUM_THREADS=1 two
+    # workers run 2 threads on 2 cores, which was stored as oversubscribed all the same.
+    monkeypatch.setattr(torch, "get_num_threads", lambda: default_threads)
     config = resolve(
         RunOptions.of(
             workload="mnist-cnn", workers=2, threads_per_worker="torch-default", affinity="none"
@@ -93,7 +100,7 @@ def test_torch_default_threads_is_marked_oversubscribed_and_unset():
         available_cores=[0, 1],
     )
     assert config.parallel.threads_per_worker is None and config.parallel.core_sets is None
-    assert config.parallel.oversubscribed
+    assert config.parallel.oversubscribed is oversubscribed
 
 
 def test_scaled_lr_rules():

@@ -35,7 +35,7 @@ from trainscale.hardware import resources
 from trainscale.hardware.facts import read_numa_nodes
 from trainscale.hardware.precision_choice import choose_precision
 from trainscale.hardware.resources import check_worker_count
-from trainscale.parallel.affinity import parse_affinity, plan_cpu
+from trainscale.parallel.affinity import CpuPlan, parse_affinity, plan_cpu
 from trainscale.parallel.distenv import launched_externally
 from trainscale.parallel.rendezvous import check_job_id, default_job_id, parse_endpoint
 from trainscale.runner.footprint import check_run_memory, estimate_footprint
@@ -106,13 +106,16 @@ def resolve_parallel(
         allow_oversubscribe=par.allow_oversubscribe or torch_default_threads,
     )
     _check_worker_count(par.workers, len(plan.available_cores))
+    over = plan.oversubscribed or (
+        torch_default_threads and _torch_default_oversubscribes(plan, par.workers)
+    )
     return ParallelConfig(
         device=device,
         workers=par.workers,
         threads_per_worker=None if torch_default_threads else plan.threads_per_worker,
         affinity=plan.affinity,
         core_sets=[list(s) for s in plan.core_sets] if plan.core_sets is not None else None,
-        oversubscribed=plan.oversubscribed or torch_default_threads,
+        oversubscribed=over,
         timeout_s=par.timeout_s,
         bucket_cap_mb=par.bucket_cap_mb,
         grad_accum=par.grad_accum,
@@ -120,6 +123,16 @@ def resolve_parallel(
         framework=par.framework,
         single_process=par.single_process,
     )
+
+
+def _torch_default_oversubscribes(plan: CpuPlan, workers: int) -> bool:
+    """Whether workers left at torch's default thread count run more threads than their
+    cores: the default here (its cores, or OMP_NUM_THREADS) is what a worker starts with.
+    With OMP_NUM_THREADS=1 the naive setting is 1 thread a worker, not oversubscribed."""
+    default = torch.get_num_threads()
+    if plan.core_sets is not None:
+        return any(default > len(cores) for cores in plan.core_sets)
+    return workers * default > len(plan.available_cores)
 
 
 def check_framework(opts: RunOptions, device: str) -> None:
