@@ -106,6 +106,9 @@ def test_a_run_whose_stored_json_is_damaged_can_be_deleted(store, capsys):
     out = capsys.readouterr().out
     assert "aaaa0000  damaged stored JSON (summary_json)" in out
     assert "2 run(s) would be deleted" in out
+    # --limit N: the newest N readable runs, not every damaged row read past on the way.
+    assert run_cli([*argv, "--limit", "1", "--dry-run"]) == 0
+    assert "1 run(s) would be deleted" in capsys.readouterr().out
     assert run_cli(["runs", "delete", "aaaa", "--yes", "--store", str(store)]) == 0
     assert "deleted 1 run(s)" in capsys.readouterr().out
     assert "aaaa00000001" not in _left(store)

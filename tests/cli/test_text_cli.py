@@ -79,10 +79,14 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], str]]:
         # 40 texts, 8 held out: a batch of 33 does not fit the 32 training texts.
         (["imdb-bigru", "-o", f"file={good}", "--batch-size", "33"], "32 of 32 samples"),
         (["tweets-text", "--data", "synthetic", "-o", "vocab_size=10000000000"], "needs about"),
+        (
+            ["tweets-text", "-o", f"file={good}", "--data-dir", str(tmp)],
+            "both say where the data is; give one",
+        ),
     ]
 
 
-@pytest.mark.parametrize("case", range(18))
+@pytest.mark.parametrize("case", range(19))
 def test_bad_input_is_one_line_exit_2_nothing_stored(case, tmp_path, store_path, capsys):
     args, fragment = _bad_inputs(tmp_path)[case]
     code = run_cli(["run", *args, "--no-download", "--store", str(store_path), "--quiet"])
@@ -147,8 +151,10 @@ def test_two_worker_synthetic_run(workload, store_path, capsys):
         lambda tmp: ["--data-dir", str(write_acl_tree(tmp))],
         lambda tmp: ["--data-dir", str(write_imdb_npz(tmp / "imdb.npz")), "-o", "format=npz"],
         lambda tmp: ["-o", f"file={labelled_csv(tmp / 'd.csv', 64)}"],
+        # The file named twice, as -o file and as the data directory: one place, no clash.
+        lambda tmp: ["-o", f"file={labelled_csv(tmp / 'd.csv', 64)}", "--data-dir", f"{tmp}/d.csv"],
     ],
-    ids=["aclimdb", "npz", "csv"],
+    ids=["aclimdb", "npz", "csv", "csv-named-twice"],
 )
 def test_serial_run_on_generated_files(make, tmp_path, store_path, capsys):
     args = make(tmp_path)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from trainscale.errors import ConfigError
 from trainscale.hardware import facts
 from trainscale.hardware.cpu_quota import cpu_quota
+from trainscale.parallel import affinity
 
 
 def _write(path: Path, text: str) -> None:
@@ -43,3 +45,13 @@ def test_usable_cores_are_those_the_quota_pays_for(monkeypatch, quota, cores) ->
     monkeypatch.setattr(facts.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setattr(facts, "cpu_quota", lambda: quota)
     assert facts.usable_cores() == [0, 1, 2, 3][:cores]
+
+
+def test_a_core_outside_the_quota_is_refused_saying_why(monkeypatch) -> None:
+    monkeypatch.setattr(affinity, "cpu_quota", lambda: 1.0)
+    with pytest.raises(ConfigError) as refused:
+        affinity.plan_cpu(1, 1, "3", available_cores=[0])
+    assert str(refused.value) == (
+        "core 3 in --affinity set 1 is not available to this run; available cores: 0 (a cgroup "
+        "CPU quota of 1 cores' time: the usable cores are those it pays for)"
+    )

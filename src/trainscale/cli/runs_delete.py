@@ -99,6 +99,8 @@ def _selected(
     if not run_ids:
         seen = len(opened.left_out)
         chosen = stored.select_runs(opened, [], **filters)
+        if filters.get("limit") is not None:  # the newest N readable runs: no damaged row
+            return chosen, []  # joins them (the listing read past every one it met)
         return chosen, [row for row in opened.left_out[seen:] if row.kind == "run"]
     chosen, damaged = [], []
     for run_id in run_ids:

@@ -34,8 +34,9 @@ class CdSettings:
 
 PRETRAIN_EPOCHS_PER_LAYER = 1_000
 """Layer l's pre-training epochs shuffle as epochs 1000 (l + 1), 1000 (l + 1) + 1, ... of
-the run's seed (`pretrain_epoch`): apart from fine-tuning's epochs 0, 1, ... and from the
-other layers', however many epochs each trains (up to 1000)."""
+the run's seed (`pretrain_epoch`): apart from the other layers', however many epochs each
+trains (up to 1000), and from fine-tuning's first 1000 epochs (a DBN fine-tuned longer
+shares an order with pre-training: its epoch 1000 takes layer 0's first)."""
 
 
 def pretrain_epoch(layer: int, epoch: int) -> int:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from trainscale.config.suggest import did_you_mean
 from trainscale.errors import ConfigError
+from trainscale.hardware.cpu_quota import cpu_quota
 from trainscale.hardware.cpulist import format_cpulist, parse_cpulist
 from trainscale.hardware.facts import usable_cores
 
@@ -218,6 +219,14 @@ def _pin_other_threads(cores: list[int]) -> None:
 # --- helpers ------------------------------------------------------------------------------
 
 
+def _quota_note() -> str:
+    """Why fewer cores are available than the mask holds, where a cgroup CPU quota is why."""
+    quota = cpu_quota()
+    if quota is None:
+        return ""
+    return f" (a cgroup CPU quota of {quota:g} cores' time: the usable cores are those it pays for)"
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
@@ -369,7 +378,7 @@ def _plan_explicit(
             if core not in allowed:
                 raise ConfigError(
                     f"core {core} in --affinity set {position} is not available to this run; "
-                    f"available cores: {format_cpulist(available)}"
+                    f"available cores: {format_cpulist(available)}{_quota_note()}"
                 )
     threads = (
         threads_per_worker if threads_per_worker is not None else min(len(cores) for cores in sets)

@@ -8,6 +8,7 @@ process with one line naming the option, before any worker starts.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,14 +186,20 @@ def cache_options(opts: TextOptions, kind: str) -> dict[str, object]:
 
 
 def table_file(opts: TextOptions, request: DataRequest) -> Path | None:
-    """`-o file`, the one file to read; ConfigError where --data-dir names a place too (one
-    of the two would be ignored without a word)."""
-    if opts.file is not None and request.data_dir is not None:
+    """`-o file`, the one file to read; ConfigError where --data-dir names another place too
+    (one of the two would be ignored without a word). The workers are handed the file the
+    parent found as their data directory: that one is the file itself."""
+    given = request.data_dir
+    if opts.file is not None and given is not None and not _same_place(given, opts.file):
         raise ConfigError(
             f"-o file={opts.file} and --data-dir {request.data_dir} both say where the data "
             "is; give one"
         )
     return opts.file
+
+
+def _same_place(first: Path, second: Path) -> bool:
+    return os.path.realpath(first) == os.path.realpath(second)
 
 
 def located_splits(path: Path, splits: EncodedSplits) -> Located:

@@ -41,7 +41,12 @@ class ReplicaDropout(keras.layers.Dropout):
 def seed_dropouts(model: Any, seed: int) -> int:
     """Start every ReplicaDropout layer of `model` from the run's `seed` (in the strategy's
     scope: the states are its variables); returns how many layers there were."""
-    layers = [layer for layer in model._flatten_layers() if isinstance(layer, ReplicaDropout)]
+    # Keras makes no seed state for a rate of 0: such a layer draws nothing.
+    layers = [
+        layer
+        for layer in model._flatten_layers()
+        if isinstance(layer, ReplicaDropout) and getattr(layer, "seed_generator", None)
+    ]
     for index, layer in enumerate(layers):
         layer.seed_generator.state.assign([seed * LAYERS_PER_SEED + index, 0])
     return len(layers)
