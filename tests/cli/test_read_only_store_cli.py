@@ -163,6 +163,31 @@ def test_a_read_only_store_with_changes_in_its_wal_is_read_with_them(tmp_path):
     assert _fingerprint(copy) == before
 
 
+class _RefusedShm:
+    """A mode=ro connection whose first read needs a -shm it may not make."""
+
+    def execute(self, *args: object) -> None:
+        error = sqlite3.OperationalError("attempt to write a readonly database")
+        error.sqlite_errorcode = 1544  # SQLITE_READONLY_DIRECTORY
+        raise error
+
+    def close(self) -> None:
+        pass
+
+
+def _as_another_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process may not write the store's folder, nor make its -shm there."""
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
+    opened = sqlite_file.open_connection
+
+    def refused_shm(path: Path, mode: str, *, immutable: bool = False) -> object:
+        if mode == "ro" and not immutable:
+            return _RefusedShm()
+        return opened(path, mode, immutable=immutable)
+
+    monkeypatch.setattr(sqlite_file, "open_connection", refused_shm)
+
+
 def test_a_store_whose_shared_memory_file_cannot_be_made_for_want_of_rights_is_read(
     tmp_path, monkeypatch
 ):
@@ -171,25 +196,23 @@ def test_a_store_whose_shared_memory_file_cannot_be_made_for_want_of_rights_is_r
     path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
     with RunStore(path, create=False) as store:
         stored = len(store.list_runs())
-    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)  # as another user
-    opened = sqlite_file.open_connection
-
-    class RefusedShm:
-        """A mode=ro connection whose first read needs a -shm it may not make."""
-
-        def execute(self, *args: object) -> None:
-            error = sqlite3.OperationalError("attempt to write a readonly database")
-            error.sqlite_errorcode = 1544  # SQLITE_READONLY_DIRECTORY
-            raise error
-
-        def close(self) -> None:
-            pass
-
-    def refused_shm(path: Path, mode: str, *, immutable: bool = False) -> object:
-        if mode == "ro" and not immutable:
-            return RefusedShm()
-        return opened(path, mode, immutable=immutable)
-
-    monkeypatch.setattr(sqlite_file, "open_connection", refused_shm)
+    _as_another_user(monkeypatch)
     with RunStore(path, create=False) as store:
         assert len(store.list_runs()) == stored
+
+
+def test_a_copy_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, capsys):
+    """Changes in a -wal of a folder that cannot be written are read from a copy: where the
+    temporary folder is full, that is one line, not a traceback."""
+    path = build_store(tmp_path / "runs.db", cpu_parallel_configs())
+    (tmp_path / "runs.db-wal").write_bytes(b"\0" * 64)  # changes not yet folded in
+    _as_another_user(monkeypatch)
+
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sqlite_file.shutil, "copyfile", no_room)
+    assert run_cli(["runs", "list", "--store", str(path)]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"trainscale: error: cannot use results store {path}: its changes")
+    assert "No space left on device" in line and "TMPDIR" in line

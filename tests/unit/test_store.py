@@ -437,3 +437,30 @@ def test_recording_a_failure_never_recreates_a_deleted_store(tmp_path: Path) -> 
     reason = record_failure(path, "run-a", "worker failed")
     assert reason is not None and "gone" in reason
     assert not path.exists()
+
+
+def test_recording_a_failure_makes_no_row_in_a_store_that_replaced_the_runs(tmp_path) -> None:
+    # A failed row made up there would shadow the completed one of the run's saved copy
+    # when that copy is imported (an import keeps the rows a store already holds).
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        _create(store, "run-a")
+    replacement = tmp_path / "other.db"
+    with RunStore(replacement) as store:
+        _create(store, "run-b")
+    replacement.replace(path)
+    reason = record_failure(path, "run-a", "worker failed")
+    assert reason is not None and "the store was replaced while the run ran" in reason
+    with RunStore(path) as store:
+        assert [r.run_id for r in store.list_runs()] == ["run-b"]
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_device_or_fifo_is_no_store(tmp_path: Path, create: bool) -> None:
+    # SQLite failed on them as a "disk I/O error" and left a journal beside /dev/null.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path in (Path("/dev/null"), fifo):
+        with pytest.raises(StoreError, match=f"results store {path}: it is not a regular file"):
+            RunStore(path, create=create)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]

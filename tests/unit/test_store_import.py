@@ -206,3 +206,23 @@ def test_a_mistyped_source_makes_no_store_to_import_into(tmp_path, capsys, monke
     assert main(["runs", "import", "damaged.db"]) == 2
     assert "its table sweeps is missing" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.db"]
+
+
+def test_a_snapshot_that_cannot_be_made_is_one_line(tmp_path, capsys, monkeypatch):
+    source = _source(tmp_path / "laptop.db")
+
+    class FullDisk:
+        """A reader whose backup finds the temporary folder full."""
+
+        def backup(self, target: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(store_import, "open_read_only", lambda path: FullDisk())
+    monkeypatch.setattr(store_import, "check_source", lambda source, store: None)
+    assert main(["runs", "import", str(source), "--store", str(tmp_path / "here.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot import {source}: its snapshot in" in err
+    assert "database or disk is full" in err and "TMPDIR" in err

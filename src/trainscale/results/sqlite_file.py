@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,10 +31,22 @@ def missing_store_message(path: Path) -> str:
     return f"no results store at {path}; run `trainscale run` first or pass --store"
 
 
+def _refuse_special_file(path: Path) -> None:
+    """StoreError for a device, FIFO or socket (/dev/null, say): SQLite would fail on it as
+    a 'disk I/O error' and leave its journal beside it."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # absent: the callers say so
+        return
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"cannot open results store {path}: it is not a regular file")
+
+
 def connect(path: Path, *, create: bool) -> sqlite3.Connection:
     """Open the file with the pragmas the store relies on and a current schema."""
     if path.is_dir():
         raise StoreError(f"cannot open results store {path}: it is a directory, not a file")
+    _refuse_special_file(path)
     if not path.exists():
         if not create:
             raise StoreError(missing_store_message(path))
@@ -99,6 +112,7 @@ def connect_for_reading(path: Path) -> sqlite3.Connection:
     """
     if path.is_dir():
         raise StoreError(f"cannot open results store {path}: it is a directory, not a file")
+    _refuse_special_file(path)
     if not path.exists():
         raise StoreError(missing_store_message(path))
     try:
@@ -176,16 +190,22 @@ def _read_through_copy(path: Path, wal: Path) -> sqlite3.Connection:
     """An in-memory, query-only copy of the store at `path` with the changes its `wal` holds:
     the pair is copied to a temporary folder where SQLite may fold the WAL in, and the result
     backed up into memory (a store is megabytes), so nothing is left behind."""
-    with tempfile.TemporaryDirectory(prefix="trainscale-store-") as folder:
-        copy = Path(folder) / path.name
-        shutil.copyfile(path, copy)
-        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        on_disk = open_connection(copy, "rw")
-        try:
-            memory = sqlite3.connect(":memory:", isolation_level=None)
-            on_disk.backup(memory)
-        finally:
-            on_disk.close()
+    try:
+        with tempfile.TemporaryDirectory(prefix="trainscale-store-") as folder:
+            copy = Path(folder) / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+            on_disk = open_connection(copy, "rw")
+            try:
+                memory = sqlite3.connect(":memory:", isolation_level=None)
+                on_disk.backup(memory)
+            finally:
+                on_disk.close()
+    except (OSError, sqlite3.Error) as error:  # a full temporary folder, say
+        raise StoreError(  # the callers name the store
+            f"its changes in {wal.name} can only be read from a copy here, and the copy "
+            f"failed ({error}); free space in the temporary folder, or point TMPDIR elsewhere"
+        ) from None
     memory.row_factory = sqlite3.Row
     memory.execute("PRAGMA query_only = ON")
     return memory

@@ -235,20 +235,28 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
         precision: str | None = None,
         global_batch_size: int | None = None,
         tag: str | None = None,
+        create: bool = True,
     ) -> bool:
         """Mark a run 'failed' with `reason`; returns whether this call recorded the failure.
 
         A run that does not exist yet (it failed before `create_run`) is inserted with
-        whatever of the optional fields are known. A completed run is left alone, and so is a
-        run already failed: the first reason is usually the root cause (a worker crashed)
-        and later ones its echo (the launcher saw the worker exit). A run failed as `stale:`
-        by a reader (a guess that its owner was gone) takes the owner's reason instead.
+        whatever of the optional fields are known; with `create=False` (a caller that made
+        the row itself) its absence is a StoreError: the store was replaced meanwhile. A
+        completed run is left alone, and so is a run already failed: the first reason is
+        usually the root cause (a worker crashed) and later ones its echo (the launcher saw
+        the worker exit). A run failed as `stale:` by a reader (a guess that its owner was
+        gone) takes the owner's reason instead.
         """
         if data_kind is not None:
             _check_data_kind(data_kind)
         now = utc_now()
         with self._write() as conn:
             status = _status(conn, run_id)
+            if status is None and not create:
+                raise StoreError(
+                    f"run {run_id[:8]} is not in {self.path}: the store was replaced while the "
+                    "run ran"
+                )
             if status is None:
                 _insert_run(
                     conn,

@@ -64,11 +64,17 @@ class StoreImport(StoreFile):
             # A snapshot, so that runs another process is writing there meanwhile do not
             # change what is copied halfway, and the copy can be attached to this store.
             snapshot = Path(folder) / "source.db"
-            with (
-                closing(open_read_only(path)) as reader,
-                closing(sqlite3.connect(snapshot)) as copy,
-            ):
-                reader.backup(copy)
+            try:
+                with (
+                    closing(open_read_only(path)) as reader,
+                    closing(sqlite3.connect(snapshot)) as copy,
+                ):
+                    reader.backup(copy)
+            except (sqlite3.Error, OSError) as error:  # a full temporary folder, say
+                raise StoreError(
+                    f"cannot import {path}: its snapshot in {folder} could not be made "
+                    f"({error}); free space there, or point TMPDIR elsewhere"
+                ) from None
             with closing(connect_for_reading(snapshot)) as updated:  # an older layout
                 missing = missing_from_layout(updated)  # is brought up to date in the copy
             if missing is not None:

@@ -358,13 +358,15 @@ def record_failure(store_file: Path, run_id: str, reason: str) -> str | None:
     A store that cannot be written (a full disk, a lost file system) must not turn a run's
     failure into a different error: the caller reports both in its one line. A store file
     deleted while the run ran is not created again here: a new store at the path would hold
-    only this row, beside the copy the result was saved in (RunStore.complete_run).
+    only this row, beside the copy the result was saved in (RunStore.complete_run). Nor is
+    the row made again in a store that replaced it: a failed row there would shadow the
+    completed one of that copy when it is imported.
     """
     if not Path(store_file).exists():
         return f"the results store {store_file} is gone"
     try:
         with RunStore(store_file) as store:
-            store.fail_run(run_id, reason)
+            store.fail_run(run_id, reason, create=False)
     except StoreError as error:
         return str(error)
     return None
