@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainscale.errors import StoreError
+from trainscale.results import sqlite_file
 from trainscale.results.records import RunRecord
 from trainscale.results.schema import SCHEMA_VERSION
 from trainscale.results.store import RunStore, default_store_path
@@ -464,3 +465,33 @@ def test_a_device_or_fifo_is_no_store(tmp_path: Path, create: bool) -> None:
         with pytest.raises(StoreError, match=f"results store {path}: it is not a regular file"):
             RunStore(path, create=create)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_a_result_the_store_refuses_is_kept_in_a_copy_that_import_brings_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Locked past the busy timeout here; a full disk or a read-only file refuse alike.
+    monkeypatch.setattr(sqlite_file, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        _create(store, "run-a")
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another writer that does not let go
+        with pytest.raises(StoreError) as refused:
+            store.complete_run("run-a", {"samples_per_s": 5.0}, [{"train_loss": 0.3}], [0.1])
+        holder.execute("ROLLBACK")
+        holder.close()
+    message = str(refused.value)
+    assert message.startswith(f"cannot write results store {path}: database is locked")
+    saved = Path(message.split("was saved to ")[1].split(" instead")[0])
+    with RunStore(saved, create=False) as copy:
+        kept = copy.get_run("run-a")
+        assert kept.status == "completed" and kept.summary["samples_per_s"] == 5.0
+    # Once the store can be written the run is marked failed (its owner gone), and
+    # importing the copy puts the completed run in its place, epochs and step times too.
+    with RunStore(path) as store:
+        store.fail_run("run-a", "stale: owning process gone")
+        imported = store.import_from(saved)
+        assert (imported.runs, imported.completed_failed, imported.already_there) == (1, 1, 0)
+        restored = store.get_run("run-a")
+        assert restored.status == "completed" and store.step_times("run-a") == [0.1]

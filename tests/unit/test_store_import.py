@@ -193,6 +193,7 @@ def test_the_command_says_what_it_copied_and_left(tmp_path, capsys):
         "probes": 0,
         "already_there": 2,
         "still_running": 1,
+        "completed_failed": 0,
     }
 
 

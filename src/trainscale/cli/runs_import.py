@@ -56,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
         f"imported {imported.runs} run(s), {imported.sweeps} sweep(s) and {imported.probes} "
         f"probe(s) from {imported.source} into {imported.store}"
     )
+    if imported.completed_failed:
+        print(
+            f"  {imported.completed_failed} run(s) stored failed in {imported.store} completed "
+            f"from {imported.source} (their results, saved there)"
+        )
     if imported.already_there:
         print(f"  {imported.already_there} run(s) already in {imported.store}: left as they were")
     if imported.still_running:

@@ -24,7 +24,7 @@ import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from trainscale.errors import StoreError
 from trainscale.results.owner import (
@@ -45,7 +45,7 @@ from trainscale.results.records import (
     run_record,
 )
 from trainscale.results.schema import DATA_KINDS, EPOCH_FIELDS, RUN_STATUSES, SCHEMA_VERSION
-from trainscale.results.store_file import newest_first_query, opt_int, utc_now
+from trainscale.results.store_file import StoreUnwritable, newest_first_query, opt_int, utc_now
 from trainscale.results.store_import import StoreImport
 from trainscale.results.sweep_rows import SweepRows
 
@@ -166,17 +166,46 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
         summary_json = dumps(summary)
         epoch_rows = [_epoch_row(run_id, index, epoch) for index, epoch in enumerate(epochs, 1)]
         step_rows = [(run_id, step, float(t)) for step, t in enumerate(step_times_s)]
+        result = (run_id, summary, epochs, step_times_s, global_batch_size)
         moved = self._moved()
         if moved is not None:
             # Written here, the result would go into a file nobody can open again; and a
-            # new store at the path would hold no row for the run. Keep it in a copy.
-            saved = self._save_copy()
-            with RunStore(saved) as copy:
-                copy.complete_run(run_id, summary, epochs, step_times_s, global_batch_size)
-            raise StoreError(
-                f"{moved}; the run's result was saved to {saved} instead "
-                f"(`trainscale runs show {run_id[:8]} --store {saved}`)"
-            )
+            # new store at the path would hold no row for the run.
+            self._keep_in_copy(moved, *result)
+        try:
+            self._complete(run_id, summary_json, epoch_rows, step_rows, global_batch_size)
+        except StoreUnwritable as refused:
+            self._keep_in_copy(str(refused), *result)
+
+    def _keep_in_copy(
+        self,
+        why: str,
+        run_id: str,
+        summary: Mapping[str, Any],
+        epochs: Sequence[Mapping[str, Any]],
+        step_times_s: Sequence[float],
+        global_batch_size: int | None,
+    ) -> NoReturn:
+        """StoreError saying `why` this store cannot take the run's result, after keeping
+        the result in a copy of the store (`_save_copy`), completed there: the result is
+        not lost, and `runs import` brings it into a store that can be written."""
+        saved = self._save_copy()
+        with RunStore(saved) as copy:
+            copy.complete_run(run_id, summary, epochs, step_times_s, global_batch_size)
+        raise StoreError(
+            f"{why}; the run's result was saved to {saved} instead (`trainscale runs show "
+            f"{run_id[:8]} --store {saved}`; `trainscale runs import {saved}` brings it in)"
+        )
+
+    def _complete(
+        self,
+        run_id: str,
+        summary_json: str,
+        epoch_rows: Sequence[tuple[Any, ...]],
+        step_rows: Sequence[tuple[Any, ...]],
+        global_batch_size: int | None,
+    ) -> None:
+        """`complete_run`'s one transaction, from the rows it encoded."""
         with self._write() as conn:
             status = _status(conn, run_id)
             if status is None:

@@ -36,6 +36,11 @@ _Record = TypeVar("_Record")
 _Opened = TypeVar("_Opened", bound="StoreFile")
 
 
+class StoreUnwritable(StoreError):
+    """The store refused a write: locked past the busy timeout, a read-only file, a full
+    disk. The environment's doing, not the caller's: a result can be kept in a copy."""
+
+
 class StoreFile:
     """An open results store file; use as a context manager."""
 
@@ -133,7 +138,7 @@ class StoreFile:
                 with contextlib.suppress(OSError):
                     target.unlink()
         raise StoreError(
-            f"results store {self.path} is gone, and no copy could be saved ({'; '.join(problems)})"
+            f"no copy of results store {self.path} could be saved ({'; '.join(problems)})"
         )
 
     def _write_connection(self) -> sqlite3.Connection:
@@ -166,7 +171,7 @@ class StoreFile:
         except sqlite3.OperationalError as error:
             # Locked past the timeout, read-only file, full disk: the user's environment,
             # not a bug. Other sqlite errors (bad values, constraint violations) are bugs.
-            raise StoreError(f"cannot write results store {self.path}: {error}") from None
+            raise StoreUnwritable(f"cannot write results store {self.path}: {error}") from None
 
     def _readable(
         self,

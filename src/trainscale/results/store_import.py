@@ -44,6 +44,9 @@ class ImportedRows:
     """Runs of the source that the store already held, left as they were."""
     still_running: int
     """Runs still running in the source, left out."""
+    completed_failed: int = 0
+    """Runs the store held as failed that the source holds completed (a result saved aside
+    when the store refused it): replaced by the completed run, and counted in `runs`."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as `trainscale runs import --json` prints it."""
@@ -135,6 +138,18 @@ def _columns(conn: sqlite3.Connection, table: str) -> str:
 def _copy(conn: sqlite3.Connection) -> dict[str, int]:
     """Copy within the open transaction; the counts of what was copied and left."""
     conn.execute("DROP TABLE IF EXISTS temp.imported")
+    # A run this store holds as failed whose result the source holds completed: the copy a
+    # run saved its result in when this store refused it (full, read-only, locked) or was
+    # replaced. The result is the run's truth; its row here goes (epochs and step times with
+    # it, ON DELETE CASCADE) and the source's is copied in its place.
+    completing = [
+        row[0]
+        for row in conn.execute(
+            "SELECT run_id FROM source.runs WHERE status = 'completed' AND run_id IN "
+            "(SELECT run_id FROM main.runs WHERE status = 'failed')"
+        )
+    ]
+    conn.executemany("DELETE FROM main.runs WHERE run_id = ?", [(i,) for i in completing])
     conn.execute(
         "CREATE TEMP TABLE imported AS SELECT run_id FROM source.runs "
         "WHERE status != 'running' AND run_id NOT IN (SELECT run_id FROM main.runs)"
@@ -163,4 +178,9 @@ def _copy(conn: sqlite3.Connection) -> dict[str, int]:
         if table == "runs":
             counts["runs"] = copied
     conn.execute("DROP TABLE temp.imported")
-    return {**counts, "already_there": already, "still_running": running}
+    return {
+        **counts,
+        "already_there": already,
+        "still_running": running,
+        "completed_failed": len(completing),
+    }
