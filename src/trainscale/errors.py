@@ -29,3 +29,17 @@ class StoreError(TrainscaleError):
 class WorkloadError(TrainscaleError):
     """A custom workload that cannot be used: its file or module is missing or broken, or
     what it names is not a workload spec. The message names the file and the problem."""
+
+
+MAX_REASON_CHARS = 2_000
+"""The longest failure reason printed and stored: an exception of megabytes (a workload
+that puts a whole tensor in its message) would otherwise be one line of megabytes on the
+terminal and in every listing. The worker's full traceback is saved apart."""
+
+
+def capped_reason(reason: str) -> str:
+    """`reason`, cut to MAX_REASON_CHARS with a note of how much was cut."""
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    cut = len(reason) - MAX_REASON_CHARS
+    return f"{reason[:MAX_REASON_CHARS]}... ({cut:,} more characters cut)"

@@ -85,6 +85,8 @@ def test_synthetic_run_prints_json_and_is_stored(store_path, capsys):
         (["run", "mnist-cnn", "--precision", "fp8"], "--precision"),
         (["run", "mnist-cnn", "-o", "colour=blue"], "unknown option 'colour'"),
         (["run", "mnist-cnn", "-o", "novalue"], "KEY=VALUE"),
+        # A tag is printed raw by listings: a newline or a terminal escape would break them.
+        (["run", "mnist-cnn", "--tag", "a\nb\x1b[31mred"], "holds a control character"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, fragment, store_path, capsys):

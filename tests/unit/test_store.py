@@ -495,3 +495,12 @@ def test_a_result_the_store_refuses_is_kept_in_a_copy_that_import_brings_back(
         assert (imported.runs, imported.completed_failed, imported.already_there) == (1, 1, 0)
         restored = store.get_run("run-a")
         assert restored.status == "completed" and store.step_times("run-a") == [0.1]
+
+
+def test_a_failure_reason_of_megabytes_is_stored_cut(store: RunStore) -> None:
+    # A workload that put a whole tensor in its message: one line of megabytes everywhere.
+    _create(store, "run-big")
+    store.fail_run("run-big", "RuntimeError: " + "x" * 3_000_000)
+    error = store.get_run("run-big").error
+    assert error is not None and len(error) < 2_100
+    assert error.startswith("RuntimeError: xxx") and error.endswith("more characters cut)")

@@ -29,7 +29,7 @@ from trainscale.cli import (
 )
 from trainscale.cli.lines import OneLineErrorParser, WarningLines, discard_stdout, one_line
 from trainscale.cli.unknown_args import reject_unrecognized
-from trainscale.errors import TrainscaleError
+from trainscale.errors import TrainscaleError, capped_reason
 from trainscale.parallel.interrupts import describe, exit_status, signals_raise
 from trainscale.runner import exit_deadline
 
@@ -127,7 +127,7 @@ def _run(argv: list[str] | None) -> int:
             return int(args.handler(args))
     except TrainscaleError as error:
         # A user mistake: one line, no traceback, non-zero exit.
-        print(f"trainscale: error: {one_line(str(error))}", file=sys.stderr)
+        print(f"trainscale: error: {one_line(capped_reason(str(error)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM: one line, status 128 + N
         print(f"trainscale: {describe(stop)}", file=sys.stderr)

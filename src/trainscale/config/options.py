@@ -526,6 +526,9 @@ class RunOptions(_Grouped):
         return cls.from_flat({"workload": workload, **flat})
 
     def __post_init__(self) -> None:
+        if isinstance(self.tag, str) and not self.tag.isprintable():
+            # A newline or a terminal escape would be printed raw by every listing.
+            raise ConfigError(f"--tag {self.tag!r} holds a control character; a tag is text")
         if self.measurement.stop_at_target and self.data.kind == "synthetic":
             raise ConfigError(
                 "--stop-at-target needs an accuracy to reach: synthetic data has none "

@@ -15,6 +15,7 @@ from typing import Any
 
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
+from trainscale.errors import capped_reason
 from trainscale.parallel.breadcrumbs import noted_phase
 
 PEER_LOST = re.compile(
@@ -59,8 +60,8 @@ def detail(message: object) -> str:
     chosen = (told or raw)[-1].strip()
     kind = ERROR_TYPE.match(raw[0].strip())
     if kind and chosen != raw[0].strip() and not ERROR_TYPE.match(chosen):
-        return f"{kind.group(1)}: {chosen}"
-    return chosen
+        return capped_reason(f"{kind.group(1)}: {chosen}")
+    return capped_reason(chosen)
 
 
 def root_failure(error: ChildFailedError) -> tuple[int, Any]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trainscale.errors import StoreError
+from trainscale.errors import StoreError, capped_reason
 from trainscale.results.owner import (
     STALE_PREFIX,
     Owner,
@@ -278,6 +278,7 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
         """
         if data_kind is not None:
             _check_data_kind(data_kind)
+        reason = capped_reason(reason)
         now = utc_now()
         with self._write() as conn:
             status = _status(conn, run_id)
