@@ -23,6 +23,7 @@ Affinity modes:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -208,12 +209,9 @@ def _pin_other_threads(cores: list[int]) -> None:
     except OSError:  # no procfs: only the calling thread could be pinned
         return
     for thread in threads:
-        try:
+        # A thread that ended meanwhile, or one the OS will not move, keeps its own mask.
+        with contextlib.suppress(OSError):
             os.sched_setaffinity(int(thread), cores)
-        except (ProcessLookupError, ValueError):  # it ended meanwhile
-            continue
-        except OSError:  # a thread the OS will not move (rare): it keeps its own mask
-            continue
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -166,14 +166,14 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
         summary_json = dumps(summary)
         epoch_rows = [_epoch_row(run_id, index, epoch) for index, epoch in enumerate(epochs, 1)]
         step_rows = [(run_id, step, float(t)) for step, t in enumerate(step_times_s)]
-        result = (run_id, summary, epochs, step_times_s, global_batch_size)
+        result = (run_id, summary_json, epoch_rows, step_rows, global_batch_size)
         moved = self._moved()
         if moved is not None:
             # Written here, the result would go into a file nobody can open again; and a
             # new store at the path would hold no row for the run.
             self._keep_in_copy(moved, *result)
         try:
-            self._complete(run_id, summary_json, epoch_rows, step_rows, global_batch_size)
+            self._complete(*result)
         except StoreUnwritable as refused:
             self._keep_in_copy(str(refused), *result)
 
@@ -181,17 +181,17 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
         self,
         why: str,
         run_id: str,
-        summary: Mapping[str, Any],
-        epochs: Sequence[Mapping[str, Any]],
-        step_times_s: Sequence[float],
+        summary_json: str,
+        epoch_rows: Sequence[tuple[Any, ...]],
+        step_rows: Sequence[tuple[Any, ...]],
         global_batch_size: int | None,
     ) -> NoReturn:
         """StoreError saying `why` this store cannot take the run's result, after keeping
         the result in a copy of the store (`_save_copy`), completed there: the result is
         not lost, and `runs import` brings it into a store that can be written."""
         saved = self._save_copy()
-        with RunStore(saved) as copy:
-            copy.complete_run(run_id, summary, epochs, step_times_s, global_batch_size)
+        with RunStore(saved) as copy:  # one try: a copy that refuses too is the error
+            copy._complete(run_id, summary_json, epoch_rows, step_rows, global_batch_size)
         raise StoreError(
             f"{why}; the run's result was saved to {saved} instead (`trainscale runs show "
             f"{run_id[:8]} --store {saved}`; `trainscale runs import {saved}` brings it in)"
