@@ -11,6 +11,7 @@ from trainscale.cli.common import add_json_argument
 from trainscale.cli.lines import print_json
 from trainscale.errors import ConfigError, StoreError
 from trainscale.results.records import DamagedRecordError
+from trainscale.results.store import still_running_refusal
 
 if TYPE_CHECKING:
     from trainscale.results.records import DamagedRow, RunRecord
@@ -71,11 +72,9 @@ def run(args: argparse.Namespace) -> int:
         for row in damaged:
             print(f"  {row.ident[:8]}  damaged stored JSON ({', '.join(row.columns)})", file=shown)
         ids = [record.run_id for record in chosen] + [row.ident for row in damaged]
-        running = [record.short_id for record in chosen if record.status == "running"]
-        if running:  # refused before asking, and a dry run says so too
-            raise StoreError(
-                f"run {running[0]} is still running: stop it, or let it end, before deleting it"
-            )
+        running = [record.run_id for record in chosen if record.status == "running"]
+        if running:  # refused before asking, as the delete would, and a dry run says so too
+            raise StoreError(still_running_refusal(running[0]))
         if not ids:
             print("no run matches: nothing to delete", file=shown)
         elif args.dry_run:

@@ -414,10 +414,7 @@ class RunStore(SweepRows, ProbeRows, StoreImport):
         with self._write() as conn:
             for run_id in run_ids:
                 if _status(conn, run_id) == "running":
-                    raise StoreError(
-                        f"run {run_id[:8]} is still running: stop it, or let it end, before "
-                        "deleting it"
-                    )
+                    raise StoreError(still_running_refusal(run_id))
             # Epochs and step times go with their run: the schema's ON DELETE CASCADE, with
             # foreign keys on in every connection (sqlite_file.py).
             return sum(
@@ -497,6 +494,12 @@ def _affinity_text(affinity: Any) -> str | None:
     if affinity is None or isinstance(affinity, str):
         return affinity
     return dumps(affinity)
+
+
+def still_running_refusal(run_id: str) -> str:
+    """Why a run still running cannot be deleted: its process would write into a row that
+    is gone."""
+    return f"run {run_id[:8]} is still running: stop it, or let it end, before deleting it"
 
 
 def _epoch_row(run_id: str, index: int, epoch: Mapping[str, Any]) -> tuple[Any, ...]:
